@@ -1,0 +1,8 @@
+"""Inferbus: the composition root. Creates the FunctionApp and registers the Blueprints."""
+
+import azure.functions as func
+
+from triggers.http_api import bp as http_api
+
+app = func.FunctionApp()
+app.register_functions(http_api)

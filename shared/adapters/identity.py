@@ -1,0 +1,20 @@
+"""Credentials: managed identity in Azure, developer sign-in locally, one per process.
+
+``DefaultAzureCredential`` picks managed identity on Azure and the developer's Azure CLI
+or VS Code sign-in elsewhere. A user-assigned identity is chosen by its client id (the
+``<Connection>__clientId`` app setting), as the Functions extensions do.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from azure.identity import DefaultAzureCredential
+
+
+@cache
+def azure_credential(client_id: str | None = None) -> DefaultAzureCredential:
+    """A shared credential: token caches are per instance, so reuse it."""
+    if client_id:
+        return DefaultAzureCredential(managed_identity_client_id=client_id)
+    return DefaultAzureCredential()

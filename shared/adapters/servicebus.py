@@ -1,0 +1,110 @@
+"""Service Bus through azure-servicebus: clients, the request sender, the backlog probe.
+
+One ``ServiceBusClient`` per process (a namespace allows 5,000 AMQP connections, and a
+connection per invocation also costs a TLS and CBS handshake each time). Senders are not
+thread-safe, so each is guarded by a lock; a sender whose connection broke is closed and
+rebuilt on the next send.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSender
+from azure.servicebus.exceptions import (
+    MessageSizeExceededError,
+    MessagingEntityNotFoundError,
+    ServiceBusError,
+)
+
+from shared.adapters.identity import azure_credential
+from shared.errors import ConfigurationError, PermanentError, TransientError
+from shared.messaging import OutgoingMessage
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def servicebus_client(settings: Settings) -> ServiceBusClient:
+    """The client for the ``ServiceBusConnection`` connection."""
+    if settings.servicebus_connection_string:
+        return ServiceBusClient.from_connection_string(settings.servicebus_connection_string)
+    if settings.servicebus_namespace:
+        credential = azure_credential(settings.servicebus_client_id)
+        return ServiceBusClient(settings.servicebus_namespace, credential)
+    raise ConfigurationError(
+        "set ServiceBusConnection (connection string) or "
+        "ServiceBusConnection__fullyQualifiedNamespace"
+    )
+
+
+def to_servicebus_message(message: OutgoingMessage) -> ServiceBusMessage:
+    """The SDK message for an outgoing message: every system property set explicitly."""
+    properties: dict[str | bytes, Any] = {k: v for k, v in message.application_properties.items()}
+    return ServiceBusMessage(
+        message.body,
+        message_id=message.message_id,
+        correlation_id=message.correlation_id,
+        content_type=message.content_type,
+        subject=message.subject,
+        session_id=message.session_id,
+        time_to_live=message.time_to_live,
+        scheduled_enqueue_time_utc=message.scheduled_enqueue_time,
+        application_properties=properties,
+    )
+
+
+@contextmanager
+def servicebus_errors(what: str) -> Iterator[None]:
+    """Translate SDK failures into the application's error tree."""
+    try:
+        yield
+    except MessagingEntityNotFoundError as error:
+        raise ConfigurationError(f"{what}: the entity does not exist") from error
+    except MessageSizeExceededError as error:
+        raise PermanentError(f"{what}: the message is too large") from error
+    except ServiceBusError as error:
+        raise TransientError(f"{what}: {type(error).__name__}") from error
+
+
+class ServiceBusMessageSender:
+    """Implements ``messaging.MessageSender`` for one queue or topic."""
+
+    def __init__(self, client: ServiceBusClient, entity: str, *, topic: bool = False) -> None:
+        self._client = client
+        self._entity = entity
+        self._topic = topic
+        self._sender: ServiceBusSender | None = None
+        self._lock = threading.Lock()
+
+    def _open(self) -> ServiceBusSender:
+        if self._sender is None:
+            factory: Any = (
+                self._client.get_topic_sender if self._topic else self._client.get_queue_sender
+            )
+            self._sender = factory(self._entity)
+        return self._sender
+
+    def send(self, message: OutgoingMessage) -> None:
+        with self._lock, servicebus_errors(f"sending to {self._entity}"):
+            try:
+                self._open().send_messages(to_servicebus_message(message))
+            except ServiceBusError:
+                self._discard()
+                raise
+
+    def _discard(self) -> None:
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            try:
+                sender.close()
+            except Exception:
+                log.debug("closing a broken sender failed", exc_info=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._discard()

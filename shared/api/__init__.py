@@ -1,0 +1,1 @@
+"""The HTTP API, free of any web framework: triggers translate to and from these types."""

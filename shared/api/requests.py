@@ -1,0 +1,239 @@
+"""``/api/v1/requests``: submit work, poll its job, fetch its result, cancel it.
+
+The asynchronous request-reply pattern: ``POST`` answers ``202 Accepted`` with a
+``Location`` to poll and a ``Retry-After`` saying how soon; the status document names the
+result URL once the job has completed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from fnmatch import fnmatch
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from shared.api.http import ApiRequest, ApiResponse, json_response
+from shared.composition import Services, get_services
+from shared.contracts import (
+    BlobReferenceInput,
+    Job,
+    JobStatus,
+    ModelName,
+    Priority,
+    SubmitRequestBody,
+    TextInput,
+)
+from shared.errors import (
+    Conflict,
+    FieldError,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+)
+from shared.intake import BlobReference, InlineContent, Submission
+from shared.jobs import transition
+from shared.tenancy import resolve_tenant
+from shared.tracing import continue_or_start
+
+JSON_ENVELOPE_ALLOWANCE = 65_536  # room for the JSON around the largest allowed inline text
+
+
+class UploadParameters(BaseModel):
+    """Query parameters of a raw document upload."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: ModelName
+    priority: Priority = Priority.NORMAL
+    not_before: datetime | None = None
+    deadline_seconds: int | None = Field(None, ge=1)
+
+
+def _validation_error(error: ValidationError, prefix: str = "") -> InvalidInput:
+    fields = tuple(
+        FieldError(prefix + ".".join(str(part) for part in item["loc"]), item["msg"])
+        for item in error.errors()
+    )
+    summary = "; ".join(f"{f.field}: {f.message}" for f in fields[:5])
+    return InvalidInput(f"the request is invalid: {summary}", fields)
+
+
+def _tenant(request: ApiRequest, services: Services) -> str:
+    settings = services.settings
+    return resolve_tenant(
+        request.headers, settings.tenant_claim_types, settings.allow_tenant_header
+    )
+
+
+def _collection_url(request: ApiRequest) -> str:
+    base = request.url.split("?", 1)[0].split("#", 1)[0]
+    marker = "/v1/requests"
+    return base[: base.index(marker) + len(marker)] if marker in base else base.rstrip("/")
+
+
+def job_view(job: Job, collection_url: str) -> dict[str, Any]:
+    """What a caller sees of a job (internals such as the claim check stay private)."""
+    status_url = f"{collection_url}/{job.id}"
+    view: dict[str, Any] = {
+        "id": job.id,
+        "status": job.status.value,
+        "model": job.model,
+        "priority": job.priority.value,
+        "created_at": job.created_at.isoformat(),
+        "updated_at": job.updated_at.isoformat(),
+        "completed_at": job.completed_at.isoformat() if job.completed_at else None,
+        "not_before": job.not_before.isoformat() if job.not_before else None,
+        "deadline": job.deadline.isoformat() if job.deadline else None,
+        "attempts": job.attempts,
+        "status_url": status_url,
+    }
+    if job.error:
+        view["error"] = {"code": job.error.code, "message": job.error.message}
+    if job.status is JobStatus.COMPLETED:
+        view["result"] = job.result_summary
+        view["result_url"] = f"{status_url}/result"
+    return view
+
+
+def _json_submission(request: ApiRequest, services: Services, tenant_id: str) -> Submission:
+    settings = services.settings
+    if len(request.body) > settings.max_inline_text_bytes + JSON_ENVELOPE_ALLOWANCE:
+        raise PayloadTooLarge(
+            f"the JSON body is larger than {settings.max_inline_text_bytes} bytes"
+        )
+    try:
+        document = json.loads(request.body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InvalidInput(f"the body is not valid JSON: {error}") from error
+    try:
+        body = SubmitRequestBody.model_validate(document)
+    except ValidationError as error:
+        raise _validation_error(error) from error
+    content: InlineContent | BlobReference
+    if isinstance(body.input, TextInput):
+        data = body.input.text.encode("utf-8")
+        if len(data) > settings.max_inline_text_bytes:
+            raise PayloadTooLarge(
+                f"input.text is {len(data)} bytes; the limit is {settings.max_inline_text_bytes}",
+                (FieldError("input.text", "too large"),),
+            )
+        content = InlineContent(data, "text/plain; charset=utf-8")
+    else:
+        assert isinstance(body.input, BlobReferenceInput)
+        content = BlobReference(body.input.blob_uri, body.input.sha256)
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return Submission(
+        tenant_id=tenant_id,
+        model=body.model,
+        content=content,
+        parameters=body.parameters,
+        priority=body.priority,
+        not_before=body.not_before,
+        deadline_seconds=body.deadline_seconds,
+        metadata=body.metadata,
+        idempotency_key=request.header("idempotency-key"),
+        request_hash=hashlib.sha256(canonical).hexdigest(),
+        trace=continue_or_start(request.header("traceparent"), request.header("tracestate")),
+    )
+
+
+def _upload_submission(request: ApiRequest, services: Services, tenant_id: str) -> Submission:
+    settings = services.settings
+    try:
+        params = UploadParameters.model_validate(dict(request.params))
+    except ValidationError as error:
+        raise _validation_error(error, prefix="query.") from error
+    if params.not_before is not None and params.not_before.tzinfo is None:
+        raise InvalidInput(
+            "not_before must include a time zone", (FieldError("query.not_before", "naive"),)
+        )
+    if not request.body:
+        raise InvalidInput("the uploaded document is empty", (FieldError("body", "empty"),))
+    if len(request.body) > settings.max_upload_bytes:
+        raise PayloadTooLarge(
+            f"the document is {len(request.body)} bytes; the limit is {settings.max_upload_bytes}"
+        )
+    digest = hashlib.sha256()
+    digest.update(request.media_type.encode() + b"\n")
+    digest.update(json.dumps(sorted(request.params.items())).encode() + b"\n")
+    digest.update(request.body)
+    return Submission(
+        tenant_id=tenant_id,
+        model=params.model,
+        content=InlineContent(request.body, request.header("content-type") or request.media_type),
+        priority=params.priority,
+        not_before=params.not_before,
+        deadline_seconds=params.deadline_seconds,
+        idempotency_key=request.header("idempotency-key"),
+        request_hash=digest.hexdigest(),
+        trace=continue_or_start(request.header("traceparent"), request.header("tracestate")),
+    )
+
+
+def submit_request(request: ApiRequest) -> ApiResponse:
+    """``POST /api/v1/requests``: a JSON body, or a raw document with ``?model=``."""
+    services = get_services()
+    tenant_id = _tenant(request, services)
+    media_type = request.media_type
+    if media_type == "application/json":
+        submission = _json_submission(request, services, tenant_id)
+    elif media_type and any(
+        fnmatch(media_type, allowed) for allowed in services.settings.allowed_upload_media_types
+    ):
+        submission = _upload_submission(request, services, tenant_id)
+    else:
+        accepted = ", ".join(("application/json", *services.settings.allowed_upload_media_types))
+        raise UnsupportedMediaType(
+            f"Content-Type '{media_type or 'missing'}' is not accepted; use one of: {accepted}"
+        )
+    accepted_job = services.intake.submit(submission)
+    view = job_view(accepted_job.job, _collection_url(request))
+    headers = {
+        "Location": view["status_url"],
+        "Retry-After": str(services.settings.status_poll_seconds),
+    }
+    body = {"id": view["id"], "status": view["status"], "status_url": view["status_url"]}
+    return json_response(202, body, headers)
+
+
+def get_request(request: ApiRequest) -> ApiResponse:
+    """``GET /api/v1/requests/{id}``: the job as the caller may see it."""
+    services = get_services()
+    job = services.jobs.get(_tenant(request, services), request.route_params.get("id", ""))
+    headers = {}
+    if not job.status.is_terminal:
+        headers["Retry-After"] = str(services.settings.status_poll_seconds)
+    return json_response(200, job_view(job, _collection_url(request)), headers)
+
+
+def get_result(request: ApiRequest) -> ApiResponse:
+    """``GET /api/v1/requests/{id}/result``: 409 with Retry-After until the job is done."""
+    services = get_services()
+    job = services.jobs.get(_tenant(request, services), request.route_params.get("id", ""))
+    if not job.status.is_terminal:
+        raise Conflict(
+            f"request {job.id} is {job.status.value}; its result is not ready",
+            code="result_not_ready",
+            retry_after=services.settings.status_poll_seconds,
+        )
+    if job.status is not JobStatus.COMPLETED or not job.result_blob:
+        raise Conflict(f"request {job.id} ended {job.status.value} without a result", "no_result")
+    document = services.blobs.read(services.settings.results_container, job.result_blob)
+    if document is None:
+        raise NotFound(f"the result of request {job.id} is no longer stored")
+    return ApiResponse(200, document, {"Content-Type": "application/json"})
+
+
+def cancel_request(request: ApiRequest) -> ApiResponse:
+    """``DELETE /api/v1/requests/{id}``: cancel unless already terminal (then 409)."""
+    services = get_services()
+    tenant_id = _tenant(request, services)
+    job_id = request.route_params.get("id", "")
+    job = services.jobs.update(
+        tenant_id, job_id, lambda current: transition(current, JobStatus.CANCELLED)
+    )
+    return json_response(200, job_view(job, _collection_url(request)))

@@ -1,0 +1,155 @@
+"""The claim check: inputs live in Blob storage, messages carry only a verified reference.
+
+Service Bus messages are small (256 KB on Standard) and every byte in them is paid for on
+each delivery; documents are not. Intake stores the input once as
+``<inputs container>/<tenant>/<request_id>`` with its SHA-256, size and media type, and
+the message carries that reference so the processor can verify what it reads.
+
+A caller may instead reference a blob already in the app's storage account. That
+reference is an SSRF and cross-tenant risk, so it is accepted only when it names this
+account's endpoint, an allowed container, and a blob under the caller's tenant prefix,
+with no query string (no SAS tokens) and no path tricks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import unquote, urlsplit
+
+from shared.contracts import ClaimCheck
+from shared.errors import FieldError, InvalidInput, PayloadTooLarge
+
+
+@dataclass(frozen=True)
+class BlobInfo:
+    size: int
+    media_type: str
+    metadata: dict[str, str]
+
+
+class BlobStore(Protocol):
+    """Blob storage as the use cases need it (adapter: azure-storage-blob)."""
+
+    @property
+    def account_url(self) -> str:
+        """The account endpoint without a trailing slash, e.g. https://acct.blob.core.windows.net."""
+        ...
+
+    def upload(
+        self, container: str, name: str, data: bytes, media_type: str, metadata: dict[str, str]
+    ) -> None:
+        """Write (or overwrite) a blob."""
+        ...
+
+    def info(self, container: str, name: str) -> BlobInfo | None:
+        """Size, media type and metadata, or None when the blob does not exist."""
+        ...
+
+    def read_chunks(self, container: str, name: str) -> Iterator[bytes]:
+        """Stream the blob's content; NotFound when it does not exist."""
+        ...
+
+    def read(self, container: str, name: str) -> bytes | None:
+        """The whole blob, or None when it does not exist."""
+        ...
+
+
+@dataclass(frozen=True)
+class BlobLocation:
+    container: str
+    name: str
+
+
+def _invalid_uri(reason: str) -> InvalidInput:
+    return InvalidInput(
+        f"input.blob_uri is not acceptable: {reason}", (FieldError("input.blob_uri", reason),)
+    )
+
+
+class ClaimChecks:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        inputs_container: str,
+        allowed_containers: tuple[str, ...],
+        max_bytes: int,
+    ) -> None:
+        self._blobs = blobs
+        self._inputs_container = inputs_container
+        self._allowed_containers = allowed_containers
+        self._max_bytes = max_bytes
+
+    def blob_uri(self, container: str, name: str) -> str:
+        return f"{self._blobs.account_url}/{container}/{name}"
+
+    def store(self, tenant_id: str, request_id: str, data: bytes, media_type: str) -> ClaimCheck:
+        """Store an input and describe it."""
+        digest = hashlib.sha256(data).hexdigest()
+        name = f"{tenant_id}/{request_id}"
+        self._blobs.upload(
+            self._inputs_container,
+            name,
+            data,
+            media_type,
+            {"sha256": digest, "tenant_id": tenant_id, "request_id": request_id},
+        )
+        return ClaimCheck(
+            blob_uri=self.blob_uri(self._inputs_container, name),
+            sha256=digest,
+            size=len(data),
+            media_type=media_type,
+        )
+
+    def locate(self, blob_uri: str, tenant_id: str) -> BlobLocation:
+        """Parse a caller's blob URI, refusing anything outside the allowed space."""
+        account = urlsplit(self._blobs.account_url)
+        parts = urlsplit(blob_uri)
+        if parts.scheme not in ("https", "http") or parts.netloc.lower() != account.netloc.lower():
+            raise _invalid_uri("it must point into this service's storage account")
+        if parts.query or parts.fragment:
+            raise _invalid_uri("query strings and fragments (such as SAS tokens) are not allowed")
+        path = unquote(parts.path)
+        prefix = account.path.rstrip("/") + "/"
+        if not path.startswith(prefix):
+            raise _invalid_uri("it must point into this service's storage account")
+        container, _, name = path[len(prefix) :].partition("/")
+        if container not in self._allowed_containers:
+            allowed = ", ".join(self._allowed_containers)
+            raise _invalid_uri(f"container '{container}' is not one of: {allowed}")
+        segments = name.split("/")
+        if not name or any(segment in ("", ".", "..") for segment in segments) or "\\" in name:
+            raise _invalid_uri("the blob name is empty or contains empty, '.' or '..' segments")
+        if segments[0] != tenant_id or len(segments) < 2:
+            raise _invalid_uri(f"the blob name must start with the caller's tenant '{tenant_id}/'")
+        return BlobLocation(container, name)
+
+    def reference(self, blob_uri: str, tenant_id: str, sha256: str | None) -> ClaimCheck:
+        """Describe a caller-referenced blob; computes its SHA-256 when none was given."""
+        location = self.locate(blob_uri, tenant_id)
+        info = self._blobs.info(location.container, location.name)
+        if info is None:
+            raise _invalid_uri("no such blob")
+        self._check_size(info.size)
+        digest = sha256 or self._digest(location)
+        return ClaimCheck(
+            blob_uri=self.blob_uri(location.container, location.name),
+            sha256=digest,
+            size=info.size,
+            media_type=info.media_type,
+        )
+
+    def _check_size(self, size: int) -> None:
+        if size > self._max_bytes:
+            raise PayloadTooLarge(
+                f"the input is {size} bytes; the limit is {self._max_bytes} bytes",
+                (FieldError("input", f"larger than {self._max_bytes} bytes"),),
+            )
+
+    def _digest(self, location: BlobLocation) -> str:
+        digest = hashlib.sha256()
+        for chunk in self._blobs.read_chunks(location.container, location.name):
+            digest.update(chunk)
+        return digest.hexdigest()

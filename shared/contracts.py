@@ -1,0 +1,156 @@
+"""Versioned contracts: what crosses a boundary (HTTP, Service Bus, Blob storage).
+
+Each stored or sent document carries an explicit ``schema`` so a reader can refuse a
+version it does not know with a clear reason instead of misreading it. The HTTP request
+body is versioned by its URL (``/api/v1/...``) and therefore has no schema field.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+
+REQUEST_MESSAGE_SCHEMA: Final = "inferbus.request/v1"
+JOB_SCHEMA: Final = "inferbus.job/v1"
+
+Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+ModelName = Annotated[
+    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+]
+MetadataKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+]
+MetadataValue = Annotated[str, StringConstraints(max_length=256)]
+
+
+class Priority(StrEnum):
+    LOW = "low"
+    NORMAL = "normal"
+    HIGH = "high"
+
+
+class JobStatus(StrEnum):
+    """Lifecycle of a job; the last four are terminal."""
+
+    ACCEPTED = "accepted"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset(
+    {JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.EXPIRED, JobStatus.CANCELLED}
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- the HTTP request body (API v1) ------------------------------------------------------
+
+
+class TextInput(_Strict):
+    """Inline text; its size limit comes from settings and is checked by intake."""
+
+    text: str = Field(min_length=1)
+
+
+class BlobReferenceInput(_Strict):
+    """A document already in the app's storage account; ``sha256`` is verified later."""
+
+    blob_uri: str = Field(min_length=1, max_length=2048)
+    sha256: Sha256Hex | None = None
+
+
+class SubmitRequestBody(_Strict):
+    """``POST /api/v1/requests`` with a JSON body."""
+
+    model: ModelName
+    input: TextInput | BlobReferenceInput
+    parameters: dict[str, Any] = Field(default_factory=dict, max_length=32)
+    priority: Priority = Priority.NORMAL
+    not_before: AwareDatetime | None = None
+    deadline_seconds: int | None = Field(None, ge=1)
+    metadata: dict[MetadataKey, MetadataValue] = Field(default_factory=dict, max_length=16)
+
+
+# --- claim check and the request message -------------------------------------------------
+
+
+class ClaimCheck(_Strict):
+    """Where the input lives and how to verify it: the message carries this, not the data."""
+
+    blob_uri: str
+    sha256: Sha256Hex
+    size: int = Field(ge=0)
+    media_type: str
+
+
+class InlineText(_Strict):
+    """Small inline input, for producers that send text in the message itself."""
+
+    text: str
+
+
+class RequestMessage(_Strict):
+    """Body of a request message on the requests queue (``inferbus.request/v1``)."""
+
+    schema_: Literal["inferbus.request/v1"] = Field(REQUEST_MESSAGE_SCHEMA, alias="schema")
+    request_id: str
+    tenant_id: str
+    model: ModelName
+    input: ClaimCheck | InlineText
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    priority: Priority = Priority.NORMAL
+    not_before: AwareDatetime | None = None
+    deadline: AwareDatetime | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+# --- the job document ----------------------------------------------------------------------
+
+
+class JobError(_Strict):
+    code: str
+    message: str
+
+
+class Job(BaseModel):
+    """The durable record of one request, stored as JSON and changed by compare-and-swap."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schema_: Literal["inferbus.job/v1"] = Field(JOB_SCHEMA, alias="schema")
+    id: str
+    tenant_id: str
+    status: JobStatus = JobStatus.ACCEPTED
+    model: str
+    priority: Priority = Priority.NORMAL
+    source: str = "http"
+    input: ClaimCheck | InlineText | None = None
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, str] = Field(default_factory=dict)
+    correlation_id: str
+    created_at: datetime
+    updated_at: datetime
+    not_before: datetime | None = None
+    deadline: datetime | None = None
+    completed_at: datetime | None = None
+    attempts: int = 0
+    last_error: JobError | None = None
+    error: JobError | None = None
+    settlement: str | None = None
+    result_blob: str | None = None
+    result_summary: dict[str, Any] | None = None

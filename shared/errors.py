@@ -1,0 +1,136 @@
+"""The one exception tree of Inferbus.
+
+Every failure the application knows about is one of four kinds, and the kind decides
+what happens next, whatever the transport:
+
+- ``TransientError``: try again later (HTTP 503 with Retry-After, a scheduled retry of a
+  message). May carry ``retry_after`` seconds that a dependency asked for.
+- ``PermanentError``: retrying cannot help (dead-letter, record the failure).
+- ``PolicyRefusal``: the model declined the content. A result, not a failure.
+- ``InvalidInput``: the caller sent something wrong (HTTP 4xx, dead-letter
+  ``InvalidPayload``). Carries the failing fields.
+
+The remaining classes refine these for the request API (not found, conflicts, missing
+identity). Adapters translate SDK exceptions into this tree at the boundary so that use
+cases never see an SDK type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One failing field of an input: a dotted location and what is wrong with it."""
+
+    field: str
+    message: str
+
+
+class InferbusError(Exception):
+    """Base of every error the application raises on purpose."""
+
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigurationError(InferbusError):
+    """App settings are missing or invalid: the deployment, not the caller, must change."""
+
+    code = "configuration_error"
+
+
+class TransientError(InferbusError):
+    """A dependency is unavailable or throttling: the same work may succeed later."""
+
+    code = "transient"
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ServiceUnavailable(TransientError):
+    """Inferbus cannot take work now (storage or Service Bus down, backlog over limit)."""
+
+    code = "service_unavailable"
+
+
+class PermanentError(InferbusError):
+    """Retrying the same work cannot succeed."""
+
+    code = "permanent"
+
+
+class PolicyRefusal(InferbusError):
+    """The model refused the content (for example a content filter): record it as a result."""
+
+    code = "refused"
+
+    def __init__(self, message: str, category: str | None = None) -> None:
+        super().__init__(message)
+        self.category = category
+
+
+class InvalidInput(InferbusError):
+    """The input is malformed or breaks a rule; ``fields`` says which parts."""
+
+    code = "invalid_input"
+
+    def __init__(self, message: str, fields: tuple[FieldError, ...] = ()) -> None:
+        super().__init__(message)
+        self.fields = fields
+
+
+class UnknownModel(InvalidInput):
+    """The requested model is not one this deployment serves."""
+
+    code = "unknown_model"
+
+
+class PayloadTooLarge(InvalidInput):
+    """The input exceeds a configured size limit."""
+
+    code = "payload_too_large"
+
+
+class UnsupportedMediaType(InvalidInput):
+    """The body's content type is not one the API accepts."""
+
+    code = "unsupported_media_type"
+
+
+class Unauthenticated(InferbusError):
+    """No caller identity could be established."""
+
+    code = "unauthenticated"
+
+
+class NotFound(InferbusError):
+    """No such resource for this caller (another tenant's resource is also 'not found')."""
+
+    code = "not_found"
+
+
+class Conflict(InferbusError):
+    """The request conflicts with the resource's current state.
+
+    ``retry_after`` is set when waiting can resolve the conflict (a job still running).
+    """
+
+    code = "conflict"
+
+    def __init__(self, message: str, code: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retry_after = retry_after
+
+
+class ConcurrencyConflict(TransientError):
+    """A compare-and-swap write lost a race (ETag mismatch); reread and try again."""
+
+    code = "concurrency_conflict"

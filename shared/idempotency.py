@@ -1,0 +1,154 @@
+"""Idempotency-Key handling: one key, one job, one message, however often it is sent.
+
+A marker per (tenant, key) is created with if-none-match, so exactly one of several
+concurrent submissions wins. The marker starts ``pending`` and becomes ``committed`` once
+the request message is durably enqueued. A second submission with the same key:
+
+- and a different body: 409 ``idempotency_key_reused``;
+- while the first is pending: waits a little for it to commit, then 409 with Retry-After
+  (it must not answer 202 for work that might still fail to enqueue);
+- after commit: gets the first job back.
+
+A failed submission deletes its marker so the key can be used again. A marker left
+``pending`` by a crashed instance is taken over after ``stale_after`` seconds, keeping its
+request id so that the job and the message (deduplicated by message id) stay single.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Literal, Protocol
+
+from shared.clock import Clock, utc_now
+from shared.errors import ConcurrencyConflict, Conflict, FieldError, InvalidInput
+
+IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    tenant_id: str
+    key_hash: str
+    request_hash: str
+    request_id: str
+    state: Literal["pending", "committed"]
+    created_at: datetime
+
+
+class IdempotencyStore(Protocol):
+    """Durable markers (adapters: Blob storage with if-none-match and ETags)."""
+
+    def try_create(self, record: IdempotencyRecord) -> str | None:
+        """Create the marker; its ETag, or None when it already exists."""
+        ...
+
+    def load(self, tenant_id: str, key_hash: str) -> tuple[IdempotencyRecord, str] | None: ...
+
+    def replace(self, record: IdempotencyRecord, etag: str) -> str:
+        """Overwrite if the ETag matches (else ConcurrencyConflict); the new ETag."""
+        ...
+
+    def delete(self, tenant_id: str, key_hash: str, etag: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """This submission owns the key and must commit or release it."""
+
+    record: IdempotencyRecord
+    etag: str
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The key was already used for the same body: return that request."""
+
+    request_id: str
+
+
+def hash_key(key: str) -> str:
+    """Keys are caller-chosen strings; a hash makes a safe, fixed-length blob name."""
+    if not IDEMPOTENCY_KEY_PATTERN.match(key):
+        raise InvalidInput(
+            "Idempotency-Key must be 1 to 255 visible ASCII characters",
+            (FieldError("Idempotency-Key", "must be 1 to 255 visible ASCII characters"),),
+        )
+    return hashlib.sha256(key.encode("ascii")).hexdigest()
+
+
+class IdempotencyGuard:
+    def __init__(
+        self,
+        store: IdempotencyStore,
+        clock: Clock = utc_now,
+        wait_seconds: float = 5.0,
+        stale_after_seconds: float = 120.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._wait_seconds = wait_seconds
+        self._stale_after = stale_after_seconds
+        self._sleep = sleep
+
+    def begin(self, tenant_id: str, key: str, request_hash: str) -> Claimed | Replay:
+        """Claim ``key`` for a new request, or say which request already owns it."""
+        key_hash = hash_key(key)
+        deadline = time.monotonic() + self._wait_seconds
+        fresh = IdempotencyRecord(
+            tenant_id=tenant_id,
+            key_hash=key_hash,
+            request_hash=request_hash,
+            request_id=str(uuid.uuid4()),
+            state="pending",
+            created_at=self._clock(),
+        )
+        while True:
+            etag = self._store.try_create(fresh)
+            if etag is not None:
+                return Claimed(fresh, etag)
+            existing = self._store.load(tenant_id, key_hash)
+            if existing is not None:
+                outcome = self._resolve(existing[0], existing[1], request_hash)
+                if outcome is not None:
+                    return outcome
+            if time.monotonic() >= deadline:
+                raise Conflict(
+                    "a request with this Idempotency-Key is still being accepted; retry shortly",
+                    code="idempotency_key_in_progress",
+                    retry_after=1,
+                )
+            self._sleep(0.1)
+
+    def _resolve(
+        self, record: IdempotencyRecord, etag: str, request_hash: str
+    ) -> Claimed | Replay | None:
+        if record.request_hash != request_hash:
+            raise Conflict(
+                "this Idempotency-Key was already used with a different request body",
+                code="idempotency_key_reused",
+            )
+        if record.state == "committed":
+            return Replay(record.request_id)
+        age = (self._clock() - record.created_at).total_seconds()
+        if age < self._stale_after:
+            return None
+        taken_over = replace(record, created_at=self._clock())
+        try:
+            return Claimed(taken_over, self._store.replace(taken_over, etag))
+        except ConcurrencyConflict:
+            return None
+
+    def commit(self, claim: Claimed) -> None:
+        """The request is durably enqueued: later submissions replay it."""
+        self._store.replace(replace(claim.record, state="committed"), claim.etag)
+
+    def release(self, claim: Claimed) -> None:
+        """The submission failed: free the key for a new attempt."""
+        self._store.delete(claim.record.tenant_id, claim.record.key_hash, claim.etag)

@@ -1,0 +1,251 @@
+"""Intake: turn a submission into a stored input, a job and a request message.
+
+Every door (HTTP API, webhook, Event Grid trigger, blob trigger) ends here, so the
+guarantees hold for all of them:
+
+- everything cheap is validated before anything is written;
+- a 202 (or any "accepted") is only ever given for work whose message the broker took;
+  when the send fails, the job is marked ``failed`` with ``enqueue_failed``, the
+  idempotency key is released and the caller is told to retry (503);
+- the same Idempotency-Key and body give the same job and never a second message.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from shared.backlog import BacklogGate
+from shared.claimcheck import ClaimChecks
+from shared.clock import Clock, utc_now
+from shared.contracts import ClaimCheck, InlineText, Job, Priority, RequestMessage
+from shared.errors import (
+    FieldError,
+    InvalidInput,
+    ServiceUnavailable,
+    TransientError,
+    UnknownModel,
+)
+from shared.idempotency import Claimed, IdempotencyGuard, Replay
+from shared.jobs import JobRepository, fail
+from shared.messaging import MessageSender, request_envelope
+from shared.tracing import TraceContext, continue_or_start
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class InlineContent:
+    """Bytes to store as the claim check (inline text or an uploaded document)."""
+
+    data: bytes
+    media_type: str
+
+
+@dataclass(frozen=True)
+class BlobReference:
+    """A caller-named blob in the app's own storage account."""
+
+    blob_uri: str
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One unit of work, normalised from whichever door it came through."""
+
+    tenant_id: str
+    model: str
+    content: InlineContent | BlobReference | ClaimCheck
+    parameters: dict[str, Any] = field(default_factory=dict)
+    priority: Priority = Priority.NORMAL
+    not_before: Any = None
+    deadline_seconds: int | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    source: str = "http"
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+    trace: TraceContext = field(default_factory=lambda: continue_or_start(None))
+
+
+@dataclass(frozen=True)
+class Accepted:
+    job: Job
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class IntakePolicy:
+    allowed_models: tuple[str, ...]
+    default_deadline_seconds: int
+    max_deadline_seconds: int
+
+
+class Intake:
+    def __init__(
+        self,
+        *,
+        policy: IntakePolicy,
+        jobs: JobRepository,
+        claim_checks: ClaimChecks,
+        idempotency: IdempotencyGuard,
+        sender: MessageSender,
+        backlog: BacklogGate,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._policy = policy
+        self._jobs = jobs
+        self._claim_checks = claim_checks
+        self._idempotency = idempotency
+        self._sender = sender
+        self._backlog = backlog
+        self._clock = clock
+
+    def submit(self, submission: Submission) -> Accepted:
+        """Accept the work durably or raise; see the module docstring for the guarantees."""
+        deadline_seconds = self._validate(submission)
+        self._backlog.check()
+        claim: Claimed | None = None
+        if submission.idempotency_key:
+            outcome = self._idempotency.begin(
+                submission.tenant_id,
+                submission.idempotency_key,
+                submission.request_hash or "",
+            )
+            if isinstance(outcome, Replay):
+                return Accepted(self._jobs.get(submission.tenant_id, outcome.request_id), True)
+            claim = outcome
+        request_id = claim.record.request_id if claim else str(uuid.uuid4())
+        try:
+            job = self._accept(submission, request_id, deadline_seconds)
+        except BaseException:
+            if claim:
+                self._release_quietly(claim)
+            raise
+        if claim:
+            try:
+                self._idempotency.commit(claim)
+            except Exception:
+                # The work is enqueued: answering 202 is right. A retry with the same key
+                # waits for the stale marker and then replays this same request id.
+                log.warning("could not commit idempotency key for %s", request_id, exc_info=True)
+        log.info(
+            "accepted request %s tenant=%s model=%s source=%s",
+            request_id,
+            submission.tenant_id,
+            submission.model,
+            submission.source,
+        )
+        return Accepted(job)
+
+    def _validate(self, submission: Submission) -> int:
+        if submission.model not in self._policy.allowed_models:
+            raise UnknownModel(
+                f"model '{submission.model}' is not served here; use one of: "
+                + ", ".join(self._policy.allowed_models),
+                (FieldError("model", "unknown model"),),
+            )
+        deadline_seconds = submission.deadline_seconds or self._policy.default_deadline_seconds
+        if deadline_seconds > self._policy.max_deadline_seconds:
+            raise InvalidInput(
+                f"deadline_seconds must be at most {self._policy.max_deadline_seconds}",
+                (FieldError("deadline_seconds", "too large"),),
+            )
+        if submission.not_before is not None:
+            latest = self._clock() + timedelta(seconds=deadline_seconds)
+            if submission.not_before >= latest:
+                raise InvalidInput(
+                    "not_before must be earlier than the deadline",
+                    (FieldError("not_before", "not before the deadline"),),
+                )
+        if isinstance(submission.content, BlobReference):
+            self._claim_checks.locate(submission.content.blob_uri, submission.tenant_id)
+        return deadline_seconds
+
+    def _claim_check(self, submission: Submission, request_id: str) -> ClaimCheck:
+        content = submission.content
+        if isinstance(content, ClaimCheck):
+            return content
+        if isinstance(content, BlobReference):
+            return self._claim_checks.reference(
+                content.blob_uri, submission.tenant_id, content.sha256
+            )
+        return self._claim_checks.store(
+            submission.tenant_id, request_id, content.data, content.media_type
+        )
+
+    def _accept(self, submission: Submission, request_id: str, deadline_seconds: int) -> Job:
+        claim_check = self._claim_check(submission, request_id)
+        job = self._jobs.find(submission.tenant_id, request_id)
+        if job is None:
+            job = self._new_job(submission, request_id, claim_check, deadline_seconds)
+            if not self._jobs.create(job):
+                job = self._jobs.get(submission.tenant_id, request_id)
+        message = RequestMessage(
+            request_id=job.id,
+            tenant_id=job.tenant_id,
+            model=job.model,
+            input=claim_check,
+            parameters=job.parameters,
+            priority=job.priority,
+            not_before=job.not_before,
+            deadline=job.deadline,
+            metadata=job.metadata,
+        )
+        envelope = request_envelope(
+            message, correlation_id=job.correlation_id, trace=submission.trace, now=self._clock()
+        )
+        try:
+            self._sender.send(envelope)
+        except TransientError as error:
+            self._mark_enqueue_failed(job, error)
+            raise ServiceUnavailable(
+                "the request could not be queued; nothing was accepted, retry later",
+                retry_after=error.retry_after or 5,
+            ) from error
+        return job
+
+    def _new_job(
+        self,
+        submission: Submission,
+        request_id: str,
+        claim_check: ClaimCheck | InlineText,
+        deadline_seconds: int,
+    ) -> Job:
+        now = self._clock()
+        return Job(
+            id=request_id,
+            tenant_id=submission.tenant_id,
+            model=submission.model,
+            priority=submission.priority,
+            source=submission.source,
+            input=claim_check,
+            parameters=submission.parameters,
+            metadata=submission.metadata,
+            correlation_id=submission.trace.trace_id,
+            created_at=now,
+            updated_at=now,
+            not_before=submission.not_before,
+            deadline=now + timedelta(seconds=deadline_seconds),
+        )
+
+    def _mark_enqueue_failed(self, job: Job, error: Exception) -> None:
+        try:
+            self._jobs.update(
+                job.tenant_id,
+                job.id,
+                lambda current: fail(
+                    current, "enqueue_failed", f"the request message was not sent: {error}"
+                ),
+            )
+        except Exception:
+            log.exception("could not mark job %s as enqueue_failed", job.id)
+
+    def _release_quietly(self, claim: Claimed) -> None:
+        try:
+            self._idempotency.release(claim)
+        except Exception:
+            log.warning("could not release idempotency key for %s", claim.record.request_id)

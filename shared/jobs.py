@@ -1,0 +1,137 @@
+"""The job lifecycle: allowed transitions and compare-and-swap updates.
+
+A job document is changed by many hands (intake, the processor, a cancelling caller,
+the deferred sweeper), each possibly running twice because delivery is at-least-once.
+Every change therefore goes through ``JobRepository.update``: read with its ETag, apply a
+pure change, write only if nobody wrote in between, and retry on a lost race. A
+transition out of a terminal state is refused, which is what makes duplicate deliveries
+harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shared.clock import Clock, utc_now
+from shared.contracts import Job, JobError, JobStatus
+from shared.errors import ConcurrencyConflict, Conflict, NotFound
+
+log = logging.getLogger(__name__)
+
+ALLOWED_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.ACCEPTED: frozenset(
+        {
+            JobStatus.RUNNING,
+            JobStatus.COMPLETED,
+            JobStatus.FAILED,
+            JobStatus.EXPIRED,
+            JobStatus.CANCELLED,
+        }
+    ),
+    JobStatus.RUNNING: frozenset(
+        {
+            JobStatus.ACCEPTED,
+            JobStatus.COMPLETED,
+            JobStatus.FAILED,
+            JobStatus.EXPIRED,
+            JobStatus.CANCELLED,
+        }
+    ),
+    JobStatus.COMPLETED: frozenset(),
+    JobStatus.FAILED: frozenset(),
+    JobStatus.EXPIRED: frozenset(),
+    JobStatus.CANCELLED: frozenset(),
+}
+
+
+def transition(job: Job, target: JobStatus, clock: Clock = utc_now, **changes: Any) -> Job:
+    """Return ``job`` moved to ``target`` with ``changes`` applied, or raise Conflict.
+
+    Terminal states are final: a second delivery of finished work cannot reopen it.
+    """
+    if target not in ALLOWED_TRANSITIONS[job.status]:
+        raise Conflict(
+            f"job {job.id} is {job.status.value} and cannot become {target.value}",
+            code="job_terminal" if job.status.is_terminal else "invalid_transition",
+        )
+    now = clock()
+    updates: dict[str, Any] = {"status": target, "updated_at": now, **changes}
+    if target.is_terminal:
+        updates.setdefault("completed_at", now)
+    return job.model_copy(update=updates)
+
+
+def fail(job: Job, code: str, message: str, clock: Clock = utc_now, **changes: Any) -> Job:
+    """Move a job to ``failed`` with an error the caller can read."""
+    error = JobError(code=code, message=message)
+    return transition(job, JobStatus.FAILED, clock, error=error, last_error=error, **changes)
+
+
+@dataclass(frozen=True)
+class Versioned:
+    """A job as stored, with the ETag its next write must match."""
+
+    job: Job
+    etag: str
+
+
+class JobStore(Protocol):
+    """Durable job documents keyed by tenant and id (adapters: Blob storage)."""
+
+    def create(self, job: Job) -> bool:
+        """Store a new job; False when one with the same id already exists."""
+        ...
+
+    def load(self, tenant_id: str, job_id: str) -> Versioned | None:
+        """The stored job and its ETag, or None."""
+        ...
+
+    def replace(self, job: Job, etag: str) -> str:
+        """Overwrite if the ETag still matches (else ConcurrencyConflict); the new ETag."""
+        ...
+
+
+class JobRepository:
+    """Use-case facing access to jobs: lookups scoped to a tenant and CAS updates."""
+
+    MAX_CAS_ATTEMPTS = 8
+
+    def __init__(self, store: JobStore, clock: Clock = utc_now) -> None:
+        self._store = store
+        self.clock = clock
+
+    def create(self, job: Job) -> bool:
+        return self._store.create(job)
+
+    def find(self, tenant_id: str, job_id: str) -> Job | None:
+        found = self._store.load(tenant_id, job_id)
+        return found.job if found else None
+
+    def get(self, tenant_id: str, job_id: str) -> Job:
+        """The job, or NotFound: unknown ids and other tenants' ids look the same."""
+        job = self.find(tenant_id, job_id)
+        if job is None:
+            raise NotFound(f"no request {job_id}")
+        return job
+
+    def update(self, tenant_id: str, job_id: str, change: Callable[[Job], Job]) -> Job:
+        """Apply ``change`` atomically with respect to concurrent writers.
+
+        ``change`` may raise (for example Conflict from ``transition``) to abort; it is
+        called again with the fresh document after a lost race, so it must be pure.
+        """
+        for attempt in range(1, self.MAX_CAS_ATTEMPTS + 1):
+            current = self._store.load(tenant_id, job_id)
+            if current is None:
+                raise NotFound(f"no request {job_id}")
+            updated = change(current.job)
+            try:
+                self._store.replace(updated, current.etag)
+            except ConcurrencyConflict:
+                log.info("job %s changed concurrently, retrying (attempt %d)", job_id, attempt)
+                continue
+            return updated
+        raise ConcurrencyConflict(f"job {job_id} kept changing; gave up after retries")

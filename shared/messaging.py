@@ -1,0 +1,76 @@
+"""Outgoing Service Bus messages, described without the SDK.
+
+The request message contract (architecture.md): ``message_id = request_id`` so the
+queue's duplicate detection drops a re-sent copy, a correlation id for tracing across
+hops, ``application/json`` content, a time to live that ends at the job's deadline, and
+the routing values as application properties so filters and operators never parse JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from shared.contracts import REQUEST_MESSAGE_SCHEMA, RequestMessage
+from shared.tracing import TraceContext
+
+PropertyValue = str | int | float | bool
+
+REQUEST_SUBJECT = "inferbus.request"
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    body: bytes
+    message_id: str
+    correlation_id: str
+    content_type: str = "application/json"
+    subject: str | None = None
+    session_id: str | None = None
+    time_to_live: timedelta | None = None
+    scheduled_enqueue_time: datetime | None = None
+    application_properties: dict[str, PropertyValue] = field(default_factory=dict)
+
+
+class MessageSender(Protocol):
+    """Sends to one queue or topic (adapter: azure-servicebus)."""
+
+    def send(self, message: OutgoingMessage) -> None:
+        """Send durably; TransientError when the broker cannot take it now."""
+        ...
+
+
+def request_envelope(
+    request: RequestMessage,
+    *,
+    correlation_id: str,
+    trace: TraceContext,
+    now: datetime,
+    retry_count: int = 0,
+) -> OutgoingMessage:
+    """The Service Bus message for a request, per the contract above."""
+    properties: dict[str, PropertyValue] = {
+        "priority": request.priority.value,
+        "model_name": request.model,
+        "tenant": request.tenant_id,
+        "retry_count": retry_count,
+        "traceparent": trace.traceparent,
+        "schema_version": REQUEST_MESSAGE_SCHEMA,
+    }
+    if trace.tracestate:
+        properties["tracestate"] = trace.tracestate
+    document_type = request.metadata.get("document_type")
+    if document_type:
+        properties["document_type"] = document_type
+    ttl = None
+    if request.deadline is not None:
+        ttl = max(request.deadline - now, timedelta(seconds=1))
+    return OutgoingMessage(
+        body=request.model_dump_json(by_alias=True).encode("utf-8"),
+        message_id=request.request_id,
+        correlation_id=correlation_id,
+        subject=REQUEST_SUBJECT,
+        time_to_live=ttl,
+        application_properties=properties,
+    )

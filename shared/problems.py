@@ -1,0 +1,90 @@
+"""RFC 9457 problem details for every error the HTTP API returns.
+
+One mapping from the exception tree to status codes keeps the API consistent: callers
+and Event Grid alike decide whether to retry from the status code, so transient trouble
+is always 503 with Retry-After and never a 4xx.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.errors import (
+    ConfigurationError,
+    Conflict,
+    InferbusError,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    TransientError,
+    Unauthenticated,
+    UnknownModel,
+    UnsupportedMediaType,
+)
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+PROBLEM_TYPE_PREFIX = "urn:inferbus:problem:"
+
+# Most specific first: the first matching class decides the status.
+_STATUS_BY_ERROR: tuple[tuple[type[InferbusError], int, str], ...] = (
+    (UnknownModel, 422, "Unknown model"),
+    (PayloadTooLarge, 413, "Payload too large"),
+    (UnsupportedMediaType, 415, "Unsupported media type"),
+    (InvalidInput, 400, "Invalid request"),
+    (Unauthenticated, 401, "Authentication required"),
+    (NotFound, 404, "Not found"),
+    (Conflict, 409, "Conflict"),
+    (TransientError, 503, "Service unavailable"),
+    (ConfigurationError, 500, "Service misconfigured"),
+)
+
+
+@dataclass(frozen=True)
+class Problem:
+    status: int
+    title: str
+    detail: str
+    code: str
+    extensions: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def type(self) -> str:
+        return PROBLEM_TYPE_PREFIX + self.code.replace("_", "-")
+
+    def body(self) -> bytes:
+        document = {
+            "type": self.type,
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            **self.extensions,
+        }
+        return json.dumps(document).encode("utf-8")
+
+
+def problem_for(error: InferbusError) -> Problem:
+    """The problem document and headers for an application error."""
+    status, title = 500, "Internal error"
+    for error_type, mapped_status, mapped_title in _STATUS_BY_ERROR:
+        if isinstance(error, error_type):
+            status, title = mapped_status, mapped_title
+            break
+    extensions: dict[str, Any] = {}
+    headers: dict[str, str] = {}
+    if isinstance(error, InvalidInput) and error.fields:
+        extensions["errors"] = [{"field": f.field, "message": f.message} for f in error.fields]
+    retry_after = getattr(error, "retry_after", None)
+    if retry_after is not None:
+        headers["Retry-After"] = str(max(1, round(retry_after)))
+    elif status == 503:
+        headers["Retry-After"] = "5"
+    detail = error.message if status != 500 else "the service cannot handle this request now"
+    return Problem(status, title, detail, error.code, extensions, headers)
+
+
+def unexpected_problem() -> Problem:
+    """For bugs: no internals leak to the caller; the log has the traceback."""
+    return Problem(500, "Internal error", "an unexpected error occurred", "internal_error")

@@ -1,0 +1,193 @@
+"""One Settings object for the whole app, built lazily from app settings.
+
+Azure Functions hands app settings to the worker as environment variables; locally the
+same names live in ``local.settings.json`` under ``Values``. Field aliases are those app
+setting names, so this model, ``local.settings.sample.json`` and the Bicep app settings
+speak the same vocabulary (a test keeps the three in agreement).
+
+Connections follow the Functions conventions: a connection named ``Storage`` is either a
+connection string in ``Storage`` (local emulators) or identity-based settings under the
+``Storage__`` prefix (``Storage__blobServiceUri`` / ``Storage__serviceUri``, optional
+``Storage__credential=managedidentity`` and ``Storage__clientId``). The same holds for
+``ServiceBusConnection`` with ``ServiceBusConnection__fullyQualifiedNamespace``.
+
+Nothing is read at import time: the Functions host imports every module while indexing,
+before the app settings of a slot swap or a test are in place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from shared.errors import ConfigurationError
+
+
+def _split_csv(value: object) -> object:
+    """App settings are flat strings: accept ``"a,b, c"`` for list-valued settings."""
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value
+
+
+def _parse_bool(value: object) -> object:
+    if isinstance(value, str):
+        return value.strip().lower() in {"1", "true", "yes", "on"}
+    return value
+
+
+# Where a setting must be present: connection strings only for local emulators, identity
+# forms only in Azure, alternatives nowhere in particular. Unmarked settings belong in both
+# local.settings.sample.json and the Function App's Bicep app settings.
+LOCAL: dict[str, Any] = {"where": "local"}
+AZURE: dict[str, Any] = {"where": "azure"}
+ALTERNATIVE: dict[str, Any] = {"where": "alternative"}
+
+CsvList = Annotated[tuple[str, ...], BeforeValidator(_split_csv)]
+Flag = Annotated[bool, BeforeValidator(_parse_bool)]
+
+
+class Settings(BaseModel):
+    """Every app setting Inferbus reads; the alias is the app setting name."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+    # --- connections -------------------------------------------------------------------
+    storage_connection_string: str | None = Field(None, alias="Storage", json_schema_extra=LOCAL)
+    storage_blob_service_uri: str | None = Field(
+        None, alias="Storage__blobServiceUri", json_schema_extra=AZURE
+    )
+    storage_service_uri: str | None = Field(
+        None, alias="Storage__serviceUri", json_schema_extra=ALTERNATIVE
+    )
+    storage_client_id: str | None = Field(None, alias="Storage__clientId", json_schema_extra=AZURE)
+    servicebus_connection_string: str | None = Field(
+        None, alias="ServiceBusConnection", json_schema_extra=LOCAL
+    )
+    servicebus_namespace: str | None = Field(
+        None, alias="ServiceBusConnection__fullyQualifiedNamespace", json_schema_extra=AZURE
+    )
+    servicebus_client_id: str | None = Field(
+        None, alias="ServiceBusConnection__clientId", json_schema_extra=AZURE
+    )
+
+    # --- entities and containers -------------------------------------------------------
+    requests_queue_name: str = Field("inference-requests", alias="RequestsQueueName")
+    incoming_container: str = Field("incoming", alias="IncomingContainer")
+    inputs_container: str = Field("inputs", alias="InputsContainer")
+    results_container: str = Field("results", alias="ResultsContainer")
+    jobs_container: str = Field("jobs", alias="JobsContainer")
+    idempotency_container: str = Field("idempotency", alias="IdempotencyContainer")
+    allowed_input_containers: CsvList = Field(
+        ("incoming", "inputs"), alias="AllowedInputContainers"
+    )
+
+    # --- intake policy -----------------------------------------------------------------
+    allowed_models: CsvList = Field(("local-analyzer",), alias="AllowedModels")
+    max_inline_text_bytes: int = Field(262_144, ge=1, alias="MaxInlineTextBytes")
+    max_upload_bytes: int = Field(10_485_760, ge=1, alias="MaxUploadBytes")
+    allowed_upload_media_types: CsvList = Field(
+        (
+            "text/plain",
+            "text/markdown",
+            "text/csv",
+            "text/html",
+            "application/json",
+            "application/pdf",
+            "image/*",
+        ),
+        alias="AllowedUploadMediaTypes",
+    )
+    default_deadline_seconds: int = Field(3600, ge=1, alias="DefaultDeadlineSeconds")
+    max_deadline_seconds: int = Field(86_400, ge=1, alias="MaxDeadlineSeconds")
+    status_poll_seconds: int = Field(2, ge=1, alias="StatusPollSeconds")
+    max_queue_backlog: int = Field(5000, ge=0, alias="MaxQueueBacklog")
+    backlog_cache_seconds: float = Field(5.0, ge=0, alias="BacklogCacheSeconds")
+
+    # --- identity of callers -----------------------------------------------------------
+    allow_tenant_header: Flag = Field(False, alias="AllowTenantHeader")
+    tenant_claim_types: CsvList = Field(
+        ("tid", "http://schemas.microsoft.com/identity/claims/tenantid"),
+        alias="TenantClaimTypes",
+    )
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> Settings:
+        if self.default_deadline_seconds > self.max_deadline_seconds:
+            raise ValueError("DefaultDeadlineSeconds must not exceed MaxDeadlineSeconds")
+        if not self.allowed_models:
+            raise ValueError("AllowedModels must name at least one model")
+        return self
+
+    @property
+    def blob_service_uri(self) -> str | None:
+        """The identity-based blob endpoint, whichever of the two documented names is set."""
+        return self.storage_blob_service_uri or self.storage_service_uri
+
+
+def setting_names() -> list[str]:
+    """Every app setting name this model reads."""
+    return [field.alias or name for name, field in Settings.model_fields.items()]
+
+
+def setting_names_for(place: str) -> list[str]:
+    """The settings that must be configured in ``place`` ("local" or "azure").
+
+    Used by the tests that keep local.settings.sample.json and the Bicep app settings in
+    agreement with this model.
+    """
+    names = []
+    for name, field in Settings.model_fields.items():
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        where = extra.get("where", "both")
+        if where in ("both", place):
+            names.append(field.alias or name)
+    return names
+
+
+def read_local_settings(path: Path) -> dict[str, str]:
+    """The ``Values`` of a ``local.settings.json`` file, or nothing when it is absent."""
+    if not path.is_file():
+        return {}
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ConfigurationError(f"{path} is not valid JSON: {error}") from error
+    values = document.get("Values", {}) if isinstance(document, dict) else {}
+    return {str(key): str(value) for key, value in values.items()}
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, local_settings: Path | None = None
+) -> Settings:
+    """Build Settings from the environment over ``local.settings.json`` Values.
+
+    Environment variables win, as they do under the Functions host. Invalid values raise
+    ConfigurationError naming every offending setting.
+    """
+    environ = os.environ if environ is None else environ
+    path = local_settings or Path(environ.get("INFERBUS_LOCAL_SETTINGS", "local.settings.json"))
+    values: dict[str, Any] = dict(read_local_settings(path))
+    known = set(setting_names())
+    values.update({key: value for key, value in environ.items() if key in known})
+    try:
+        return Settings.model_validate(values)
+    except ValueError as error:
+        raise ConfigurationError(f"invalid app settings: {error}") from error
+
+
+@cache
+def get_settings() -> Settings:
+    """The process-wide Settings, built on first use."""
+    return load_settings()
+
+
+def reset_settings() -> None:
+    """Forget the cached Settings (tests and tools that change the environment)."""
+    get_settings.cache_clear()

@@ -1,0 +1,61 @@
+"""Who is calling: the tenant comes from the platform-authenticated principal.
+
+App Service authentication (Easy Auth) validates the caller's token and passes its claims
+to the app as ``x-ms-client-principal``: base64-encoded JSON with a ``claims`` list of
+``{typ, val}``. The platform strips that header from incoming requests, so it can be
+trusted when authentication is enabled on the Function App (the Bicep enables it).
+``X-Tenant-Id`` is a development convenience, honoured only where AllowTenantHeader is set.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping
+
+from shared.errors import Unauthenticated
+
+PRINCIPAL_HEADER = "x-ms-client-principal"
+TENANT_HEADER = "x-tenant-id"
+TENANT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def _principal_claims(encoded: str) -> dict[str, str]:
+    try:
+        document = json.loads(base64.b64decode(encoded, validate=True))
+    except (binascii.Error, ValueError) as error:
+        raise Unauthenticated("the client principal header is not valid base64 JSON") from error
+    claims = document.get("claims") if isinstance(document, dict) else None
+    if not isinstance(claims, list):
+        raise Unauthenticated("the client principal carries no claims")
+    result: dict[str, str] = {}
+    for claim in claims:
+        if isinstance(claim, dict) and isinstance(claim.get("typ"), str):
+            result.setdefault(claim["typ"], str(claim.get("val", "")))
+    return result
+
+
+def _checked(tenant_id: str, origin: str) -> str:
+    if not TENANT_ID_PATTERN.match(tenant_id):
+        raise Unauthenticated(f"the tenant in {origin} is not a valid tenant id")
+    return tenant_id
+
+
+def resolve_tenant(
+    headers: Mapping[str, str], claim_types: tuple[str, ...], allow_tenant_header: bool
+) -> str:
+    """The caller's tenant id, or Unauthenticated. ``headers`` keys are lower case."""
+    encoded = headers.get(PRINCIPAL_HEADER)
+    if encoded:
+        claims = _principal_claims(encoded)
+        for claim_type in claim_types:
+            if claims.get(claim_type):
+                return _checked(claims[claim_type], "the client principal")
+        raise Unauthenticated(
+            "the client principal has no tenant claim (" + ", ".join(claim_types) + ")"
+        )
+    if allow_tenant_header and headers.get(TENANT_HEADER):
+        return _checked(headers[TENANT_HEADER], "X-Tenant-Id")
+    raise Unauthenticated("no authenticated caller: sign in through App Service authentication")

@@ -1,0 +1,3 @@
+"""Root fixtures: the local stack (Azurite, the Service Bus emulator) as pytest plugins."""
+
+pytest_plugins = ["tests.fixtures.azurite", "tests.fixtures.servicebus_emulator"]

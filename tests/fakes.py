@@ -1,0 +1,114 @@
+"""In-memory fakes of Inferbus's own ports, for unit tests of pure logic.
+
+They keep the same contracts as the real adapters (exclusive create, ETag
+compare-and-swap) so the logic under test meets the same rules it meets in production.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass, field
+
+from shared.contracts import Job
+from shared.errors import ConcurrencyConflict, TransientError
+from shared.idempotency import IdempotencyRecord
+from shared.jobs import Versioned
+from shared.messaging import OutgoingMessage
+
+_etags = itertools.count(1)
+
+
+def _next_etag() -> str:
+    return f'"{next(_etags)}"'
+
+
+class InMemoryJobStore:
+    def __init__(self) -> None:
+        self.documents: dict[tuple[str, str], tuple[Job, str]] = {}
+        self.lock = threading.Lock()
+
+    def create(self, job: Job) -> bool:
+        with self.lock:
+            key = (job.tenant_id, job.id)
+            if key in self.documents:
+                return False
+            self.documents[key] = (job, _next_etag())
+            return True
+
+    def load(self, tenant_id: str, job_id: str) -> Versioned | None:
+        with self.lock:
+            found = self.documents.get((tenant_id, job_id))
+            return Versioned(*found) if found else None
+
+    def replace(self, job: Job, etag: str) -> str:
+        with self.lock:
+            key = (job.tenant_id, job.id)
+            if key not in self.documents or self.documents[key][1] != etag:
+                raise ConcurrencyConflict("etag mismatch")
+            new_etag = _next_etag()
+            self.documents[key] = (job, new_etag)
+            return new_etag
+
+
+class InMemoryIdempotencyStore:
+    def __init__(self) -> None:
+        self.records: dict[tuple[str, str], tuple[IdempotencyRecord, str]] = {}
+        self.lock = threading.Lock()
+
+    def try_create(self, record: IdempotencyRecord) -> str | None:
+        with self.lock:
+            key = (record.tenant_id, record.key_hash)
+            if key in self.records:
+                return None
+            etag = _next_etag()
+            self.records[key] = (record, etag)
+            return etag
+
+    def load(self, tenant_id: str, key_hash: str) -> tuple[IdempotencyRecord, str] | None:
+        with self.lock:
+            return self.records.get((tenant_id, key_hash))
+
+    def replace(self, record: IdempotencyRecord, etag: str) -> str:
+        with self.lock:
+            key = (record.tenant_id, record.key_hash)
+            if key not in self.records or self.records[key][1] != etag:
+                raise ConcurrencyConflict("etag mismatch")
+            new_etag = _next_etag()
+            self.records[key] = (record, new_etag)
+            return new_etag
+
+    def delete(self, tenant_id: str, key_hash: str, etag: str) -> None:
+        with self.lock:
+            key = (tenant_id, key_hash)
+            if key in self.records and self.records[key][1] == etag:
+                del self.records[key]
+
+
+@dataclass
+class RecordingSender:
+    """A MessageSender that keeps what it was given; ``fail_with`` makes sends fail."""
+
+    sent: list[OutgoingMessage] = field(default_factory=list)
+    fail_with: Exception | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def send(self, message: OutgoingMessage) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+        with self.lock:
+            self.sent.append(message)
+
+
+def broker_down() -> TransientError:
+    return TransientError("sending to inference-requests: ServiceBusConnectionError")
+
+
+@dataclass
+class FixedBacklog:
+    depth: int
+    reads: int = 0
+
+    def active_messages(self) -> int:
+        self.reads += 1
+        return self.depth

@@ -1,0 +1,202 @@
+"""Every error status of the request API, produced by the input that should produce it."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import azure.functions as func
+import pytest
+
+from shared.adapters.blob_storage import AzureBlobStore
+from shared.composition import Services, build_services, use_services
+from shared.contracts import Job
+from tests.fakes import FixedBacklog, RecordingSender, broker_down
+from tests.fixtures.azurite import Azurite, free_port
+from tests.integration.conftest import Call, json_body, make_settings
+
+pytestmark = pytest.mark.integration
+
+TEXT = {"model": "local-analyzer", "input": {"text": "hello"}}
+
+
+def assert_problem(response: func.HttpResponse, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.get_body()
+    assert response.headers["Content-Type"] == "application/problem+json"
+    problem = json_body(response)
+    assert problem["status"] == status
+    assert problem["type"] == "urn:inferbus:problem:" + code
+    assert problem["title"]
+    assert problem["detail"]
+    return problem
+
+
+def test_missing_identity_is_401(call: Call, services: Services) -> None:
+    response = call("submit_request", "POST", "/v1/requests", body=TEXT, as_tenant=None)
+    assert_problem(response, 401, "unauthenticated")
+
+
+def test_tenant_header_is_ignored_unless_allowed(
+    call: Call, azurite: Azurite, storage: object
+) -> None:
+    use_services(
+        build_services(make_settings(azurite, AllowTenantHeader="false"), sender=RecordingSender())
+    )
+    try:
+        response = call("submit_request", "POST", "/v1/requests", body=TEXT)
+    finally:
+        use_services(None)
+    assert_problem(response, 401, "unauthenticated")
+
+
+def test_malformed_principal_is_401(call: Call, services: Services) -> None:
+    response = call(
+        "submit_request",
+        "POST",
+        "/v1/requests",
+        body=TEXT,
+        headers={"x-ms-client-principal": base64.b64encode(b"not json").decode()},
+        as_tenant=None,
+    )
+    assert_problem(response, 401, "unauthenticated")
+
+
+def test_invalid_json_is_400(call: Call, services: Services) -> None:
+    response = call(
+        "submit_request",
+        "POST",
+        "/v1/requests",
+        body=b"{not json",
+        headers={"content-type": "application/json"},
+    )
+    problem = assert_problem(response, 400, "invalid-input")
+    assert "not valid JSON" in str(problem["detail"])
+
+
+def test_schema_violations_name_every_failing_field(call: Call, services: Services) -> None:
+    response = call(
+        "submit_request",
+        "POST",
+        "/v1/requests",
+        body={"model": "local-analyzer", "input": {"text": ""}, "priority": "urgent", "extra": 1},
+    )
+    problem = assert_problem(response, 400, "invalid-input")
+    fields = {error["field"] for error in problem["errors"]}
+    assert {"priority", "extra"} <= fields
+    assert any(field.startswith("input") for field in fields)
+
+
+def test_out_of_range_deadline_is_400(call: Call, services: Services) -> None:
+    response = call(
+        "submit_request", "POST", "/v1/requests", body={**TEXT, "deadline_seconds": 10**9}
+    )
+    problem = assert_problem(response, 400, "invalid-input")
+    assert problem["errors"] == [{"field": "deadline_seconds", "message": "too large"}]
+
+
+def test_unknown_model_is_422(call: Call, services: Services, sender: RecordingSender) -> None:
+    response = call(
+        "submit_request", "POST", "/v1/requests", body={"model": "gpt-9", "input": {"text": "x"}}
+    )
+    problem = assert_problem(response, 422, "unknown-model")
+    assert "local-analyzer" in str(problem["detail"])
+    assert sender.sent == []
+
+
+def test_inline_text_over_the_limit_is_413(call: Call, services: Services) -> None:
+    body = {"model": "local-analyzer", "input": {"text": "x" * 1025}}
+    assert_problem(
+        call("submit_request", "POST", "/v1/requests", body=body), 413, "payload-too-large"
+    )
+
+
+def test_upload_over_the_limit_is_413(call: Call, services: Services) -> None:
+    response = call(
+        "submit_request",
+        "POST",
+        "/v1/requests",
+        body=b"x" * 4097,
+        headers={"content-type": "text/plain"},
+        params={"model": "local-analyzer"},
+    )
+    assert_problem(response, 413, "payload-too-large")
+
+
+def test_upload_without_a_model_is_400(call: Call, services: Services) -> None:
+    response = call(
+        "submit_request", "POST", "/v1/requests", body=b"x", headers={"content-type": "text/plain"}
+    )
+    problem = assert_problem(response, 400, "invalid-input")
+    assert problem["errors"][0]["field"] == "query.model"
+
+
+def test_unsupported_media_type_is_415(call: Call, services: Services) -> None:
+    response = call(
+        "submit_request",
+        "POST",
+        "/v1/requests",
+        body=b"<x/>",
+        headers={"content-type": "application/xml"},
+        params={"model": "local-analyzer"},
+    )
+    assert_problem(response, 415, "unsupported-media-type")
+
+
+def test_backlog_over_the_limit_is_503_with_retry_after(
+    call: Call, azurite: Azurite, storage: object
+) -> None:
+    backlog = FixedBacklog(depth=10)
+    settings = make_settings(azurite, MaxQueueBacklog="10")
+    use_services(build_services(settings, sender=RecordingSender(), backlog_probe=backlog))
+    try:
+        first = call("submit_request", "POST", "/v1/requests", body=TEXT)
+        second = call("submit_request", "POST", "/v1/requests", body=TEXT)
+    finally:
+        use_services(None)
+    assert_problem(first, 503, "service-unavailable")
+    assert first.headers["Retry-After"] == "5"
+    assert second.status_code == 503
+    assert backlog.reads == 1, "the depth is cached between submissions"
+
+
+def test_storage_unavailable_is_503(call: Call, azurite: Azurite) -> None:
+    dead = azurite.connection_string.replace(
+        azurite.blob_endpoint, f"http://127.0.0.1:{free_port()}/devstoreaccount1"
+    )
+    sender = RecordingSender()
+    use_services(build_services(make_settings(azurite, Storage=dead), sender=sender))
+    try:
+        response = call("submit_request", "POST", "/v1/requests", body=TEXT)
+    finally:
+        use_services(None)
+    problem = assert_problem(response, 503, "transient")
+    assert "Retry-After" in response.headers
+    assert "unreachable" in str(problem["detail"])
+    assert sender.sent == []
+
+
+def test_send_failure_fails_the_job_releases_the_key_and_answers_503(
+    call: Call, services: Services, sender: RecordingSender, tenant: str
+) -> None:
+    sender.fail_with = broker_down()
+    headers = {"idempotency-key": "order-42"}
+    response = call("submit_request", "POST", "/v1/requests", body=TEXT, headers=headers)
+    assert_problem(response, 503, "service-unavailable")
+    failed = [
+        job
+        for job in _jobs_of(services, tenant)
+        if job.status.value == "failed" and job.error and job.error.code == "enqueue_failed"
+    ]
+    assert len(failed) == 1
+
+    sender.fail_with = None
+    retry = call("submit_request", "POST", "/v1/requests", body=TEXT, headers=headers)
+    assert retry.status_code == 202
+    assert json_body(retry)["id"] != failed[0].id, "the released key starts a new request"
+    assert len(sender.sent) == 1
+
+
+def _jobs_of(services: Services, tenant: str) -> list[Job]:
+    assert isinstance(services.blobs, AzureBlobStore)
+    names = services.blobs.list_names(services.settings.jobs_container, f"{tenant}/")
+    return [services.jobs.get(tenant, name.split("/")[1].removesuffix(".json")) for name in names]

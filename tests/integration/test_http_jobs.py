@@ -1,0 +1,124 @@
+"""Polling, results and cancellation of jobs through the registered functions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shared.adapters.blob_storage import AzureBlobStore
+from shared.composition import Services
+from shared.contracts import JobStatus
+from shared.jobs import transition
+from tests.integration.conftest import Call, json_body
+
+pytestmark = pytest.mark.integration
+
+
+def accepted_id(call: Call) -> str:
+    response = call(
+        "submit_request",
+        "POST",
+        "/v1/requests",
+        body={"model": "local-analyzer", "input": {"text": "poll me"}},
+    )
+    assert response.status_code == 202
+    return str(json_body(response)["id"])
+
+
+def get(call: Call, request_id: str, **kwargs: object) -> object:
+    return call(
+        "get_request",
+        "GET",
+        f"/v1/requests/{request_id}",
+        route_params={"id": request_id},
+        **kwargs,
+    )
+
+
+def test_status_of_an_accepted_job(call: Call, services: Services) -> None:
+    request_id = accepted_id(call)
+    response = get(call, request_id)
+    assert response.status_code == 200
+    view = json_body(response)
+    assert view["id"] == request_id
+    assert view["status"] == "accepted"
+    assert view["attempts"] == 0
+    assert view["status_url"].endswith(f"/api/v1/requests/{request_id}")
+    assert "result_url" not in view
+    assert response.headers["Retry-After"] == "2"
+
+
+def test_unknown_and_foreign_jobs_are_both_404(call: Call, services: Services) -> None:
+    request_id = accepted_id(call)
+    foreign = get(call, request_id, as_tenant="another-tenant")
+    unknown = get(call, "00000000-0000-0000-0000-000000000000")
+    for response in (foreign, unknown):
+        assert response.status_code == 404
+        assert json_body(response)["type"] == "urn:inferbus:problem:not-found"
+
+
+def test_result_is_409_with_retry_after_until_completed_then_served(
+    call: Call, services: Services, storage: AzureBlobStore, tenant: str
+) -> None:
+    request_id = accepted_id(call)
+    route = {"id": request_id}
+    early = call(
+        "get_request_result", "GET", f"/v1/requests/{request_id}/result", route_params=route
+    )
+    assert early.status_code == 409
+    assert early.headers["Retry-After"] == "2"
+    assert json_body(early)["type"] == "urn:inferbus:problem:result-not-ready"
+
+    result = {"request_id": request_id, "summary": "done"}
+    blob_name = f"{tenant}/{request_id}.json"
+    storage.upload("results", blob_name, json.dumps(result).encode(), "application/json", {})
+    services.jobs.update(
+        tenant,
+        request_id,
+        lambda job: transition(
+            job, JobStatus.COMPLETED, result_blob=blob_name, result_summary={"outcome": "ok"}
+        ),
+    )
+
+    status = json_body(get(call, request_id))
+    assert status["status"] == "completed"
+    assert status["result"] == {"outcome": "ok"}
+    assert status["result_url"].endswith(f"/v1/requests/{request_id}/result")
+    served = call(
+        "get_request_result", "GET", f"/v1/requests/{request_id}/result", route_params=route
+    )
+    assert served.status_code == 200
+    assert json_body(served) == result
+
+
+def test_cancel_then_cancel_again_is_409(call: Call, services: Services, tenant: str) -> None:
+    request_id = accepted_id(call)
+    route = {"id": request_id}
+    first = call("cancel_request", "DELETE", f"/v1/requests/{request_id}", route_params=route)
+    assert first.status_code == 200
+    assert json_body(first)["status"] == "cancelled"
+    assert services.jobs.get(tenant, request_id).status is JobStatus.CANCELLED
+
+    second = call("cancel_request", "DELETE", f"/v1/requests/{request_id}", route_params=route)
+    assert second.status_code == 409
+    assert json_body(second)["type"] == "urn:inferbus:problem:job-terminal"
+
+    result = call(
+        "get_request_result", "GET", f"/v1/requests/{request_id}/result", route_params=route
+    )
+    assert result.status_code == 409
+    assert "Retry-After" not in result.headers
+
+
+def test_cancel_of_another_tenants_job_is_404(call: Call, services: Services, tenant: str) -> None:
+    request_id = accepted_id(call)
+    response = call(
+        "cancel_request",
+        "DELETE",
+        f"/v1/requests/{request_id}",
+        route_params={"id": request_id},
+        as_tenant="intruder",
+    )
+    assert response.status_code == 404
+    assert services.jobs.get(tenant, request_id).status is JobStatus.ACCEPTED

@@ -1,0 +1,177 @@
+"""POST /api/v1/requests through the registered function, against Azurite."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import azure.functions as func
+import pytest
+
+from shared.adapters.blob_storage import AzureBlobStore
+from shared.composition import Services
+from tests.fakes import RecordingSender
+from tests.integration.conftest import Call, json_body, principal_header
+
+pytestmark = pytest.mark.integration
+
+
+def submit(call: Call, body: dict[str, object], **kwargs: object) -> func.HttpResponse:
+    return call("submit_request", "POST", "/v1/requests", body=body, **kwargs)
+
+
+def test_json_text_is_accepted_stored_recorded_and_enqueued(
+    call: Call, services: Services, sender: RecordingSender, storage: AzureBlobStore, tenant: str
+) -> None:
+    response = call(
+        "submit_request",
+        "POST",
+        "/v1/requests",
+        body={"model": "local-analyzer", "input": {"text": "hello world"}, "priority": "high"},
+    )
+
+    assert response.status_code == 202
+    document = json_body(response)
+    request_id = document["id"]
+    assert document["status"] == "accepted"
+    assert document["status_url"] == f"http://localhost:7071/api/v1/requests/{request_id}"
+    assert response.headers["Location"] == document["status_url"]
+    assert response.headers["Retry-After"] == "2"
+
+    stored = storage.read("inputs", f"{tenant}/{request_id}")
+    assert stored == b"hello world"
+    info = storage.info("inputs", f"{tenant}/{request_id}")
+    assert info is not None
+    assert info.metadata["sha256"] == hashlib.sha256(b"hello world").hexdigest()
+    assert info.media_type.startswith("text/plain")
+
+    job = services.jobs.get(tenant, request_id)
+    assert job.status.value == "accepted"
+    assert job.priority.value == "high"
+
+    assert len(sender.sent) == 1
+    message = sender.sent[0]
+    assert message.message_id == request_id
+    assert message.correlation_id == job.correlation_id
+    assert message.application_properties["priority"] == "high"
+    assert message.application_properties["tenant"] == tenant
+    assert message.application_properties["retry_count"] == 0
+    body = json.loads(message.body)
+    assert body["schema"] == "inferbus.request/v1"
+    assert body["input"]["sha256"] == hashlib.sha256(b"hello world").hexdigest()
+    assert body["input"]["blob_uri"].endswith(f"/inputs/{tenant}/{request_id}")
+    assert message.time_to_live is not None
+    assert timedelta(minutes=59) < message.time_to_live <= timedelta(hours=1)
+
+
+def test_raw_upload_is_stored_with_its_media_type(
+    call: Call, services: Services, storage: AzureBlobStore, tenant: str
+) -> None:
+    pdf = b"%PDF-1.7 fake but bytes are bytes"
+    response = call(
+        "submit_request",
+        "POST",
+        "/v1/requests",
+        body=pdf,
+        headers={"content-type": "application/pdf"},
+        params={"model": "local-analyzer", "deadline_seconds": "120"},
+    )
+
+    assert response.status_code == 202, response.get_body()
+    request_id = json_body(response)["id"]
+    info = storage.info("inputs", f"{tenant}/{request_id}")
+    assert info is not None
+    assert info.media_type == "application/pdf"
+    assert info.size == len(pdf)
+    job = services.jobs.get(tenant, request_id)
+    assert job.deadline is not None
+    assert job.deadline - job.created_at == timedelta(seconds=120)
+
+
+def test_blob_reference_inside_the_tenant_is_accepted_with_computed_sha256(
+    call: Call, services: Services, sender: RecordingSender, storage: AzureBlobStore, tenant: str
+) -> None:
+    storage.upload("incoming", f"{tenant}/doc.txt", b"referenced", "text/plain", {})
+    uri = f"{storage.account_url}/incoming/{tenant}/doc.txt"
+
+    response = submit(call, {"model": "local-analyzer", "input": {"blob_uri": uri}})
+
+    assert response.status_code == 202, response.get_body()
+    body = json.loads(sender.sent[0].body)
+    assert body["input"] == {
+        "blob_uri": uri,
+        "sha256": hashlib.sha256(b"referenced").hexdigest(),
+        "size": len(b"referenced"),
+        "media_type": "text/plain",
+    }
+
+
+@pytest.mark.parametrize(
+    ("make_uri", "reason"),
+    [
+        (lambda account, t: f"http://169.254.169.254/latest/{t}/x", "storage account"),
+        (lambda account, t: f"{account}/jobs/{t}/x.json", "container 'jobs'"),
+        (lambda account, t: f"{account}/incoming/someone-else/x", "tenant"),
+        (lambda account, t: f"{account}/incoming/{t}/../other/x", "'..'"),
+        (lambda account, t: f"{account}/incoming/{t}/x?sv=2020&sig=abc", "SAS"),
+        (lambda account, t: f"{account}/incoming/{t}/missing", "no such blob"),
+    ],
+)
+def test_blob_references_outside_the_allowed_space_are_refused(
+    call: Call,
+    services: Services,
+    sender: RecordingSender,
+    storage: AzureBlobStore,
+    tenant: str,
+    make_uri: Callable[[str, str], str],
+    reason: str,
+) -> None:
+    uri = make_uri(storage.account_url, tenant)
+    response = submit(call, {"model": "local-analyzer", "input": {"blob_uri": uri}})
+
+    assert response.status_code == 400
+    problem = json_body(response)
+    assert response.headers["Content-Type"] == "application/problem+json"
+    assert reason in problem["detail"]
+    assert problem["errors"][0]["field"] == "input.blob_uri"
+    assert sender.sent == []
+
+
+def test_the_tenant_comes_from_the_app_service_principal(
+    call: Call, services: Services, tenant: str
+) -> None:
+    response = call(
+        "submit_request",
+        "POST",
+        "/v1/requests",
+        body={"model": "local-analyzer", "input": {"text": "x"}},
+        headers={"x-ms-client-principal": principal_header(tenant)},
+        as_tenant=None,
+    )
+    assert response.status_code == 202
+    assert services.jobs.find(tenant, json_body(response)["id"]) is not None
+
+
+def test_not_before_and_metadata_travel_with_the_job(
+    call: Call, services: Services, sender: RecordingSender, tenant: str
+) -> None:
+    not_before = (datetime.now(UTC) + timedelta(minutes=5)).replace(microsecond=0)
+    response = submit(
+        call,
+        {
+            "model": "other-model",
+            "input": {"text": "x"},
+            "not_before": not_before.isoformat(),
+            "metadata": {"document_type": "invoice"},
+            "parameters": {"temperature": 0},
+        },
+    )
+    assert response.status_code == 202
+    job = services.jobs.get(tenant, json_body(response)["id"])
+    assert job.not_before == not_before
+    assert job.metadata == {"document_type": "invoice"}
+    message = sender.sent[0]
+    assert message.application_properties["document_type"] == "invoice"
+    assert message.application_properties["model_name"] == "other-model"

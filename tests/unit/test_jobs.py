@@ -1,0 +1,100 @@
+"""Job state transitions and compare-and-swap updates."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from shared.contracts import Job, JobStatus
+from shared.errors import ConcurrencyConflict, Conflict, NotFound
+from shared.jobs import ALLOWED_TRANSITIONS, JobRepository, fail, transition
+from tests.fakes import InMemoryJobStore
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def new_job(status: JobStatus = JobStatus.ACCEPTED) -> Job:
+    return Job(
+        id="r1",
+        tenant_id="t1",
+        model="local-analyzer",
+        status=status,
+        correlation_id="c",
+        created_at=NOW,
+        updated_at=NOW,
+    )
+
+
+@pytest.mark.parametrize("source", list(JobStatus))
+@pytest.mark.parametrize("target", list(JobStatus))
+def test_every_transition_is_allowed_or_refused_as_the_table_says(
+    source: JobStatus, target: JobStatus
+) -> None:
+    job = new_job(source)
+    if target in ALLOWED_TRANSITIONS[source]:
+        moved = transition(job, target, clock=lambda: NOW)
+        assert moved.status is target
+        assert (moved.completed_at == NOW) is target.is_terminal
+    else:
+        with pytest.raises(Conflict) as refused:
+            transition(job, target)
+        assert refused.value.code == (
+            "job_terminal" if source.is_terminal else "invalid_transition"
+        )
+
+
+def test_terminal_states_admit_no_transition() -> None:
+    for status in JobStatus:
+        assert (ALLOWED_TRANSITIONS[status] == frozenset()) is status.is_terminal
+
+
+def test_fail_records_the_error_as_error_and_last_error() -> None:
+    failed = fail(new_job(), "enqueue_failed", "broker down")
+    assert failed.status is JobStatus.FAILED
+    assert failed.error is not None
+    assert failed.error.code == "enqueue_failed"
+    assert failed.last_error == failed.error
+
+
+class RacingStore(InMemoryJobStore):
+    """Lets another writer sneak in before the first ``races`` replaces."""
+
+    def __init__(self, races: int) -> None:
+        super().__init__()
+        self.races = races
+
+    def replace(self, job: Job, etag: str) -> str:
+        if self.races > 0:
+            self.races -= 1
+            current = self.documents[(job.tenant_id, job.id)][0]
+            super().replace(current.model_copy(update={"attempts": current.attempts + 1}), etag)
+        return super().replace(job, etag)
+
+
+def test_update_rereads_and_reapplies_after_a_lost_race() -> None:
+    store = RacingStore(races=2)
+    store.create(new_job())
+    repository = JobRepository(store)
+
+    updated = repository.update("t1", "r1", lambda job: transition(job, JobStatus.RUNNING))
+
+    assert updated.status is JobStatus.RUNNING
+    assert updated.attempts == 2, "the change was applied to the concurrent writer's version"
+
+
+def test_update_gives_up_after_persistent_races() -> None:
+    store = RacingStore(races=100)
+    store.create(new_job())
+    with pytest.raises(ConcurrencyConflict):
+        JobRepository(store).update("t1", "r1", lambda job: transition(job, JobStatus.RUNNING))
+
+
+def test_missing_and_foreign_jobs_are_not_found() -> None:
+    store = InMemoryJobStore()
+    store.create(new_job())
+    repository = JobRepository(store)
+    with pytest.raises(NotFound):
+        repository.get("t2", "r1")
+    with pytest.raises(NotFound):
+        repository.update("t1", "nope", lambda job: job)

@@ -1,0 +1,83 @@
+"""Problem mapping of the error tree, and the backlog gate."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shared.backlog import BacklogGate
+from shared.errors import (
+    ConfigurationError,
+    Conflict,
+    FieldError,
+    InferbusError,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    ServiceUnavailable,
+    TransientError,
+    Unauthenticated,
+    UnknownModel,
+    UnsupportedMediaType,
+)
+from shared.problems import problem_for
+from tests.fakes import FixedBacklog
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (InvalidInput("bad"), 400),
+        (Unauthenticated("who"), 401),
+        (NotFound("gone"), 404),
+        (Conflict("busy", code="x"), 409),
+        (PayloadTooLarge("big"), 413),
+        (UnsupportedMediaType("xml"), 415),
+        (UnknownModel("gpt-9"), 422),
+        (ConfigurationError("oops"), 500),
+        (TransientError("later"), 503),
+        (ServiceUnavailable("full", retry_after=7), 503),
+    ],
+)
+def test_each_error_kind_has_its_status(error: InferbusError, status: int) -> None:
+    problem = problem_for(error)
+    assert problem.status == status
+    document = json.loads(problem.body())
+    assert document["status"] == status
+    assert document["type"].startswith("urn:inferbus:problem:")
+
+
+def test_transient_problems_always_say_when_to_retry() -> None:
+    assert problem_for(TransientError("x")).headers["Retry-After"] == "5"
+    assert problem_for(ServiceUnavailable("x", retry_after=7.4)).headers["Retry-After"] == "7"
+
+
+def test_field_errors_are_listed_and_server_errors_hide_details() -> None:
+    invalid = json.loads(problem_for(InvalidInput("bad", (FieldError("a.b", "wrong"),))).body())
+    assert invalid["errors"] == [{"field": "a.b", "message": "wrong"}]
+    secret = json.loads(problem_for(ConfigurationError("key=abc is wrong")).body())
+    assert "abc" not in secret["detail"]
+
+
+def test_the_gate_opens_below_the_limit_and_closes_at_it() -> None:
+    probe = FixedBacklog(depth=9)
+    BacklogGate(probe, limit=10, cache_seconds=0, retry_after=5).check()
+    probe.depth = 10
+    with pytest.raises(ServiceUnavailable) as closed:
+        BacklogGate(probe, limit=10, cache_seconds=0, retry_after=5).check()
+    assert closed.value.retry_after == 5
+
+
+def test_the_gate_fails_open_when_the_depth_cannot_be_read() -> None:
+    class Broken:
+        def active_messages(self) -> int:
+            raise OSError("management endpoint down")
+
+    BacklogGate(Broken(), limit=1, cache_seconds=0, retry_after=5).check()
+
+
+def test_a_zero_limit_disables_the_gate_without_reading() -> None:
+    probe = FixedBacklog(depth=10**6)
+    BacklogGate(probe, limit=0, cache_seconds=0, retry_after=5).check()
+    assert probe.reads == 0

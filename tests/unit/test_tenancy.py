@@ -1,0 +1,49 @@
+"""Tenant resolution from the App Service principal and the local header."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from shared.errors import Unauthenticated
+from shared.tenancy import resolve_tenant
+
+CLAIMS = ("tid", "http://schemas.microsoft.com/identity/claims/tenantid")
+
+
+def principal(claims: list[dict[str, str]]) -> str:
+    return base64.b64encode(json.dumps({"auth_typ": "aad", "claims": claims}).encode()).decode()
+
+
+def test_the_first_configured_claim_type_wins() -> None:
+    header = principal([{"typ": CLAIMS[1], "val": "long"}, {"typ": "tid", "val": "short"}])
+    assert resolve_tenant({"x-ms-client-principal": header}, CLAIMS, False) == "short"
+
+
+def test_the_principal_beats_the_header() -> None:
+    headers = {"x-ms-client-principal": principal([{"typ": "tid", "val": "p"}]), "x-tenant-id": "h"}
+    assert resolve_tenant(headers, CLAIMS, True) == "p"
+
+
+def test_the_header_counts_only_when_allowed() -> None:
+    assert resolve_tenant({"x-tenant-id": "dev"}, CLAIMS, True) == "dev"
+    with pytest.raises(Unauthenticated):
+        resolve_tenant({"x-tenant-id": "dev"}, CLAIMS, False)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"x-ms-client-principal": "%%%"},
+        {"x-ms-client-principal": base64.b64encode(b"[1,2]").decode()},
+        {"x-ms-client-principal": principal([{"typ": "name", "val": "n"}])},
+        {"x-ms-client-principal": principal([{"typ": "tid", "val": "../escape"}])},
+        {"x-tenant-id": "bad/tenant"},
+    ],
+)
+def test_no_usable_identity_is_unauthenticated(headers: dict[str, str]) -> None:
+    with pytest.raises(Unauthenticated):
+        resolve_tenant(headers, CLAIMS, True)

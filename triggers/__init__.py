@@ -1,0 +1,1 @@
+"""The thin shell: one Blueprint module per transport family (the only users of azure.functions)."""

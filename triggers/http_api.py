@@ -1,0 +1,38 @@
+"""HTTP triggers of the request API (``/api/v1/requests``).
+
+Function-level keys authenticate the calling application (or the API gateway in front);
+App Service authentication identifies the tenant (see shared/tenancy.py).
+"""
+
+from __future__ import annotations
+
+import azure.functions as func
+
+from shared.api import requests as api
+from triggers.http_adapter import serve
+
+bp = func.Blueprint()
+
+
+@bp.function_name("submit_request")
+@bp.route(route="v1/requests", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
+def submit_request(req: func.HttpRequest) -> func.HttpResponse:
+    return serve(api.submit_request, req)
+
+
+@bp.function_name("get_request")
+@bp.route(route="v1/requests/{id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+def get_request(req: func.HttpRequest) -> func.HttpResponse:
+    return serve(api.get_request, req)
+
+
+@bp.function_name("get_request_result")
+@bp.route(route="v1/requests/{id}/result", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+def get_request_result(req: func.HttpRequest) -> func.HttpResponse:
+    return serve(api.get_result, req)
+
+
+@bp.function_name("cancel_request")
+@bp.route(route="v1/requests/{id}", methods=["DELETE"], auth_level=func.AuthLevel.FUNCTION)
+def cancel_request(req: func.HttpRequest) -> func.HttpResponse:
+    return serve(api.cancel_request, req)

@@ -3,6 +3,8 @@
 import azure.functions as func
 
 from triggers.http_api import bp as http_api
+from triggers.servicebus import bp as servicebus
 
 app = func.FunctionApp()
 app.register_functions(http_api)
+app.register_functions(servicebus)

@@ -20,7 +20,7 @@ from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from shared.contracts import ClaimCheck
-from shared.errors import FieldError, InvalidInput, PayloadTooLarge
+from shared.errors import ClaimCheckInvalid, FieldError, InvalidInput, PayloadTooLarge
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,23 @@ class ClaimChecks:
             size=info.size,
             media_type=info.media_type,
         )
+
+    def open(self, claim_check: ClaimCheck, tenant_id: str) -> bytes:
+        """Read a claim-check blob and verify it; ClaimCheckInvalid when it does not match."""
+        try:
+            location = self.locate(claim_check.blob_uri, tenant_id)
+        except InvalidInput as error:
+            raise ClaimCheckInvalid(f"the claim check is not acceptable: {error}") from error
+        content = self._blobs.read(location.container, location.name)
+        if content is None:
+            raise ClaimCheckInvalid(f"the claim-check blob {claim_check.blob_uri} does not exist")
+        digest = hashlib.sha256(content).hexdigest()
+        if digest != claim_check.sha256:
+            raise ClaimCheckInvalid(
+                f"the claim-check blob {claim_check.blob_uri} has sha256 {digest}, "
+                f"expected {claim_check.sha256}"
+            )
+        return content
 
     def _check_size(self, size: int) -> None:
         if size > self._max_bytes:

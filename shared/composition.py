@@ -2,23 +2,34 @@
 
 Triggers ask ``get_services()``; nothing is built at import time (the Functions host
 imports the app to index it before settings may be complete). Tests build their own
-``Services`` with ``build_services(settings, sender=...)`` to swap a port for a fake of
-our own, and install it with ``use_services``.
+``Services`` with ``build_services(settings, sender=..., model=...)`` to swap a port for a
+fake of our own, and install it with ``use_services``.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
+from shared.announcements import Announcer, EventPublisher
 from shared.backlog import BacklogGate, BacklogProbe
+from shared.batch import BatchProcessor
 from shared.claimcheck import BlobStore, ClaimChecks
 from shared.clock import Clock, utc_now
+from shared.deferral import DeferralLedger, DeferredSource, DeferredSweeper
 from shared.idempotency import IdempotencyGuard
+from shared.inference import ModelClient
 from shared.intake import Intake, IntakePolicy
 from shared.jobs import JobRepository
 from shared.messaging import MessageSender
+from shared.processing import MessageProcessor, ProcessingPolicy
+from shared.results import ResultStore
 from shared.settings import Settings, get_settings
+
+DeferredSourceFactory = Callable[[], AbstractContextManager[DeferredSource]]
 
 
 @dataclass(frozen=True)
@@ -27,6 +38,26 @@ class Services:
     blobs: BlobStore
     jobs: JobRepository
     intake: Intake
+    processor: MessageProcessor
+    batch: BatchProcessor
+    ledger: DeferralLedger
+    sweeper: DeferredSweeper
+    deferred_source: DeferredSourceFactory
+
+
+def model_client_for(settings: Settings) -> ModelClient:
+    """The configured model: the local analyzer, or Azure OpenAI."""
+    if settings.model_provider == "azure_openai":
+        from shared.adapters.azure_openai import azure_openai_model
+
+        return azure_openai_model(settings)
+    from shared.adapters.local_model import LocalModel
+
+    return LocalModel(
+        refusal_terms=settings.local_model_refusal_terms,
+        latency_ms=settings.local_model_latency_ms,
+        transient_rate=settings.local_model_transient_rate,
+    )
 
 
 def build_services(
@@ -34,25 +65,43 @@ def build_services(
     *,
     sender: MessageSender | None = None,
     backlog_probe: BacklogProbe | None = None,
+    model: ModelClient | None = None,
+    events: EventPublisher | Any | None = ...,
+    topic: MessageSender | Any | None = ...,
     clock: Clock = utc_now,
 ) -> Services:
     """Build the object graph; any port passed in replaces its real adapter.
 
-    The backlog probe is built only when MaxQueueBacklog is above zero.
+    The backlog probe is built only when MaxQueueBacklog is above zero, the Event Grid
+    publisher only when a topic endpoint is configured. Pass ``events=None`` or
+    ``topic=None`` to switch a publication channel off.
     """
     from shared.adapters.blob_documents import BlobIdempotencyStore, BlobJobStore
+    from shared.adapters.blob_ledger import BlobDeferralLedger
     from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
+    from shared.adapters.servicebus import servicebus_client
 
     blobs = AzureBlobStore(blob_service_client(settings))
     jobs = JobRepository(BlobJobStore(blobs, settings.jobs_container), clock)
+    bus = _Lazy(lambda: servicebus_client(settings))
     if sender is None:
-        from shared.adapters.servicebus import ServiceBusMessageSender, servicebus_client
-
-        sender = ServiceBusMessageSender(servicebus_client(settings), settings.requests_queue_name)
+        sender = _queue_sender(bus, settings.requests_queue_name)
     if backlog_probe is None:
         from shared.adapters.backlog import backlog_probe_for
 
         backlog_probe = backlog_probe_for(settings)
+    if events is ...:
+        from shared.adapters.eventgrid import event_grid_publisher
+
+        events = event_grid_publisher(settings)
+    if topic is ...:
+        topic = _queue_sender(bus, settings.results_topic_name, topic=True)
+    claim_checks = ClaimChecks(
+        blobs,
+        settings.inputs_container,
+        settings.allowed_input_containers,
+        settings.max_upload_bytes,
+    )
     intake = Intake(
         policy=IntakePolicy(
             allowed_models=settings.allowed_models,
@@ -60,12 +109,7 @@ def build_services(
             max_deadline_seconds=settings.max_deadline_seconds,
         ),
         jobs=jobs,
-        claim_checks=ClaimChecks(
-            blobs,
-            settings.inputs_container,
-            settings.allowed_input_containers,
-            settings.max_upload_bytes,
-        ),
+        claim_checks=claim_checks,
         idempotency=IdempotencyGuard(
             BlobIdempotencyStore(blobs, settings.idempotency_container), clock
         ),
@@ -78,7 +122,68 @@ def build_services(
         ),
         clock=clock,
     )
-    return Services(settings=settings, blobs=blobs, jobs=jobs, intake=intake)
+    ledger = BlobDeferralLedger(blobs, settings.ledger_container)
+    processor = MessageProcessor(
+        policy=ProcessingPolicy(
+            queue_name=settings.requests_queue_name,
+            allowed_models=settings.allowed_models,
+            max_retries=settings.max_retries,
+            retry_base_seconds=settings.retry_base_seconds,
+            retry_max_seconds=settings.retry_max_seconds,
+        ),
+        jobs=jobs,
+        claim_checks=claim_checks,
+        model=model or model_client_for(settings),
+        results=ResultStore(blobs, settings.results_container, clock),
+        announcer=Announcer(events, topic),
+        retry_sender=sender,
+        ledger=ledger,
+        clock=clock,
+    )
+    return Services(
+        settings=settings,
+        blobs=blobs,
+        jobs=jobs,
+        intake=intake,
+        processor=processor,
+        batch=BatchProcessor(
+            processor,
+            settings.model_concurrency,
+            settings.lock_renewal_seconds,
+            settings.max_lock_renewal_seconds,
+        ),
+        ledger=ledger,
+        sweeper=DeferredSweeper(ledger, processor, clock),
+        deferred_source=lambda: _deferred_source(bus, settings.requests_queue_name),
+    )
+
+
+class _Lazy:
+    """A Service Bus client made on first use: HTTP-only processes never open one."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._value: Any = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Any:
+        with self._lock:
+            if self._value is None:
+                self._value = self._factory()
+            return self._value
+
+
+def _queue_sender(bus: _Lazy, entity: str, *, topic: bool = False) -> MessageSender:
+    from shared.adapters.servicebus import LazyServiceBusSender
+
+    return LazyServiceBusSender(bus.get, entity, topic=topic)
+
+
+def _deferred_source(bus: _Lazy, queue: str) -> AbstractContextManager[DeferredSource]:
+    from shared.adapters.servicebus_inbound import deferred_source
+
+    source: AbstractContextManager[DeferredSource] = deferred_source(bus.get(), queue)
+    return source
 
 
 _lock = threading.Lock()

@@ -82,6 +82,7 @@ class SubmitRequestBody(_Strict):
     not_before: AwareDatetime | None = None
     deadline_seconds: int | None = Field(None, ge=1)
     metadata: dict[MetadataKey, MetadataValue] = Field(default_factory=dict, max_length=16)
+    after: str | None = Field(None, min_length=1, max_length=64)
 
 
 # --- claim check and the request message -------------------------------------------------
@@ -115,6 +116,7 @@ class RequestMessage(_Strict):
     not_before: AwareDatetime | None = None
     deadline: AwareDatetime | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
+    after: str | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -152,5 +154,6 @@ class Job(BaseModel):
     last_error: JobError | None = None
     error: JobError | None = None
     settlement: str | None = None
+    after: str | None = None
     result_blob: str | None = None
     result_summary: dict[str, Any] | None = None

@@ -66,6 +66,12 @@ class PermanentError(InferbusError):
     code = "permanent"
 
 
+class ClaimCheckInvalid(PermanentError):
+    """The claim-check blob is missing or does not match its recorded SHA-256 or size."""
+
+    code = "claim_check_invalid"
+
+
 class PolicyRefusal(InferbusError):
     """The model refused the content (for example a content filter): record it as a result."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from shared.backlog import BacklogGate
@@ -62,9 +62,10 @@ class Submission:
     content: InlineContent | BlobReference | ClaimCheck
     parameters: dict[str, Any] = field(default_factory=dict)
     priority: Priority = Priority.NORMAL
-    not_before: Any = None
+    not_before: datetime | None = None
     deadline_seconds: int | None = None
     metadata: dict[str, str] = field(default_factory=dict)
+    after: str | None = None
     source: str = "http"
     idempotency_key: str | None = None
     request_hash: str | None = None
@@ -163,6 +164,11 @@ class Intake:
                 )
         if isinstance(submission.content, BlobReference):
             self._claim_checks.locate(submission.content.blob_uri, submission.tenant_id)
+        if submission.after and self._jobs.find(submission.tenant_id, submission.after) is None:
+            raise InvalidInput(
+                f"after names request '{submission.after}', which does not exist",
+                (FieldError("after", "no such request"),),
+            )
         return deadline_seconds
 
     def _claim_check(self, submission: Submission, request_id: str) -> ClaimCheck:
@@ -194,6 +200,7 @@ class Intake:
             not_before=job.not_before,
             deadline=job.deadline,
             metadata=job.metadata,
+            after=job.after,
         )
         envelope = request_envelope(
             message, correlation_id=job.correlation_id, trace=submission.trace, now=self._clock()
@@ -225,6 +232,7 @@ class Intake:
             input=claim_check,
             parameters=submission.parameters,
             metadata=submission.metadata,
+            after=submission.after,
             correlation_id=submission.trace.trace_id,
             created_at=now,
             updated_at=now,

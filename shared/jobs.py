@@ -31,8 +31,10 @@ ALLOWED_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
             JobStatus.CANCELLED,
         }
     ),
+    # RUNNING -> RUNNING: a redelivery (lost lock, abandon) attempts the same work again.
     JobStatus.RUNNING: frozenset(
         {
+            JobStatus.RUNNING,
             JobStatus.ACCEPTED,
             JobStatus.COMPLETED,
             JobStatus.FAILED,

@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -77,8 +77,21 @@ class Settings(BaseModel):
         None, alias="ServiceBusConnection__clientId", json_schema_extra=AZURE
     )
 
+    event_grid_topic_endpoint: str | None = Field(None, alias="EventGridTopic__topicEndpoint")
+    event_grid_topic_key: str | None = Field(
+        None, alias="EventGridTopic__topicKey", json_schema_extra=ALTERNATIVE
+    )
+    event_grid_namespace_topic: str | None = Field(
+        None, alias="EventGridTopic__namespaceTopic", json_schema_extra=ALTERNATIVE
+    )
+    event_grid_client_id: str | None = Field(
+        None, alias="EventGridTopic__clientId", json_schema_extra=AZURE
+    )
+
     # --- entities and containers -------------------------------------------------------
     requests_queue_name: str = Field("inference-requests", alias="RequestsQueueName")
+    results_topic_name: str = Field("inference-results", alias="ResultsTopicName")
+    ledger_container: str = Field("ledgers", alias="LedgerContainer")
     incoming_container: str = Field("incoming", alias="IncomingContainer")
     inputs_container: str = Field("inputs", alias="InputsContainer")
     results_container: str = Field("results", alias="ResultsContainer")
@@ -110,6 +123,30 @@ class Settings(BaseModel):
     max_queue_backlog: int = Field(5000, ge=0, alias="MaxQueueBacklog")
     backlog_cache_seconds: float = Field(5.0, ge=0, alias="BacklogCacheSeconds")
 
+    # --- processing ----------------------------------------------------------------------
+    model_concurrency: int = Field(4, ge=1, le=256, alias="ModelConcurrency")
+    max_retries: int = Field(5, ge=0, le=100, alias="MaxRetries")
+    retry_base_seconds: float = Field(2.0, gt=0, alias="RetryBaseSeconds")
+    retry_max_seconds: float = Field(300.0, gt=0, alias="RetryMaxSeconds")
+    lock_renewal_seconds: float = Field(20.0, gt=0, alias="LockRenewalSeconds")
+    max_lock_renewal_seconds: float = Field(600.0, gt=0, alias="MaxLockRenewalSeconds")
+    deferred_sweep_schedule: str = Field("0 */1 * * * *", alias="DeferredSweepSchedule")
+
+    # --- models --------------------------------------------------------------------------
+    model_provider: Literal["local", "azure_openai"] = Field("local", alias="ModelProvider")
+    local_model_latency_ms: int = Field(0, ge=0, alias="LocalModelLatencyMs")
+    local_model_transient_rate: float = Field(0.0, ge=0, le=1, alias="LocalModelTransientRate")
+    local_model_refusal_terms: CsvList = Field((), alias="LocalModelRefusalTerms")
+    azure_openai_endpoint: str | None = Field(None, alias="AzureOpenAI__endpoint")
+    azure_openai_api_version: str = Field("2024-10-21", alias="AzureOpenAI__apiVersion")
+    azure_openai_api_key: str | None = Field(
+        None, alias="AzureOpenAI__apiKey", json_schema_extra=ALTERNATIVE
+    )
+    azure_openai_client_id: str | None = Field(
+        None, alias="AzureOpenAI__clientId", json_schema_extra=AZURE
+    )
+    azure_openai_timeout_seconds: float = Field(120.0, gt=0, alias="AzureOpenAI__timeoutSeconds")
+
     # --- identity of callers -----------------------------------------------------------
     allow_tenant_header: Flag = Field(False, alias="AllowTenantHeader")
     tenant_claim_types: CsvList = Field(
@@ -123,7 +160,21 @@ class Settings(BaseModel):
             raise ValueError("DefaultDeadlineSeconds must not exceed MaxDeadlineSeconds")
         if not self.allowed_models:
             raise ValueError("AllowedModels must name at least one model")
+        if self.retry_base_seconds > self.retry_max_seconds:
+            raise ValueError("RetryBaseSeconds must not exceed RetryMaxSeconds")
+        if self.model_provider == "azure_openai" and not self.azure_openai_endpoint:
+            raise ValueError("ModelProvider=azure_openai needs AzureOpenAI__endpoint")
         return self
+
+    def container_names(self) -> list[str]:
+        """Every blob container the app uses (created by Bicep in Azure, by the local stack
+        and the tests locally)."""
+        names = {
+            str(getattr(self, name))
+            for name in type(self).model_fields
+            if name.endswith("_container")
+        }
+        return sorted(names | set(self.allowed_input_containers))
 
     @property
     def blob_service_uri(self) -> str | None:

@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 
+from shared.announcements import CloudEventSpec
+from shared.claimcheck import BlobInfo
 from shared.contracts import Job
+from shared.deferral import DeferredEntry
 from shared.errors import ConcurrencyConflict, TransientError
 from shared.idempotency import IdempotencyRecord
+from shared.inbound import InboundMessage
 from shared.jobs import Versioned
 from shared.messaging import OutgoingMessage
 
@@ -112,3 +118,96 @@ class FixedBacklog:
     def active_messages(self) -> int:
         self.reads += 1
         return self.depth
+
+
+class InMemoryBlobStore:
+    """Implements claimcheck.BlobStore in memory."""
+
+    account_url = "https://acct.blob.core.windows.net"
+
+    def __init__(self) -> None:
+        self.blobs: dict[tuple[str, str], tuple[bytes, str]] = {}
+
+    def upload(
+        self, container: str, name: str, data: bytes, media_type: str, metadata: dict[str, str]
+    ) -> None:
+        self.blobs[(container, name)] = (data, media_type)
+
+    def info(self, container: str, name: str) -> BlobInfo | None:
+        found = self.blobs.get((container, name))
+        return BlobInfo(len(found[0]), found[1], {}) if found else None
+
+    def read_chunks(self, container: str, name: str) -> Iterator[bytes]:
+        yield self.blobs[(container, name)][0]
+
+    def read(self, container: str, name: str) -> bytes | None:
+        found = self.blobs.get((container, name))
+        return found[0] if found else None
+
+
+@dataclass
+class RecordingSettler:
+    """A Settler that records each settlement as (action, message_id, reason, description)."""
+
+    actions: list[tuple[str, str | None, str | None, str | None]] = field(default_factory=list)
+    renewals: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _record(
+        self,
+        action: str,
+        message: InboundMessage,
+        reason: str | None = None,
+        description: str | None = None,
+    ) -> None:
+        with self.lock:
+            self.actions.append((action, message.message_id, reason, description))
+
+    def complete(self, message: InboundMessage) -> None:
+        self._record("complete", message)
+
+    def abandon(self, message: InboundMessage) -> None:
+        self._record("abandon", message)
+
+    def dead_letter(self, message: InboundMessage, reason: str, description: str) -> None:
+        self._record("dead_letter", message, reason, description)
+
+    def defer(self, message: InboundMessage) -> None:
+        self._record("defer", message)
+
+    def renew_lock(self, message: InboundMessage) -> None:
+        with self.lock:
+            self.renewals += 1
+
+
+class InMemoryLedger:
+    def __init__(self) -> None:
+        self.entries: dict[tuple[str, int], DeferredEntry] = {}
+        self.missing: list[DeferredEntry] = []
+
+    def record(self, entry: DeferredEntry) -> None:
+        self.entries[(entry.queue, entry.sequence_number)] = entry
+
+    def due(self, queue: str, now: datetime) -> list[DeferredEntry]:
+        return sorted(
+            (e for e in self.entries.values() if e.queue == queue and e.due_at <= now),
+            key=lambda e: e.due_at,
+        )
+
+    def remove(self, entry: DeferredEntry) -> None:
+        self.entries.pop((entry.queue, entry.sequence_number), None)
+
+    def mark_missing(self, entry: DeferredEntry) -> None:
+        self.missing.append(entry)
+        self.remove(entry)
+
+
+@dataclass
+class RecordingEvents:
+    published: list[CloudEventSpec] = field(default_factory=list)
+    fail_with: Exception | None = None
+
+    def publish(self, events: list[CloudEventSpec]) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.published.extend(events)

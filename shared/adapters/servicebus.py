@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -71,11 +71,17 @@ def servicebus_errors(what: str) -> Iterator[None]:
         raise TransientError(f"{what}: {type(error).__name__}") from error
 
 
-class ServiceBusMessageSender:
-    """Implements ``messaging.MessageSender`` for one queue or topic."""
+class LazyServiceBusSender:
+    """Implements ``messaging.MessageSender`` for one queue or topic.
 
-    def __init__(self, client: ServiceBusClient, entity: str, *, topic: bool = False) -> None:
-        self._client = client
+    The client comes from ``client_factory`` on the first send, so processes (and tests)
+    that never send open no AMQP connection.
+    """
+
+    def __init__(
+        self, client_factory: Callable[[], ServiceBusClient], entity: str, *, topic: bool = False
+    ) -> None:
+        self._client_factory = client_factory
         self._entity = entity
         self._topic = topic
         self._sender: ServiceBusSender | None = None
@@ -83,9 +89,8 @@ class ServiceBusMessageSender:
 
     def _open(self) -> ServiceBusSender:
         if self._sender is None:
-            factory: Any = (
-                self._client.get_topic_sender if self._topic else self._client.get_queue_sender
-            )
+            client = self._client_factory()
+            factory: Any = client.get_topic_sender if self._topic else client.get_queue_sender
             self._sender = factory(self._entity)
         return self._sender
 

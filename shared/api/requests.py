@@ -135,6 +135,7 @@ def _json_submission(request: ApiRequest, services: Services, tenant_id: str) ->
         not_before=body.not_before,
         deadline_seconds=body.deadline_seconds,
         metadata=body.metadata,
+        after=body.after,
         idempotency_key=request.header("idempotency-key"),
         request_hash=hashlib.sha256(canonical).hexdigest(),
         trace=continue_or_start(request.header("traceparent"), request.header("tracestate")),

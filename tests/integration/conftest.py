@@ -44,15 +44,7 @@ def storage(azurite: Azurite) -> AzureBlobStore:
     """The app's containers in Azurite, created once."""
     settings = make_settings(azurite)
     blobs = AzureBlobStore(blob_service_client(settings))
-    blobs.ensure_containers(
-        [
-            settings.incoming_container,
-            settings.inputs_container,
-            settings.results_container,
-            settings.jobs_container,
-            settings.idempotency_container,
-        ]
-    )
+    blobs.ensure_containers(settings.container_names())
     return blobs
 
 

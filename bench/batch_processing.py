@@ -1,0 +1,266 @@
+"""Benchmarks of the batch processor. Prints figures; asserts nothing about speed.
+
+1. Per-message overhead of the pipeline with in-memory ports (no I/O): parse, job CAS
+   updates, claim-check verification, the local model, result and announcements.
+2. Throughput through the Service Bus emulator and Azurite with the local model: send a
+   burst of requests, receive batches with the SDK, run the registered trigger function.
+3. Work amplification with 2% poison messages: per-message settlement versus an
+   all-or-nothing batch baseline, where one poison message sends the whole batch back
+   (healthy messages reprocessed per poison message).
+
+Run: ``.venv/bin/python bench/batch_processing.py [--messages 400] [--batch 32]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from shared.adapters.local_model import LocalModel  # noqa: E402
+from shared.announcements import Announcer  # noqa: E402
+from shared.claimcheck import ClaimChecks  # noqa: E402
+from shared.contracts import ClaimCheck, Job, RequestMessage  # noqa: E402
+from shared.inbound import InboundMessage  # noqa: E402
+from shared.jobs import JobRepository  # noqa: E402
+from shared.processing import MessageProcessor, ProcessingPolicy  # noqa: E402
+from shared.results import ResultStore  # noqa: E402
+from tests.fakes import (  # noqa: E402
+    InMemoryBlobStore,
+    InMemoryJobStore,
+    InMemoryLedger,
+    RecordingEvents,
+    RecordingSender,
+    RecordingSettler,
+)
+
+TEXT = (
+    "Invoice 2291 for consulting services. The total amount due is 4,200 EUR, payable within "
+    "30 days. Late payment incurs interest. Please quote the invoice number with your payment. "
+) * 8  # about 1.4 KB
+
+
+def in_memory_processor(
+    count: int,
+) -> tuple[MessageProcessor, list[InboundMessage], RecordingSettler]:
+    now = datetime.now(UTC)
+    blobs, store = InMemoryBlobStore(), InMemoryJobStore()
+    processor = MessageProcessor(
+        policy=ProcessingPolicy("q", ("local-analyzer",), 3, 1.0, 10.0),
+        jobs=JobRepository(store),
+        claim_checks=ClaimChecks(blobs, "inputs", ("inputs",), 1 << 20),
+        model=LocalModel(),
+        results=ResultStore(blobs, "results"),
+        announcer=Announcer(RecordingEvents(), RecordingSender()),
+        retry_sender=RecordingSender(),
+        ledger=InMemoryLedger(),
+    )
+    messages = []
+    for n in range(count):
+        request_id = f"r{n}"
+        data = TEXT.encode()
+        blobs.upload("inputs", f"t/{request_id}", data, "text/plain", {})
+        check = ClaimCheck(
+            blob_uri=f"{blobs.account_url}/inputs/t/{request_id}",
+            sha256=hashlib.sha256(data).hexdigest(),
+            size=len(data),
+            media_type="text/plain",
+        )
+        store.create(
+            Job(
+                id=request_id,
+                tenant_id="t",
+                model="local-analyzer",
+                correlation_id="c",
+                created_at=now,
+                updated_at=now,
+                deadline=now + timedelta(hours=1),
+            )
+        )
+        body = RequestMessage(
+            request_id=request_id, tenant_id="t", model="local-analyzer", input=check
+        )
+        messages.append(
+            InboundMessage(
+                body=body.model_dump_json(by_alias=True).encode(),
+                message_id=request_id,
+                sequence_number=n,
+                delivery_count=1,
+                enqueued_time=now,
+                application_properties={"tenant": "t"},
+            )
+        )
+    return processor, messages, RecordingSettler()
+
+
+def bench_overhead(count: int) -> None:
+    processor, messages, settler = in_memory_processor(count)
+    timings = []
+    for message in messages:
+        started = time.perf_counter()
+        processor.process(message, settler)
+        timings.append(time.perf_counter() - started)
+    completed = sum(1 for action in settler.actions if action[0] == "complete")
+    timings.sort()
+    mean_ms = statistics.mean(timings) * 1e3
+    p50_ms = timings[len(timings) // 2] * 1e3
+    p99_ms = timings[int(len(timings) * 0.99)] * 1e3
+    rate = count / sum(timings)
+    print(f"pipeline overhead, in-memory ports, {count} messages of {len(TEXT)} B:")
+    print(
+        f"  {completed} completed; mean {mean_ms:.3f} ms  p50 {p50_ms:.3f} ms  p99 {p99_ms:.3f} ms"
+    )
+    print(f"  -> {rate:,.0f} msg/s on one thread")
+
+
+def bench_amplification(count: int, batch_size: int, poison_rate: float = 0.02) -> None:
+    """Healthy messages processed again per poison message, both settlement styles.
+
+    All-or-nothing: a batch containing a poison message is abandoned whole, so its healthy
+    messages come back; the poison message is redelivered until the broker's max delivery
+    count (10) dead-letters it. Per-message: the poison message is dead-lettered on sight.
+    Batches are re-formed from whatever is available, as a receiver would.
+    """
+    poison_every = round(1 / poison_rate)
+    poisons = {n for n in range(count) if n % poison_every == poison_every // 2}
+    max_delivery = 10
+
+    def run(all_or_nothing: bool) -> tuple[int, int]:
+        pending = list(range(count))
+        deliveries = dict.fromkeys(pending, 0)
+        healthy_work = 0
+        while pending:
+            batch, pending = pending[:batch_size], pending[batch_size:]
+            for n in batch:
+                deliveries[n] += 1
+            healthy_work += sum(1 for n in batch if n not in poisons)
+            bad = [n for n in batch if n in poisons]
+            if all_or_nothing and bad:
+                back = [n for n in batch if deliveries[n] < max_delivery or n not in poisons]
+                pending = back + pending  # the whole batch is abandoned and redelivered
+        healthy = count - len(poisons)
+        return healthy_work - healthy, len(poisons)
+
+    per_extra, poison_count = run(False)
+    all_extra, _ = run(True)
+    print(
+        f"work amplification, {count} messages, {len(poisons)} poison ({poison_rate:.0%}), "
+        f"batches of {batch_size}:"
+    )
+    for label, extra in (
+        ("per-message settlement", per_extra),
+        ("all-or-nothing batches", all_extra),
+    ):
+        per_poison = extra / poison_count
+        print(f"  {label}: {extra} healthy messages reprocessed ({per_poison:.1f} per poison)")
+
+
+@contextlib.contextmanager
+def local_stack() -> Iterator[tuple[str, str]]:
+    """Azurite and the Service Bus emulator on free ports (as the test fixtures start them)."""
+    from tests.fixtures import servicebus_emulator as emulator_fixture
+    from tests.fixtures.azurite import run_azurite
+
+    workdir = Path(tempfile.mkdtemp(prefix="inferbus-bench-"))
+    with run_azurite() as storage:
+        emulator = emulator_fixture._EmulatorProcess(
+            emulator_fixture.DEFAULT_CONFIG, workdir / "emulator.log"
+        )
+        try:
+            yield storage.connection_string, emulator.info.connection_string
+        finally:
+            emulator.stop()
+
+
+def bench_throughput(count: int, batch_size: int) -> None:
+    from azure.servicebus import ServiceBusClient
+
+    import function_app
+    from shared.composition import build_services, use_services
+    from shared.settings import Settings
+    from tests.support.servicebus import ReceiverMessageActions
+
+    with local_stack() as (storage, bus_connection):
+        settings = Settings.model_validate(
+            {
+                "Storage": storage,
+                "ServiceBusConnection": bus_connection,
+                "MaxQueueBacklog": "0",
+                "ModelConcurrency": "8",
+                "AllowTenantHeader": "true",
+            }
+        )
+        services = build_services(settings, events=None)
+        services.blobs.ensure_containers(settings.container_names())  # type: ignore[attr-defined]
+        use_services(services)
+        from shared.intake import InlineContent, Submission
+
+        tenant = f"bench-{uuid.uuid4().hex[:6]}"
+        started = time.perf_counter()
+        for _ in range(count):
+            services.intake.submit(
+                Submission(
+                    tenant_id=tenant,
+                    model="local-analyzer",
+                    content=InlineContent(TEXT.encode(), "text/plain"),
+                )
+            )
+        submitted = time.perf_counter() - started
+        trigger = next(
+            f
+            for f in function_app.app.get_functions()
+            if f.get_function_name() == "process_requests"
+        ).get_user_function()
+        processed = 0
+        started = time.perf_counter()
+        with (
+            ServiceBusClient.from_connection_string(bus_connection) as client,
+            client.get_queue_receiver(settings.requests_queue_name) as receiver,
+        ):
+            while processed < count:
+                messages = receiver.receive_messages(max_message_count=batch_size, max_wait_time=5)
+                if not messages:
+                    break
+                trigger(messages=messages, message_actions=ReceiverMessageActions(receiver))
+                processed += len(messages)
+        elapsed = time.perf_counter() - started
+        use_services(None)
+    print(
+        f"through the emulator + Azurite, local model, {count} requests, batches of {batch_size}:"
+    )
+    print(f"  intake (claim check + job + send): {count / submitted:,.0f} req/s")
+    print(
+        f"  processing (receive, verify, infer, result, topic, job, settle): "
+        f"{processed / elapsed:,.0f} msg/s ({processed} processed in {elapsed:.1f}s)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--messages", type=int, default=400)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument(
+        "--skip-stack", action="store_true", help="skip the emulator throughput run"
+    )
+    args = parser.parse_args()
+    bench_overhead(2000)
+    bench_amplification(5000, args.batch)
+    if not args.skip_stack:
+        bench_throughput(args.messages, args.batch)
+
+
+if __name__ == "__main__":
+    main()

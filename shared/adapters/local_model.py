@@ -1,0 +1,339 @@
+"""LocalModel: a deterministic, offline document analyzer behind the ModelClient port.
+
+It stands in for a hosted model in development, tests and benchmarks, and does real work
+so that results are meaningful: language-neutral statistics, an extractive summary (the
+sentences whose words are most frequent in the document), a document-type classification
+with a confidence, a review flag and a priority suggestion, and a content policy that
+refuses documents containing configured terms.
+
+Latency and faults can be injected: ``latency_ms`` and ``transient_rate`` from settings
+(benchmarks), and per request through ``parameters.simulate`` (tests), e.g.
+``{"simulate": {"transient_attempts": 2, "retry_after": 1}}`` fails the first two
+attempts, ``{"simulate": {"permanent": true}}`` always fails permanently. The random
+fault draw is seeded by the request id and attempt, so a run is reproducible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import time
+from collections import Counter
+from typing import Any
+
+from shared.contracts import Priority
+from shared.errors import PermanentError, PolicyRefusal, TransientError
+from shared.inference import InferenceInput, InferenceResult
+
+_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+_SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n{2,}")
+_DIGITS = re.compile(r"\d")
+_CARD_OR_IBAN = re.compile(r"\b(?:\d[ -]?){13,19}\b|\b[A-Z]{2}\d{2}[A-Z0-9]{11,30}\b")
+
+# Keyword cues per document type (several languages: the seeds and callers are multilingual).
+DOCUMENT_TYPES: dict[str, tuple[str, ...]] = {
+    "invoice": (
+        "invoice",
+        "factura",
+        "fatura",
+        "fattura",
+        "factuur",
+        "amount",
+        "total",
+        "vat",
+        "iva",
+        "due",
+        "payment",
+        "bill",
+        "importe",
+        "valor",
+    ),
+    "contract": (
+        "agreement",
+        "contract",
+        "contrato",
+        "contratto",
+        "overeenkomst",
+        "party",
+        "parties",
+        "clause",
+        "terms",
+        "hereby",
+        "obligations",
+        "signed",
+    ),
+    "resume": (
+        "experience",
+        "education",
+        "skills",
+        "curriculum",
+        "resume",
+        "cv",
+        "employment",
+        "university",
+        "degree",
+    ),
+    "support_ticket": (
+        "error",
+        "issue",
+        "problem",
+        "bug",
+        "crash",
+        "help",
+        "support",
+        "ticket",
+        "broken",
+        "fails",
+        "erro",
+        "fallo",
+    ),
+    "report": (
+        "report",
+        "analysis",
+        "results",
+        "summary",
+        "quarter",
+        "findings",
+        "relatório",
+        "informe",
+        "rapport",
+        "conclusion",
+    ),
+    "email": (
+        "dear",
+        "regards",
+        "hello",
+        "hi",
+        "thanks",
+        "sincerely",
+        "subject",
+        "olá",
+        "hola",
+        "ciao",
+        "beste",
+    ),
+}
+URGENT_TERMS = (
+    "urgent",
+    "urgente",
+    "asap",
+    "immediately",
+    "overdue",
+    "critical",
+    "outage",
+    "dringend",
+    "imediato",
+)
+STOP_WORDS = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "and",
+        "or",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "it",
+        "this",
+        "that",
+        "with",
+        "as",
+        "at",
+        "by",
+        "from",
+        "de",
+        "la",
+        "el",
+        "los",
+        "las",
+        "y",
+        "o",
+        "que",
+        "en",
+        "un",
+        "una",
+        "del",
+        "se",
+        "por",
+        "para",
+        "com",
+        "não",
+        "o",
+        "os",
+        "as",
+        "e",
+        "do",
+        "da",
+        "das",
+        "dos",
+        "um",
+        "uma",
+        "il",
+        "lo",
+        "gli",
+        "le",
+        "di",
+        "che",
+        "e",
+        "per",
+        "non",
+        "het",
+        "een",
+        "en",
+        "van",
+        "dat",
+        "in",
+        "op",
+        "te",
+    ]
+)
+
+
+LANGUAGE_CUES: dict[str, frozenset[str]] = {
+    "en": frozenset("the and of to is that with for this are".split()),
+    "es": frozenset("el la los las y que de en por para una".split()),
+    "pt": frozenset("o os as e que de em para com uma não".split()),
+    "it": frozenset("il lo gli le e che di per con una non".split()),
+    "nl": frozenset("de het een en van dat op te met voor niet".split()),
+}
+
+
+def guess_language(words: list[str]) -> str | None:
+    """The language whose function words occur most (None when none occur)."""
+    lowered = [w.lower() for w in words]
+    scores = {lang: sum(w in cues for w in lowered) for lang, cues in LANGUAGE_CUES.items()}
+    best = max(sorted(scores), key=lambda lang: scores[lang])
+    return best if scores[best] else None
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+def statistics(text: str, words: list[str], sentences: list[str]) -> dict[str, float | int]:
+    letters = sum(len(w) for w in words)
+    return {
+        "characters": len(text),
+        "words": len(words),
+        "sentences": len(sentences),
+        "paragraphs": len([p for p in re.split(r"\n\s*\n", text) if p.strip()]),
+        "unique_words": len({w.lower() for w in words}),
+        "average_word_length": round(letters / len(words), 3) if words else 0.0,
+        "digit_ratio": round(len(_DIGITS.findall(text)) / len(text), 4) if text else 0.0,
+    }
+
+
+def extractive_summary(sentences: list[str], frequencies: Counter[str], count: int) -> str:
+    """The ``count`` highest-scoring sentences, in document order."""
+    if not sentences:
+        return ""
+
+    def score(sentence: str) -> float:
+        tokens = [w.lower() for w in _WORD.findall(sentence)]
+        content = [t for t in tokens if t not in STOP_WORDS and len(t) > 2]
+        return sum(frequencies[t] for t in content) / (len(content) or 1)
+
+    ranked = sorted(range(len(sentences)), key=lambda i: (-score(sentences[i]), i))
+    chosen = sorted(ranked[: max(1, count)])
+    return " ".join(sentences[i] for i in chosen)
+
+
+def classify(frequencies: Counter[str]) -> tuple[str, float]:
+    """The document type whose cues occur most, and the share of cue hits it took."""
+    scores = {kind: sum(frequencies[c] for c in cues) for kind, cues in DOCUMENT_TYPES.items()}
+    total = sum(scores.values())
+    if total == 0:
+        return "other", 0.2
+    kind = max(sorted(scores), key=lambda k: scores[k])
+    return kind, round(scores[kind] / total, 3)
+
+
+class LocalModel:
+    """Implements ``inference.ModelClient`` without network or weights."""
+
+    name = "local-analyzer"
+
+    def __init__(
+        self,
+        *,
+        refusal_terms: tuple[str, ...] = (),
+        latency_ms: int = 0,
+        transient_rate: float = 0.0,
+        review_threshold: float = 0.5,
+    ) -> None:
+        self._refusal_terms = tuple(t.lower() for t in refusal_terms if t)
+        self._latency_s = latency_ms / 1000
+        self._transient_rate = transient_rate
+        self._review_threshold = review_threshold
+
+    def infer(self, request: InferenceInput) -> InferenceResult:
+        self._simulate(request)
+        if self._latency_s:
+            time.sleep(self._latency_s)
+        if not request.media_type.startswith(("text/", "application/json")):
+            return self._binary(request)
+        text = request.text()
+        lowered = text.lower()
+        for term in self._refusal_terms:
+            if term in lowered:
+                raise PolicyRefusal(
+                    "the content contains a term refused by policy", "configured_term"
+                )
+        words = _WORD.findall(text)
+        frequencies = Counter(w.lower() for w in words if w.lower() not in STOP_WORDS)
+        sentences = _sentences(text)
+        document_type, confidence = classify(frequencies)
+        sensitive = bool(_CARD_OR_IBAN.search(text))
+        urgent = any(term in lowered for term in URGENT_TERMS)
+        count = int(request.parameters.get("summary_sentences", 2) or 2)
+        return InferenceResult(
+            summary=extractive_summary(sentences, frequencies, count),
+            document_type=document_type,
+            confidence=confidence,
+            language=guess_language(words),
+            review_required=sensitive or confidence < self._review_threshold,
+            suggested_priority=Priority.HIGH if urgent else Priority.NORMAL,
+            statistics=statistics(text, words, sentences),
+            details={
+                "sensitive_numbers": sensitive,
+                "urgent_terms": urgent,
+                "top_terms": [w for w, _ in frequencies.most_common(5)],
+            },
+        )
+
+    def _binary(self, request: InferenceInput) -> InferenceResult:
+        kind = request.media_type.split("/")[0]
+        document_type = "image" if kind == "image" else request.media_type.split(";")[0]
+        digest = hashlib.sha256(request.content).hexdigest()[:16]
+        return InferenceResult(
+            summary=f"{request.media_type} document of {len(request.content)} bytes",
+            document_type=document_type,
+            confidence=0.5,
+            review_required=True,
+            statistics={"bytes": len(request.content)},
+            details={"fingerprint": digest},
+        )
+
+    def _simulate(self, request: InferenceInput) -> None:
+        spec: Any = request.parameters.get("simulate") or {}
+        if not isinstance(spec, dict):
+            raise PermanentError("parameters.simulate must be an object")
+        retry_after = spec.get("retry_after")
+        if spec.get("permanent"):
+            raise PermanentError("simulated permanent model failure")
+        if spec.get("always_transient") or request.attempt < int(spec.get("transient_attempts", 0)):
+            raise TransientError("simulated model throttling (429)", retry_after=retry_after)
+        if self._transient_rate:
+            seed = hashlib.sha256(f"{request.request_id}:{request.attempt}".encode()).digest()
+            if random.Random(seed).random() < self._transient_rate:  # noqa: S311 (fault injection)
+                raise TransientError("injected transient model failure", retry_after=retry_after)

@@ -1,0 +1,138 @@
+"""Received Service Bus messages and their settlement, for both ways they arrive.
+
+- Through the Functions extension: ``ServiceBusReceivedMessage`` objects without a
+  receiver, settled with ``ServiceBusMessageActions`` (1.0.0b2: ``complete``, ``abandon``,
+  ``deadletter(message, deadletter_reason=, deadletter_error_description=)``, ``defer``,
+  ``renew_message_lock``), which talk to the host over gRPC.
+- Through an SDK ``ServiceBusReceiver`` (the deferred sweeper, tests, tools): settled on
+  the receiver. A receiver is not thread-safe, so its settler serialises calls.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver
+
+from shared.adapters.servicebus import servicebus_errors
+from shared.inbound import InboundMessage, normalise_properties
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def from_sdk(message: ServiceBusReceivedMessage) -> InboundMessage:
+    """The processor's view of an SDK message (the SDK message stays in ``handle``)."""
+    return InboundMessage(
+        body=b"".join(message.body) if not isinstance(message.body, bytes) else message.body,
+        message_id=_text(message.message_id),
+        sequence_number=message.sequence_number,
+        delivery_count=message.delivery_count or 0,
+        enqueued_time=message.enqueued_time_utc,
+        correlation_id=_text(message.correlation_id),
+        session_id=_text(message.session_id),
+        subject=_text(message.subject),
+        content_type=_text(message.content_type),
+        application_properties=normalise_properties(message.application_properties),
+        handle=message,
+    )
+
+
+class ActionsSettler:
+    """Implements ``settlement.Settler`` over the Functions ``ServiceBusMessageActions``."""
+
+    def __init__(self, actions: Any) -> None:
+        self._actions = actions
+
+    def complete(self, message: InboundMessage) -> None:
+        self._actions.complete(message.handle)
+
+    def abandon(self, message: InboundMessage) -> None:
+        self._actions.abandon(message.handle)
+
+    def dead_letter(self, message: InboundMessage, reason: str, description: str) -> None:
+        self._actions.deadletter(
+            message.handle, deadletter_reason=reason, deadletter_error_description=description
+        )
+
+    def defer(self, message: InboundMessage) -> None:
+        self._actions.defer(message.handle)
+
+    def renew_lock(self, message: InboundMessage) -> None:
+        self._actions.renew_message_lock(message.handle)
+
+
+class ReceiverSettler:
+    """Implements ``settlement.Settler`` over an SDK receiver (peek-lock)."""
+
+    def __init__(self, receiver: ServiceBusReceiver) -> None:
+        self._receiver = receiver
+        self._lock = threading.Lock()
+
+    def complete(self, message: InboundMessage) -> None:
+        with self._lock, servicebus_errors("completing a message"):
+            self._receiver.complete_message(message.handle)
+
+    def abandon(self, message: InboundMessage) -> None:
+        with self._lock, servicebus_errors("abandoning a message"):
+            self._receiver.abandon_message(message.handle)
+
+    def dead_letter(self, message: InboundMessage, reason: str, description: str) -> None:
+        with self._lock, servicebus_errors("dead-lettering a message"):
+            self._receiver.dead_letter_message(
+                message.handle, reason=reason, error_description=description
+            )
+
+    def defer(self, message: InboundMessage) -> None:
+        with self._lock, servicebus_errors("deferring a message"):
+            self._receiver.defer_message(message.handle)
+
+    def renew_lock(self, message: InboundMessage) -> None:
+        with self._lock, servicebus_errors("renewing a lock"):
+            self._receiver.renew_message_lock(message.handle)
+
+
+class ReceiverDeferredSource:
+    """Implements ``deferral.DeferredSource``: deferred messages by sequence number."""
+
+    def __init__(self, receiver: ServiceBusReceiver) -> None:
+        self._receiver = receiver
+        self._settler = ReceiverSettler(receiver)
+
+    @property
+    def settler(self) -> ReceiverSettler:
+        return self._settler
+
+    def receive_deferred(self, sequence_numbers: list[int]) -> list[InboundMessage]:
+        """Fetch in one call; on failure fall back to one by one so that a single missing
+        message does not hide the others."""
+        if not sequence_numbers:
+            return []
+        try:
+            with servicebus_errors("receiving deferred messages"):
+                received = self._receiver.receive_deferred_messages(sequence_numbers)
+            return [from_sdk(message) for message in received]
+        except Exception:
+            found: list[InboundMessage] = []
+            for number in sequence_numbers:
+                try:
+                    with servicebus_errors(f"receiving deferred message {number}"):
+                        found.extend(
+                            from_sdk(m) for m in self._receiver.receive_deferred_messages([number])
+                        )
+                except Exception:  # noqa: S112 (reported by the sweeper as missing)
+                    continue
+            return found
+
+
+@contextmanager
+def deferred_source(client: ServiceBusClient, queue: str) -> Iterator[ReceiverDeferredSource]:
+    """A peek-lock receiver on ``queue`` for the deferred sweeper, closed afterwards."""
+    with client.get_queue_receiver(queue) as receiver:
+        yield ReceiverDeferredSource(receiver)

@@ -1,0 +1,149 @@
+"""What Inferbus tells the world when a request ends: a CloudEvent and a topic message.
+
+Both carry the same facts and deterministic ids (derived from the request id and the
+event type), so a consumer that receives a redelivery, or a republication after a retry,
+can drop the duplicate. Routing values travel as Service Bus application properties so
+that subscriptions filter without parsing JSON, and the CloudEvent subject is a path that
+Event Grid subject-prefix filters can use.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from shared.messaging import OutgoingMessage
+
+EVENT_SOURCE = "/inferbus/processor"
+COMPLETED = "com.inferbus.InferenceCompleted"
+FAILED = "com.inferbus.InferenceFailed"
+CLASSIFIED_FOR_REVIEW = "com.inferbus.ContentClassified"
+_ID_NAMESPACE = uuid.UUID("6f0c6d8e-3b7a-4c1e-9a53-1f1f4b0e2a77")
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """The facts of one finished request (no document content: consumers fetch it)."""
+
+    request_id: str
+    tenant_id: str
+    model: str
+    outcome: str  # completed | refused | failed | expired
+    priority: str
+    document_type: str | None = None
+    review_required: bool = False
+    result_uri: str | None = None
+    error_code: str | None = None
+    traceparent: str | None = None
+    tracestate: str | None = None
+    correlation_id: str | None = None
+
+    @property
+    def subject(self) -> str:
+        return f"/tenants/{self.tenant_id}/models/{self.model}/requests/{self.request_id}"
+
+    @property
+    def event_types(self) -> list[str]:
+        if self.outcome in ("failed", "expired"):
+            return [FAILED]
+        types = [COMPLETED]
+        if self.review_required:
+            types.append(CLASSIFIED_FOR_REVIEW)
+        return types
+
+
+@dataclass(frozen=True)
+class CloudEventSpec:
+    """A CloudEvent 1.0 described without the SDK."""
+
+    id: str
+    type: str
+    source: str
+    subject: str
+    data: dict[str, Any]
+    extensions: dict[str, str] = field(default_factory=dict)
+
+
+def event_id(request_id: str, event_type: str) -> str:
+    """The same request and type always give the same id."""
+    return str(uuid.uuid5(_ID_NAMESPACE, f"{request_id}/{event_type}"))
+
+
+def event_data(announcement: Announcement) -> dict[str, Any]:
+    return {
+        "request_id": announcement.request_id,
+        "tenant_id": announcement.tenant_id,
+        "model": announcement.model,
+        "status": "failed" if announcement.outcome in ("failed", "expired") else "completed",
+        "outcome": announcement.outcome,
+        "document_type": announcement.document_type,
+        "review_required": announcement.review_required,
+        "priority": announcement.priority,
+        "result_uri": announcement.result_uri,
+        "error_code": announcement.error_code,
+    }
+
+
+def cloud_events(announcement: Announcement) -> list[CloudEventSpec]:
+    extensions = {}
+    if announcement.traceparent:
+        extensions["traceparent"] = announcement.traceparent
+        if announcement.tracestate:
+            extensions["tracestate"] = announcement.tracestate
+    return [
+        CloudEventSpec(
+            id=event_id(announcement.request_id, event_type),
+            type=event_type,
+            source=EVENT_SOURCE,
+            subject=announcement.subject,
+            data=event_data(announcement),
+            extensions=extensions,
+        )
+        for event_type in announcement.event_types
+    ]
+
+
+def topic_message(announcement: Announcement) -> OutgoingMessage:
+    """The results-topic message; its properties are what subscription filters match."""
+    event_type = announcement.event_types[0]
+    properties: dict[str, str | int | float | bool] = {
+        "tenant": announcement.tenant_id,
+        "model_name": announcement.model,
+        "priority": announcement.priority,
+        "review_required": announcement.review_required,
+        "outcome": announcement.outcome,
+        "event_type": event_type,
+    }
+    if announcement.document_type:
+        properties["document_type"] = announcement.document_type
+    if announcement.traceparent:
+        properties["traceparent"] = announcement.traceparent
+    return OutgoingMessage(
+        body=json.dumps(event_data(announcement)).encode("utf-8"),
+        message_id=event_id(announcement.request_id, event_type),
+        correlation_id=announcement.correlation_id or announcement.request_id,
+        subject=event_type,
+        application_properties=properties,
+    )
+
+
+class EventPublisher(Protocol):
+    def publish(self, events: list[CloudEventSpec]) -> None:
+        """Publish to Event Grid; TransientError when it cannot take them now."""
+        ...
+
+
+class Announcer:
+    """Publishes an announcement on both channels; any failure is transient for the caller."""
+
+    def __init__(self, events: EventPublisher | None, topic: Any) -> None:
+        self._events = events
+        self._topic = topic
+
+    def announce(self, announcement: Announcement) -> None:
+        if self._events is not None:
+            self._events.publish(cloud_events(announcement))
+        if self._topic is not None:
+            self._topic.send(topic_message(announcement))

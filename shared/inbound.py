@@ -1,0 +1,60 @@
+"""A received Service Bus message as the processor sees it, free of SDK types.
+
+Adapters build it from ``azure.servicebus.ServiceBusReceivedMessage`` (which the Functions
+extension and the SDK receiver both produce) and keep the original in ``handle`` for the
+settler that must name it when settling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+PropertyValue = str | int | float | bool | None
+
+
+def normalise_properties(raw: Mapping[Any, Any] | None) -> dict[str, PropertyValue]:
+    """Application properties with ``str`` keys and values (the SDK may give ``bytes``)."""
+    result: dict[str, PropertyValue] = {}
+    for key, value in (raw or {}).items():
+        name = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        result[name] = (
+            value if isinstance(value, str | int | float | bool) or value is None else str(value)
+        )
+    return result
+
+
+def read_retry_count(properties: Mapping[str, PropertyValue]) -> int:
+    """``retry_count`` from application properties; absent or malformed counts as 0."""
+    value = properties.get("retry_count")
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(0, value)
+    try:
+        return max(0, int(str(value))) if value is not None else 0
+    except ValueError:
+        return 0
+
+
+@dataclass(frozen=True)
+class InboundMessage:
+    body: bytes
+    message_id: str | None
+    sequence_number: int | None
+    delivery_count: int
+    enqueued_time: datetime | None
+    correlation_id: str | None = None
+    session_id: str | None = None
+    subject: str | None = None
+    content_type: str | None = None
+    application_properties: dict[str, PropertyValue] = field(default_factory=dict)
+    handle: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def retry_count(self) -> int:
+        return read_retry_count(self.application_properties)

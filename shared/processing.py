@@ -1,0 +1,401 @@
+"""The pipeline for one request message, settled per the outcome table in architecture.md.
+
+Every message is settled exactly once by this module, and every branch of the table is a
+method here. Nothing one message does can touch another: errors are contained per
+message, and anything unexpected abandons only that message (the broker's max delivery
+count is the backstop for a bug that repeats).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from pydantic import ValidationError
+
+from shared.announcements import Announcement, Announcer
+from shared.backoff import retry_delay
+from shared.claimcheck import ClaimChecks
+from shared.clock import Clock, utc_now
+from shared.contracts import (
+    REQUEST_MESSAGE_SCHEMA,
+    ClaimCheck,
+    Job,
+    JobError,
+    JobStatus,
+    RequestMessage,
+)
+from shared.deferral import DeferralLedger, DeferredEntry
+from shared.errors import ClaimCheckInvalid, Conflict, PermanentError, TransientError
+from shared.inbound import InboundMessage
+from shared.inference import ModelClient
+from shared.jobs import JobRepository, fail, transition
+from shared.messaging import MessageSender, OutgoingMessage
+from shared.results import ResultStore
+from shared.settlement import MAX_DESCRIPTION_CHARS, DeadLetterReason, Settler
+
+log = logging.getLogger(__name__)
+
+PREREQUISITE_RECHECK = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class ProcessingPolicy:
+    queue_name: str
+    allowed_models: tuple[str, ...]
+    max_retries: int
+    retry_base_seconds: float
+    retry_max_seconds: float
+
+
+class InvalidPayload(Exception):
+    """The message cannot be read as a request: dead-letter it with this description."""
+
+
+def parse_request(message: InboundMessage, allowed_models: tuple[str, ...]) -> RequestMessage:
+    """The request in a message body, or InvalidPayload saying exactly what is wrong."""
+    try:
+        document = json.loads(message.body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InvalidPayload(f"the body is not JSON: {error}") from error
+    if not isinstance(document, dict):
+        raise InvalidPayload("the body is not a JSON object")
+    schema = document.get("schema")
+    if schema != REQUEST_MESSAGE_SCHEMA:
+        raise InvalidPayload(f"unknown schema {schema!r}; expected {REQUEST_MESSAGE_SCHEMA!r}")
+    try:
+        request = RequestMessage.model_validate(document)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()
+        )
+        raise InvalidPayload(f"the request does not match {schema}: {problems}") from error
+    if request.model not in allowed_models:
+        raise InvalidPayload(f"unknown model {request.model!r}")
+    return request
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_DESCRIPTION_CHARS else text[: MAX_DESCRIPTION_CHARS - 1] + "…"
+
+
+class MessageProcessor:
+    def __init__(
+        self,
+        *,
+        policy: ProcessingPolicy,
+        jobs: JobRepository,
+        claim_checks: ClaimChecks,
+        model: ModelClient,
+        results: ResultStore,
+        announcer: Announcer,
+        retry_sender: MessageSender,
+        ledger: DeferralLedger,
+        clock: Clock = utc_now,
+        uniform: Callable[[float, float], float] = random.uniform,
+    ) -> None:
+        self._policy = policy
+        self._jobs = jobs
+        self._claim_checks = claim_checks
+        self._model = model
+        self._results = results
+        self._announcer = announcer
+        self._retry_sender = retry_sender
+        self._ledger = ledger
+        self._clock = clock
+        self._uniform = uniform
+
+    def process(self, message: InboundMessage, settler: Settler) -> str:
+        """Process and settle one message; returns the outcome (for logs and reports)."""
+        try:
+            outcome = self._process(message, settler)
+        except Exception:
+            log.exception("unexpected failure on message %s; abandoning it", message.message_id)
+            try:
+                settler.abandon(message)
+            except Exception:
+                log.exception("abandon failed for %s; its lock will lapse", message.message_id)
+            outcome = "abandoned"
+        log.info("message %s -> %s", message.message_id, outcome)
+        return outcome
+
+    def _process(self, message: InboundMessage, settler: Settler) -> str:
+        try:
+            request = parse_request(message, self._policy.allowed_models)
+        except InvalidPayload as error:
+            return self._dead_letter_invalid(message, settler, str(error))
+        job = self._jobs.find(request.tenant_id, request.request_id)
+        if job is None:
+            description = f"no job {request.request_id} for tenant {request.tenant_id}"
+            settler.dead_letter(message, DeadLetterReason.PERMANENT_FAILURE, description)
+            return "dead-lettered"
+        if job.status.is_terminal:
+            settler.complete(message)
+            return "duplicate"
+        now = self._clock()
+        deadline = request.deadline or job.deadline
+        if deadline is not None and now >= deadline:
+            return self._expire(message, request, settler)
+        if request.not_before is not None and request.not_before > now:
+            return self._defer(message, request, settler, request.not_before, "not_before")
+        if request.after and not self._prerequisite_done(request, message, settler):
+            if message.sequence_number is None:
+                return "dead-lettered"
+            return self._defer(message, request, settler, now + PREREQUISITE_RECHECK, "after")
+        return self._run(message, request, settler)
+
+    # --- the rows of the table ------------------------------------------------------------
+
+    def _dead_letter_invalid(self, message: InboundMessage, settler: Settler, why: str) -> str:
+        tenant = message.application_properties.get("tenant")
+        if isinstance(tenant, str) and message.message_id:
+            self._fail_job(tenant, message.message_id, "invalid_payload", why)
+        settler.dead_letter(message, DeadLetterReason.INVALID_PAYLOAD, _clip(why))
+        return "dead-lettered"
+
+    def _expire(self, message: InboundMessage, request: RequestMessage, settler: Settler) -> str:
+        try:
+            self._jobs.update(
+                request.tenant_id,
+                request.request_id,
+                lambda job: transition(job, JobStatus.EXPIRED, settlement="completed"),
+            )
+            self._announce_end(request, "expired", "deadline_exceeded")
+        except Conflict:
+            pass
+        settler.complete(message)
+        return "expired"
+
+    def _defer(
+        self,
+        message: InboundMessage,
+        request: RequestMessage,
+        settler: Settler,
+        due_at: datetime,
+        reason: str,
+    ) -> str:
+        if message.sequence_number is None:
+            settler.abandon(message)
+            return "abandoned"
+        self._ledger.record(
+            DeferredEntry(
+                queue=self._policy.queue_name,
+                sequence_number=message.sequence_number,
+                tenant_id=request.tenant_id,
+                request_id=request.request_id,
+                due_at=due_at,
+                reason=reason,
+                recorded_at=self._clock(),
+            )
+        )
+        settler.defer(message)
+        return "deferred"
+
+    def _prerequisite_done(
+        self, request: RequestMessage, message: InboundMessage, settler: Settler
+    ) -> bool:
+        """True when ``after`` completed; dead-letters when it ended any other way."""
+        assert request.after is not None
+        prerequisite = self._jobs.find(request.tenant_id, request.after)
+        if prerequisite is None or not prerequisite.status.is_terminal:
+            return False
+        if prerequisite.status is JobStatus.COMPLETED:
+            return True
+        why = f"prerequisite {request.after} ended {prerequisite.status.value}"
+        self._fail_job(request.tenant_id, request.request_id, "prerequisite_failed", why)
+        settler.dead_letter(message, DeadLetterReason.PERMANENT_FAILURE, why)
+        object.__setattr__(message, "sequence_number", None)  # tells the caller it is settled
+        return False
+
+    def _run(self, message: InboundMessage, request: RequestMessage, settler: Settler) -> str:
+        try:
+            job = self._jobs.update(
+                request.tenant_id,
+                request.request_id,
+                lambda current: transition(
+                    current, JobStatus.RUNNING, attempts=current.attempts + 1, settlement=None
+                ),
+            )
+        except Conflict:
+            settler.complete(message)  # cancelled or finished meanwhile
+            return "duplicate"
+        try:
+            document, result_blob = self._results.find_or_create(
+                request, lambda: self._read_input(request), self._model, message.retry_count
+            )
+            announcement = self._announcement(request, job, document.outcome, result_blob)
+            if document.result is not None:
+                announcement = _with_result(
+                    announcement, document.result.document_type, document.result.review_required
+                )
+            self._announcer.announce(announcement)
+            self._jobs.update(
+                request.tenant_id,
+                request.request_id,
+                lambda current: transition(
+                    current,
+                    JobStatus.COMPLETED,
+                    result_blob=result_blob,
+                    result_summary=_summary(document.outcome, document.result, document.refusal),
+                    settlement="completed",
+                ),
+            )
+        except ClaimCheckInvalid as error:
+            self._fail_job(request.tenant_id, request.request_id, "claim_check_invalid", str(error))
+            settler.dead_letter(message, DeadLetterReason.CLAIM_CHECK_INVALID, _clip(str(error)))
+            self._announce_end(request, "failed", "claim_check_invalid")
+            return "dead-lettered"
+        except PermanentError as error:
+            self._fail_job(request.tenant_id, request.request_id, error.code, str(error))
+            settler.dead_letter(message, DeadLetterReason.PERMANENT_FAILURE, _clip(str(error)))
+            self._announce_end(request, "failed", error.code)
+            return "dead-lettered"
+        except TransientError as error:
+            return self._retry(message, request, settler, error)
+        settler.complete(message)
+        return document.outcome
+
+    def _read_input(self, request: RequestMessage) -> tuple[bytes, str]:
+        if isinstance(request.input, ClaimCheck):
+            content = self._claim_checks.open(request.input, request.tenant_id)
+            return content, request.input.media_type
+        return request.input.text.encode("utf-8"), "text/plain; charset=utf-8"
+
+    def _retry(
+        self,
+        message: InboundMessage,
+        request: RequestMessage,
+        settler: Settler,
+        error: TransientError,
+    ) -> str:
+        retries = message.retry_count
+        if retries >= self._policy.max_retries:
+            why = f"gave up after {retries} retries; last error: {error}"
+            self._fail_job(request.tenant_id, request.request_id, "max_retries_exceeded", why)
+            settler.dead_letter(message, DeadLetterReason.MAX_RETRIES_EXCEEDED, _clip(why))
+            self._announce_end(request, "failed", "max_retries_exceeded")
+            return "dead-lettered"
+        delay = retry_delay(
+            retries,
+            base_seconds=self._policy.retry_base_seconds,
+            cap_seconds=self._policy.retry_max_seconds,
+            retry_after=error.retry_after,
+            uniform=self._uniform,
+        )
+        now = self._clock()
+        try:
+            self._retry_sender.send(
+                retry_copy(
+                    message, retries + 1, now + timedelta(seconds=delay), request.deadline, now
+                )
+            )
+        except Exception:
+            log.warning(
+                "could not schedule retry of %s; abandoning", message.message_id, exc_info=True
+            )
+            settler.abandon(message)
+            return "abandoned"
+        try:
+            self._jobs.update(
+                request.tenant_id,
+                request.request_id,
+                lambda current: transition(
+                    current,
+                    JobStatus.ACCEPTED,
+                    last_error=JobError(code=error.code, message=str(error)),
+                    settlement=f"retry {retries + 1} scheduled in {delay:.1f}s",
+                ),
+            )
+        except Exception:
+            log.warning("retry of %s scheduled but its job was not updated", message.message_id)
+        settler.complete(message)
+        return "retry-scheduled"
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _fail_job(self, tenant_id: str, request_id: str, code: str, why: str) -> None:
+        try:
+            self._jobs.update(
+                tenant_id, request_id, lambda job: fail(job, code, why, settlement="dead-lettered")
+            )
+        except Exception:
+            log.info("job %s not marked failed (%s)", request_id, code, exc_info=True)
+
+    def _announcement(
+        self, request: RequestMessage, job: Job, outcome: str, result_blob: str | None
+    ) -> Announcement:
+        return Announcement(
+            request_id=request.request_id,
+            tenant_id=request.tenant_id,
+            model=request.model,
+            outcome=outcome,
+            priority=request.priority.value,
+            result_uri=self._results.uri(result_blob) if result_blob else None,
+            correlation_id=job.correlation_id,
+        )
+
+    def _announce_end(self, request: RequestMessage, outcome: str, error_code: str) -> None:
+        """Failures are announced best-effort: the dead-letter queue is the record."""
+        try:
+            announcement = Announcement(
+                request_id=request.request_id,
+                tenant_id=request.tenant_id,
+                model=request.model,
+                outcome=outcome,
+                priority=request.priority.value,
+                error_code=error_code,
+            )
+            self._announcer.announce(announcement)
+        except Exception:
+            log.warning("could not announce %s of %s", outcome, request.request_id, exc_info=True)
+
+
+def _with_result(announcement: Announcement, document_type: str, review: bool) -> Announcement:
+    from dataclasses import replace
+
+    return replace(announcement, document_type=document_type, review_required=review)
+
+
+def _summary(outcome: str, result: object, refusal: dict[str, str] | None) -> dict[str, object]:
+    summary: dict[str, object] = {"outcome": outcome}
+    if result is not None:
+        summary["document_type"] = getattr(result, "document_type", None)
+        summary["confidence"] = getattr(result, "confidence", None)
+        summary["review_required"] = getattr(result, "review_required", None)
+    if refusal:
+        summary["refusal"] = refusal
+    return summary
+
+
+def retry_copy(
+    message: InboundMessage,
+    retry_count: int,
+    enqueue_at: datetime,
+    deadline: datetime | None,
+    now: datetime,
+) -> OutgoingMessage:
+    """A copy of ``message`` for a scheduled retry.
+
+    It keeps the request id (in the body), correlation id, session id, subject and every
+    application property, but needs its own message id, or the queue's duplicate
+    detection would drop it as a copy of the original.
+    """
+    base_id = (message.message_id or "message").split(":retry:")[0]
+    properties = {k: v for k, v in message.application_properties.items() if v is not None}
+    properties["retry_count"] = retry_count
+    ttl = max(deadline - now, timedelta(seconds=1)) if deadline else None
+    return OutgoingMessage(
+        body=message.body,
+        message_id=f"{base_id}:retry:{retry_count}",
+        correlation_id=message.correlation_id or base_id,
+        content_type=message.content_type or "application/json",
+        subject=message.subject,
+        session_id=message.session_id,
+        time_to_live=ttl,
+        scheduled_enqueue_time=enqueue_at,
+        application_properties=properties,
+    )

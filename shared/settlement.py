@@ -1,0 +1,37 @@
+"""The Settler port: how the processor settles one message, whatever delivered it.
+
+Two adapters implement it: one over the Functions ``ServiceBusMessageActions`` (the batch
+trigger) and one over an SDK ``ServiceBusReceiver`` (the deferred sweeper, tests, the
+local host). Dead-letter reasons are a small fixed vocabulary so that operators and
+alerts can group them.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Protocol
+
+from shared.inbound import InboundMessage
+
+
+class DeadLetterReason(StrEnum):
+    INVALID_PAYLOAD = "InvalidPayload"
+    CLAIM_CHECK_INVALID = "ClaimCheckInvalid"
+    MAX_RETRIES_EXCEEDED = "MaxRetriesExceeded"
+    PERMANENT_FAILURE = "PermanentFailure"
+
+
+# Service Bus limits the dead-letter description; keep ours well inside it.
+MAX_DESCRIPTION_CHARS = 1024
+
+
+class Settler(Protocol):
+    def complete(self, message: InboundMessage) -> None: ...
+
+    def abandon(self, message: InboundMessage) -> None: ...
+
+    def dead_letter(self, message: InboundMessage, reason: str, description: str) -> None: ...
+
+    def defer(self, message: InboundMessage) -> None: ...
+
+    def renew_lock(self, message: InboundMessage) -> None: ...

@@ -1,0 +1,113 @@
+"""CloudEvents and topic messages of an announcement; the local model's analysis."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.adapters.local_model import LocalModel
+from shared.announcements import Announcement, cloud_events, event_id, topic_message
+from shared.errors import PermanentError, PolicyRefusal, TransientError
+from shared.inference import InferenceInput
+
+
+def announcement(**changes: object) -> Announcement:
+    fields: dict[str, object] = {
+        "request_id": "r1",
+        "tenant_id": "t1",
+        "model": "local-analyzer",
+        "outcome": "completed",
+        "priority": "high",
+        "document_type": "invoice",
+        "review_required": True,
+        "result_uri": "https://a/results/t1/r1.json",
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    }
+    fields.update(changes)
+    return Announcement(**fields)  # type: ignore[arg-type]
+
+
+def test_events_have_deterministic_ids_subject_paths_and_trace_context() -> None:
+    events = cloud_events(announcement())
+    assert [e.type for e in events] == [
+        "com.inferbus.InferenceCompleted",
+        "com.inferbus.ContentClassified",
+    ]
+    assert events == cloud_events(announcement()), "republication gives the same ids"
+    assert events[0].id == event_id("r1", "com.inferbus.InferenceCompleted") != events[1].id
+    assert events[0].subject == "/tenants/t1/models/local-analyzer/requests/r1"
+    assert events[0].source == "/inferbus/processor"
+    assert events[0].extensions["traceparent"].startswith("00-4bf92f")
+    assert events[0].data["status"] == "completed"
+
+
+def test_failures_announce_inference_failed_only() -> None:
+    events = cloud_events(announcement(outcome="failed", error_code="max_retries_exceeded"))
+    assert [e.type for e in events] == ["com.inferbus.InferenceFailed"]
+    assert events[0].data["status"] == "failed"
+
+
+def test_topic_messages_carry_every_routing_value_as_properties() -> None:
+    message = topic_message(announcement())
+    assert message.application_properties == {
+        "tenant": "t1",
+        "model_name": "local-analyzer",
+        "priority": "high",
+        "review_required": True,
+        "outcome": "completed",
+        "event_type": "com.inferbus.InferenceCompleted",
+        "document_type": "invoice",
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    }
+    assert message.message_id == event_id("r1", "com.inferbus.InferenceCompleted")
+
+
+def infer(text: str, **parameters: object) -> object:
+    model = LocalModel(refusal_terms=("forbidden",))
+    return model.infer(
+        InferenceInput(
+            request_id="r",
+            model="local-analyzer",
+            content=text.encode(),
+            media_type="text/plain",
+            parameters=parameters,
+        )
+    )
+
+
+def test_the_local_model_classifies_summarises_and_is_deterministic() -> None:
+    text = (
+        "This agreement is made between the parties. The contract terms bind both parties. "
+        "Each party signed the agreement on the date below. The weather was nice."
+    )
+    first, second = infer(text), infer(text)
+    assert first == second
+    assert first.document_type == "contract"  # type: ignore[attr-defined]
+    assert first.language == "en"  # type: ignore[attr-defined]
+    assert "weather" not in first.summary  # type: ignore[attr-defined]
+    assert first.statistics["sentences"] == 4  # type: ignore[attr-defined]
+
+
+def test_sensitive_numbers_require_review_and_urgency_raises_priority() -> None:
+    result = infer("Urgent: card 4111 1111 1111 1111 was charged twice, please refund.")
+    assert result.review_required is True  # type: ignore[attr-defined]
+    assert result.suggested_priority.value == "high"  # type: ignore[attr-defined]
+
+
+def test_policy_refusal_and_simulated_faults() -> None:
+    with pytest.raises(PolicyRefusal):
+        infer("a FORBIDDEN thing")
+    with pytest.raises(TransientError) as transient:
+        infer("x", simulate={"transient_attempts": 1, "retry_after": 3})
+    assert transient.value.retry_after == 3
+    with pytest.raises(PermanentError):
+        infer("x", simulate={"permanent": True})
+    model = LocalModel()
+    second_attempt = InferenceInput(
+        request_id="r",
+        model="m",
+        content=b"x",
+        media_type="text/plain",
+        parameters={"simulate": {"transient_attempts": 1}},
+        attempt=1,
+    )
+    assert model.infer(second_attempt).summary == "x"

@@ -1,0 +1,137 @@
+"""The deferred sweeper and the batch runner (concurrency, isolation, lock renewal)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+from shared.batch import BatchProcessor
+from shared.deferral import DeferredEntry, DeferredSweeper
+from shared.inbound import InboundMessage
+from tests.fakes import InMemoryLedger, RecordingSettler
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def inbound(sequence: int, message_id: str | None = None) -> InboundMessage:
+    return InboundMessage(
+        body=b"{}",
+        message_id=message_id or f"m{sequence}",
+        sequence_number=sequence,
+        delivery_count=1,
+        enqueued_time=NOW,
+    )
+
+
+def entry(sequence: int, due_in: int) -> DeferredEntry:
+    return DeferredEntry(
+        "q", sequence, "t", f"r{sequence}", NOW + timedelta(seconds=due_in), "not_before", NOW
+    )
+
+
+class Source:
+    def __init__(self, available: list[int]) -> None:
+        self.available = available
+        self.settler = RecordingSettler()
+
+    def receive_deferred(self, sequence_numbers: list[int]) -> list[InboundMessage]:
+        return [inbound(n) for n in sequence_numbers if n in self.available]
+
+
+class Handler:
+    def __init__(self, outcomes: dict[int, str]) -> None:
+        self.outcomes = outcomes
+        self.seen: list[int] = []
+
+    def process(self, message: InboundMessage, settler: object) -> str:
+        assert message.sequence_number is not None
+        self.seen.append(message.sequence_number)
+        return self.outcomes.get(message.sequence_number, "completed")
+
+
+def test_the_sweeper_runs_due_entries_and_reports_missing_ones() -> None:
+    ledger = InMemoryLedger()
+    for e in (entry(1, -10), entry(2, -5), entry(3, -1), entry(4, 60)):
+        ledger.record(e)
+    handler = Handler({2: "deferred", 3: "abandoned"})
+
+    report = DeferredSweeper(ledger, handler, clock=lambda: NOW).sweep("q", Source([2, 3, 4]))
+
+    assert handler.seen == [2, 3], "entry 4 is not due; entry 1's message is gone"
+    assert report.due == 3
+    assert report.missing == [1]
+    assert [m.sequence_number for m in ledger.missing] == [1]
+    assert report.redeferred == 1
+    assert set(ledger.entries) == {("q", 2), ("q", 3), ("q", 4)}, "abandoned and re-deferred stay"
+
+
+def test_a_processed_entry_leaves_the_ledger() -> None:
+    ledger = InMemoryLedger()
+    ledger.record(entry(9, -1))
+    report = DeferredSweeper(ledger, Handler({}), clock=lambda: NOW).sweep("q", Source([9]))
+    assert report.processed == 1
+    assert ledger.entries == {}
+
+
+class SlowProcessor:
+    def __init__(self, delay: float, poison: set[str]) -> None:
+        self.delay = delay
+        self.poison = poison
+        self.running = 0
+        self.peak = 0
+        self.lock = threading.Lock()
+
+    def process(self, message: InboundMessage, settler: RecordingSettler) -> str:
+        with self.lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        time.sleep(self.delay)
+        with self.lock:
+            self.running -= 1
+        if message.message_id in self.poison:
+            settler.dead_letter(message, "InvalidPayload", "poison")
+            return "dead-lettered"
+        settler.complete(message)
+        return "completed"
+
+
+def test_a_batch_runs_within_the_concurrency_bound_and_isolates_poison() -> None:
+    processor = SlowProcessor(0.05, poison={"m3"})
+    settler = RecordingSettler()
+    batch = BatchProcessor(
+        processor, concurrency=3, lock_renewal_seconds=10, max_lock_renewal_seconds=60
+    )  # type: ignore[arg-type]
+
+    report = batch.process([inbound(n) for n in range(10)], settler)
+
+    assert processor.peak == 3
+    assert report.outcomes == {"completed": 9, "dead-lettered": 1}
+    assert sorted(a[1] for a in settler.actions if a[0] == "complete") == sorted(
+        f"m{n}" for n in range(10) if n != 3
+    )
+
+
+def test_locks_are_renewed_while_work_runs_and_not_after() -> None:
+    processor = SlowProcessor(0.35, poison=set())
+    settler = RecordingSettler()
+    batch = BatchProcessor(
+        processor, concurrency=2, lock_renewal_seconds=0.1, max_lock_renewal_seconds=60
+    )  # type: ignore[arg-type]
+
+    report = batch.process([inbound(1), inbound(2)], settler)
+
+    assert report.lock_renewals >= 4
+    renewed = settler.renewals
+    time.sleep(0.3)
+    assert settler.renewals == renewed, "renewal stops once the batch is done"
+
+
+def test_lock_renewal_is_bounded_in_time() -> None:
+    processor = SlowProcessor(0.5, poison=set())
+    settler = RecordingSettler()
+    batch = BatchProcessor(
+        processor, concurrency=1, lock_renewal_seconds=0.05, max_lock_renewal_seconds=0.2
+    )  # type: ignore[arg-type]
+    report = batch.process([inbound(1)], settler)
+    assert 1 <= report.lock_renewals <= 4

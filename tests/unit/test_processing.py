@@ -1,0 +1,360 @@
+"""Every row of the outcome table (architecture.md), with in-memory fakes of our ports."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from shared.adapters.local_model import LocalModel
+from shared.announcements import Announcer
+from shared.claimcheck import ClaimChecks
+from shared.contracts import ClaimCheck, Job, JobStatus, RequestMessage
+from shared.errors import PermanentError, TransientError
+from shared.inbound import InboundMessage
+from shared.inference import InferenceInput, InferenceResult
+from shared.jobs import JobRepository
+from shared.processing import MessageProcessor, ProcessingPolicy
+from shared.results import ResultStore
+from tests.fakes import (
+    InMemoryBlobStore,
+    InMemoryJobStore,
+    InMemoryLedger,
+    RecordingEvents,
+    RecordingSender,
+    RecordingSettler,
+    broker_down,
+)
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+TENANT = "t1"
+TEXT = b"Invoice 17. Total amount due: 300 EUR. Payment within 30 days."
+
+
+@dataclass
+class ScriptedModel:
+    """Raises the scripted errors in order, then answers with the local analyzer."""
+
+    errors: list[Exception] = field(default_factory=list)
+    calls: int = 0
+
+    def infer(self, request: InferenceInput) -> InferenceResult:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return LocalModel(refusal_terms=("forbidden",)).infer(request)
+
+
+@dataclass
+class Harness:
+    blobs: InMemoryBlobStore = field(default_factory=InMemoryBlobStore)
+    store: InMemoryJobStore = field(default_factory=InMemoryJobStore)
+    sender: RecordingSender = field(default_factory=RecordingSender)
+    topic: RecordingSender = field(default_factory=RecordingSender)
+    events: RecordingEvents = field(default_factory=RecordingEvents)
+    ledger: InMemoryLedger = field(default_factory=InMemoryLedger)
+    settler: RecordingSettler = field(default_factory=RecordingSettler)
+    model: ScriptedModel = field(default_factory=ScriptedModel)
+    max_retries: int = 3
+
+    def __post_init__(self) -> None:
+        self.jobs = JobRepository(self.store, clock=lambda: NOW)
+        self.processor = MessageProcessor(
+            policy=ProcessingPolicy(
+                "inference-requests", ("local-analyzer",), self.max_retries, 2.0, 60.0
+            ),
+            jobs=self.jobs,
+            claim_checks=ClaimChecks(self.blobs, "inputs", ("inputs",), 10_000),
+            model=self.model,
+            results=ResultStore(self.blobs, "results", clock=lambda: NOW),
+            announcer=Announcer(self.events, self.topic),
+            retry_sender=self.sender,
+            ledger=self.ledger,
+            clock=lambda: NOW,
+            uniform=lambda low, high: high,  # worst case of the jitter: deterministic
+        )
+
+    def job(self, request_id: str = "r1", **changes: Any) -> Job:
+        fields: dict[str, Any] = {
+            "id": request_id,
+            "tenant_id": TENANT,
+            "model": "local-analyzer",
+            "correlation_id": "corr",
+            "created_at": NOW - timedelta(minutes=1),
+            "updated_at": NOW - timedelta(minutes=1),
+            "deadline": NOW + timedelta(hours=1),
+        }
+        job = Job(**{**fields, **changes})
+        self.store.create(job)
+        return job
+
+    def claim_check(self, request_id: str = "r1", content: bytes = TEXT) -> ClaimCheck:
+        name = f"{TENANT}/{request_id}"
+        self.blobs.upload("inputs", name, content, "text/plain", {})
+        return ClaimCheck(
+            blob_uri=f"{self.blobs.account_url}/inputs/{name}",
+            sha256=hashlib.sha256(content).hexdigest(),
+            size=len(content),
+            media_type="text/plain",
+        )
+
+    def status(self, request_id: str = "r1") -> JobStatus:
+        return self.jobs.get(TENANT, request_id).status
+
+
+def message(
+    body: bytes | dict[str, Any], *, retry_count: Any = None, sequence: int = 7, **props: Any
+) -> InboundMessage:
+    raw = json.dumps(body).encode() if isinstance(body, dict) else body
+    properties: dict[Any, Any] = {"tenant": TENANT, **props}
+    if retry_count is not None:
+        properties["retry_count"] = retry_count
+    return InboundMessage(
+        body=raw,
+        message_id="r1",
+        sequence_number=sequence,
+        delivery_count=1,
+        enqueued_time=NOW,
+        correlation_id="corr",
+        session_id="doc-1",
+        subject="inferbus.request",
+        content_type="application/json",
+        application_properties=properties,
+    )
+
+
+def request_body(h: Harness, request_id: str = "r1", **changes: Any) -> dict[str, Any]:
+    request = RequestMessage(
+        request_id=request_id,
+        tenant_id=TENANT,
+        model="local-analyzer",
+        input=h.claim_check(request_id),
+    )
+    return {**request.model_dump(mode="json", by_alias=True), **changes}
+
+
+@pytest.fixture
+def h() -> Harness:
+    return Harness()
+
+
+# --- rows of the table -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (b"\xff not json", "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        ({"schema": "inferbus.request/v9", "request_id": "r1"}, "unknown schema"),
+        ({"schema": "inferbus.request/v1", "request_id": "r1"}, "does not match"),
+    ],
+)
+def test_unreadable_payloads_are_dead_lettered_and_their_job_failed(
+    h: Harness, body: Any, why: str
+) -> None:
+    h.job()
+    assert h.processor.process(message(body), h.settler) == "dead-lettered"
+    action, _, reason, description = h.settler.actions[0]
+    assert (action, reason) == ("dead_letter", "InvalidPayload")
+    assert why in str(description)
+    assert h.status() is JobStatus.FAILED
+
+
+def test_unknown_model_is_invalid_payload(h: Harness) -> None:
+    h.job()
+    h.processor.process(message(request_body(h, model="gpt-9")), h.settler)
+    assert h.settler.actions[0][2] == "InvalidPayload"
+    assert "unknown model 'gpt-9'" in str(h.settler.actions[0][3])
+    assert h.status() is JobStatus.FAILED
+
+
+@pytest.mark.parametrize("status", [JobStatus.COMPLETED, JobStatus.CANCELLED, JobStatus.FAILED])
+def test_a_terminal_job_means_a_duplicate_delivery_completed_unchanged(
+    h: Harness, status: JobStatus
+) -> None:
+    h.job(status=status)
+    assert h.processor.process(message(request_body(h)), h.settler) == "duplicate"
+    assert h.settler.actions == [("complete", "r1", None, None)]
+    assert h.status() is status
+    assert h.model.calls == 0
+
+
+def test_past_its_deadline_completes_and_expires_the_job(h: Harness) -> None:
+    h.job(deadline=NOW - timedelta(seconds=1))
+    assert h.processor.process(message(request_body(h)), h.settler) == "expired"
+    assert h.settler.actions == [("complete", "r1", None, None)]
+    assert h.status() is JobStatus.EXPIRED
+    assert [e.type for e in h.events.published] == ["com.inferbus.InferenceFailed"]
+
+
+def test_not_yet_due_is_deferred_after_its_ledger_entry_is_written(h: Harness) -> None:
+    h.job()
+    due = NOW + timedelta(minutes=5)
+    assert (
+        h.processor.process(message(request_body(h, not_before=due.isoformat())), h.settler)
+        == "deferred"
+    )
+    assert h.settler.actions == [("defer", "r1", None, None)]
+    entry = h.ledger.entries[("inference-requests", 7)]
+    assert (entry.request_id, entry.due_at, entry.reason) == ("r1", due, "not_before")
+    assert h.status() is JobStatus.ACCEPTED
+
+
+def test_an_unfinished_prerequisite_defers_and_a_failed_one_dead_letters(h: Harness) -> None:
+    h.job("first")
+    h.job()
+    assert h.processor.process(message(request_body(h, after="first")), h.settler) == "deferred"
+    assert h.ledger.entries[("inference-requests", 7)].reason == "after"
+
+    h.jobs.update(TENANT, "first", lambda j: j.model_copy(update={"status": JobStatus.FAILED}))
+    h.processor.process(message(request_body(h, after="first")), h.settler)
+    assert h.settler.actions[-1][:3] == ("dead_letter", "r1", "PermanentFailure")
+    assert h.status() is JobStatus.FAILED
+
+
+def test_a_completed_prerequisite_lets_the_step_run(h: Harness) -> None:
+    h.job("first", status=JobStatus.COMPLETED)
+    h.job()
+    assert h.processor.process(message(request_body(h, after="first")), h.settler) == "completed"
+
+
+@pytest.mark.parametrize("damage", ["missing", "tampered"])
+def test_a_bad_claim_check_is_dead_lettered(h: Harness, damage: str) -> None:
+    h.job()
+    body = request_body(h)
+    if damage == "missing":
+        h.blobs.blobs.clear()
+    else:
+        h.blobs.upload("inputs", f"{TENANT}/r1", b"tampered", "text/plain", {})
+    h.processor.process(message(body), h.settler)
+    assert h.settler.actions[0][:3] == ("dead_letter", "r1", "ClaimCheckInvalid")
+    assert h.status() is JobStatus.FAILED
+    assert h.jobs.get(TENANT, "r1").error.code == "claim_check_invalid"  # type: ignore[union-attr]
+
+
+def test_a_refusal_is_a_completed_result(h: Harness) -> None:
+    h.job()
+    body = request_body(h)
+    body["input"] = h.claim_check(content=b"this text holds a forbidden word").model_dump()
+    assert h.processor.process(message(body), h.settler) == "refused"
+    assert h.settler.actions == [("complete", "r1", None, None)]
+    job = h.jobs.get(TENANT, "r1")
+    assert job.status is JobStatus.COMPLETED
+    assert job.result_summary is not None
+    assert job.result_summary["outcome"] == "refused"
+    stored = json.loads(h.blobs.read("results", f"{TENANT}/r1.json") or b"{}")
+    assert stored["outcome"] == "refused"
+    assert stored["refusal"]["category"] == "configured_term"
+
+
+def test_transient_failure_with_retries_left_schedules_a_copy_then_completes(h: Harness) -> None:
+    h.job()
+    h.model.errors = [TransientError("429", retry_after=90)]
+    original = message(request_body(h), retry_count=1, document_type="invoice")
+    assert h.processor.process(original, h.settler) == "retry-scheduled"
+
+    assert h.settler.actions == [("complete", "r1", None, None)]
+    copy = h.sender.sent[0]
+    assert copy.message_id == "r1:retry:2"
+    assert copy.body == original.body
+    assert copy.correlation_id == "corr"
+    assert copy.session_id == "doc-1"
+    assert copy.subject == "inferbus.request"
+    assert copy.application_properties["retry_count"] == 2
+    assert copy.application_properties["document_type"] == "invoice"
+    assert copy.scheduled_enqueue_time == NOW + timedelta(seconds=90), "Retry-After is the floor"
+    job = h.jobs.get(TENANT, "r1")
+    assert job.status is JobStatus.ACCEPTED
+    assert job.attempts == 1
+    assert job.last_error is not None
+    assert job.last_error.code == "transient"
+
+
+def test_backoff_grows_exponentially_up_to_the_cap_without_retry_after(h: Harness) -> None:
+    h.job()
+    h.model.errors = [TransientError("503")]
+    h.processor.process(message(request_body(h), retry_count=2), h.settler)
+    assert h.sender.sent[0].scheduled_enqueue_time == NOW + timedelta(seconds=8)  # 2 * 2**2
+
+
+def test_retry_count_is_read_from_bytes_keys_and_values(h: Harness) -> None:
+    h.job()
+    h.model.errors = [TransientError("503")]
+    inbound = message(request_body(h))
+    inbound.application_properties.clear()
+    inbound.application_properties.update({"tenant": TENANT, "retry_count": "3"})
+    h.processor.process(inbound, h.settler)
+    assert h.settler.actions[0][2] == "MaxRetriesExceeded"
+
+
+def test_transient_failure_with_retries_exhausted_is_dead_lettered(h: Harness) -> None:
+    h.job()
+    h.model.errors = [TransientError("429 again")]
+    h.processor.process(message(request_body(h), retry_count=3), h.settler)
+    action, _, reason, description = h.settler.actions[0]
+    assert (action, reason) == ("dead_letter", "MaxRetriesExceeded")
+    assert "429 again" in str(description)
+    assert h.status() is JobStatus.FAILED
+    assert h.sender.sent == []
+
+
+def test_when_rescheduling_fails_the_message_is_abandoned(h: Harness) -> None:
+    h.job()
+    h.model.errors = [TransientError("429")]
+    h.sender.fail_with = broker_down()
+    assert h.processor.process(message(request_body(h)), h.settler) == "abandoned"
+    assert h.settler.actions == [("abandon", "r1", None, None)]
+    assert not h.status().is_terminal
+
+
+def test_permanent_failure_is_dead_lettered(h: Harness) -> None:
+    h.job()
+    h.model.errors = [PermanentError("model rejected the document")]
+    h.processor.process(message(request_body(h)), h.settler)
+    assert h.settler.actions[0][:3] == ("dead_letter", "r1", "PermanentFailure")
+    assert h.status() is JobStatus.FAILED
+
+
+def test_an_unexpected_exception_abandons_only_that_message(h: Harness) -> None:
+    h.job()
+    h.model.errors = [ZeroDivisionError("bug")]
+    assert h.processor.process(message(request_body(h)), h.settler) == "abandoned"
+    assert h.settler.actions == [("abandon", "r1", None, None)]
+
+
+def test_success_persists_publishes_then_completes(h: Harness) -> None:
+    h.job()
+    assert h.processor.process(message(request_body(h)), h.settler) == "completed"
+    assert h.settler.actions == [("complete", "r1", None, None)]
+    job = h.jobs.get(TENANT, "r1")
+    assert job.status is JobStatus.COMPLETED
+    assert job.result_blob == f"{TENANT}/r1.json"
+    assert job.result_summary is not None
+    assert job.result_summary["document_type"] == "invoice"
+    assert [e.type for e in h.events.published] == ["com.inferbus.InferenceCompleted"]
+    assert h.events.published[0].subject == f"/tenants/{TENANT}/models/local-analyzer/requests/r1"
+    topic = h.topic.sent[0]
+    assert topic.application_properties["outcome"] == "completed"
+    assert topic.application_properties["document_type"] == "invoice"
+    assert topic.message_id == h.events.published[0].id
+
+
+def test_a_publication_failure_is_retried_and_the_retry_reuses_the_stored_result(
+    h: Harness,
+) -> None:
+    h.job()
+    h.events.fail_with = TransientError("Event Grid answered 503")
+    first = message(request_body(h))
+    assert h.processor.process(first, h.settler) == "retry-scheduled"
+    assert h.model.calls == 1
+    assert h.blobs.read("results", f"{TENANT}/r1.json") is not None
+
+    h.events.fail_with = None
+    assert h.processor.process(message(request_body(h), retry_count=1), h.settler) == "completed"
+    assert h.model.calls == 1, "the stored result is published, the model is not run again"
+    assert h.status() is JobStatus.COMPLETED

@@ -28,6 +28,7 @@ class BlobInfo:
     size: int
     media_type: str
     metadata: dict[str, str]
+    etag: str | None = None
 
 
 class BlobStore(Protocol):
@@ -54,6 +55,10 @@ class BlobStore(Protocol):
 
     def read(self, container: str, name: str) -> bytes | None:
         """The whole blob, or None when it does not exist."""
+        ...
+
+    def list_names(self, container: str, prefix: str) -> list[str]:
+        """Names of the blobs under ``prefix``."""
         ...
 
 
@@ -102,6 +107,19 @@ class ClaimChecks:
             size=len(data),
             media_type=media_type,
         )
+
+    def locate_any(self, blob_uri: str) -> BlobLocation:
+        """Container and name of a blob URI of this account (no tenant or container rule)."""
+        account = urlsplit(self._blobs.account_url)
+        parts = urlsplit(blob_uri)
+        prefix = account.path.rstrip("/") + "/"
+        path = unquote(parts.path)
+        if parts.netloc.lower() != account.netloc.lower() or not path.startswith(prefix):
+            raise _invalid_uri("it must point into this service's storage account")
+        container, _, name = path[len(prefix) :].partition("/")
+        if not container or not name:
+            raise _invalid_uri("it names no blob")
+        return BlobLocation(container, name)
 
     def locate(self, blob_uri: str, tenant_id: str) -> BlobLocation:
         """Parse a caller's blob URI, refusing anything outside the allowed space."""

@@ -20,6 +20,7 @@ from shared.batch import BatchProcessor
 from shared.claimcheck import BlobStore, ClaimChecks
 from shared.clock import Clock, utc_now
 from shared.deferral import DeferralLedger, DeferredSource, DeferredSweeper
+from shared.event_intake import EventIntake
 from shared.idempotency import IdempotencyGuard
 from shared.inference import ModelClient
 from shared.intake import Intake, IntakePolicy
@@ -28,6 +29,7 @@ from shared.messaging import MessageSender
 from shared.processing import MessageProcessor, ProcessingPolicy
 from shared.results import ResultStore
 from shared.settings import Settings, get_settings
+from shared.webhook_auth import TokenValidator
 
 DeferredSourceFactory = Callable[[], AbstractContextManager[DeferredSource]]
 
@@ -43,6 +45,8 @@ class Services:
     ledger: DeferralLedger
     sweeper: DeferredSweeper
     deferred_source: DeferredSourceFactory
+    event_intake: EventIntake
+    webhook_tokens: TokenValidator | None
 
 
 def model_client_for(settings: Settings) -> ModelClient:
@@ -140,6 +144,23 @@ def build_services(
         ledger=ledger,
         clock=clock,
     )
+    event_intake = EventIntake(
+        intake=intake,
+        blobs=blobs,
+        claim_checks=claim_checks,
+        incoming_container=settings.incoming_container,
+        default_model=settings.model_for_untagged_work,
+        max_inline_text_bytes=settings.max_inline_text_bytes,
+    )
+    webhook_tokens: TokenValidator | None = None
+    if settings.webhook_token_audience and settings.webhook_token_issuer:
+        from shared.adapters.entra_tokens import JwtValidator
+
+        webhook_tokens = JwtValidator(
+            settings.webhook_token_audience,
+            settings.webhook_token_issuer,
+            settings.webhook_jwks_uri,
+        )
     return Services(
         settings=settings,
         blobs=blobs,
@@ -155,6 +176,8 @@ def build_services(
         ledger=ledger,
         sweeper=DeferredSweeper(ledger, processor, clock),
         deferred_source=lambda: _deferred_source(bus, settings.requests_queue_name),
+        event_intake=event_intake,
+        webhook_tokens=webhook_tokens,
     )
 
 

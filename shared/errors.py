@@ -116,6 +116,12 @@ class Unauthenticated(InferbusError):
     code = "unauthenticated"
 
 
+class Forbidden(InferbusError):
+    """The caller presented credentials, and they do not grant this."""
+
+    code = "forbidden"
+
+
 class NotFound(InferbusError):
     """No such resource for this caller (another tenant's resource is also 'not found')."""
 

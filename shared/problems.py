@@ -14,6 +14,7 @@ from typing import Any
 from shared.errors import (
     ConfigurationError,
     Conflict,
+    Forbidden,
     InferbusError,
     InvalidInput,
     NotFound,
@@ -34,6 +35,7 @@ _STATUS_BY_ERROR: tuple[tuple[type[InferbusError], int, str], ...] = (
     (UnsupportedMediaType, 415, "Unsupported media type"),
     (InvalidInput, 400, "Invalid request"),
     (Unauthenticated, 401, "Authentication required"),
+    (Forbidden, 403, "Forbidden"),
     (NotFound, 404, "Not found"),
     (Conflict, 409, "Conflict"),
     (TransientError, 503, "Service unavailable"),

@@ -92,6 +92,9 @@ class Settings(BaseModel):
     requests_queue_name: str = Field("inference-requests", alias="RequestsQueueName")
     results_topic_name: str = Field("inference-results", alias="ResultsTopicName")
     ledger_container: str = Field("ledgers", alias="LedgerContainer")
+    event_grid_dead_letter_container: str = Field(
+        "eventgrid-deadletters", alias="EventGridDeadLetterContainer"
+    )
     incoming_container: str = Field("incoming", alias="IncomingContainer")
     inputs_container: str = Field("inputs", alias="InputsContainer")
     results_container: str = Field("results", alias="ResultsContainer")
@@ -103,6 +106,7 @@ class Settings(BaseModel):
 
     # --- intake policy -----------------------------------------------------------------
     allowed_models: CsvList = Field(("local-analyzer",), alias="AllowedModels")
+    default_model: str | None = Field(None, alias="DefaultModel")
     max_inline_text_bytes: int = Field(262_144, ge=1, alias="MaxInlineTextBytes")
     max_upload_bytes: int = Field(10_485_760, ge=1, alias="MaxUploadBytes")
     allowed_upload_media_types: CsvList = Field(
@@ -147,12 +151,34 @@ class Settings(BaseModel):
     )
     azure_openai_timeout_seconds: float = Field(120.0, gt=0, alias="AzureOpenAI__timeoutSeconds")
 
+    # --- Event Grid webhook deliveries -------------------------------------------------
+    webhook_shared_secret: str | None = Field(
+        None, alias="WebhookSharedSecret", json_schema_extra=ALTERNATIVE
+    )
+    webhook_token_audience: str | None = Field(
+        None, alias="WebhookTokenAudience", json_schema_extra=ALTERNATIVE
+    )
+    webhook_token_issuer: str | None = Field(
+        None, alias="WebhookTokenIssuer", json_schema_extra=ALTERNATIVE
+    )
+    webhook_jwks_uri: str | None = Field(
+        None, alias="WebhookJwksUri", json_schema_extra=ALTERNATIVE
+    )
+
     # --- identity of callers -----------------------------------------------------------
     allow_tenant_header: Flag = Field(False, alias="AllowTenantHeader")
     tenant_claim_types: CsvList = Field(
         ("tid", "http://schemas.microsoft.com/identity/claims/tenantid"),
         alias="TenantClaimTypes",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_means_unset(cls, values: Any) -> Any:
+        """An app setting that is present but empty is treated as not set (its default)."""
+        if isinstance(values, dict):
+            return {k: v for k, v in values.items() if not (isinstance(v, str) and v.strip() == "")}
+        return values
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Settings:
@@ -162,6 +188,10 @@ class Settings(BaseModel):
             raise ValueError("AllowedModels must name at least one model")
         if self.retry_base_seconds > self.retry_max_seconds:
             raise ValueError("RetryBaseSeconds must not exceed RetryMaxSeconds")
+        if self.default_model and self.default_model not in self.allowed_models:
+            raise ValueError("DefaultModel must be one of AllowedModels")
+        if bool(self.webhook_token_audience) != bool(self.webhook_token_issuer):
+            raise ValueError("set both WebhookTokenAudience and WebhookTokenIssuer, or neither")
         if self.model_provider == "azure_openai" and not self.azure_openai_endpoint:
             raise ValueError("ModelProvider=azure_openai needs AzureOpenAI__endpoint")
         return self
@@ -175,6 +205,11 @@ class Settings(BaseModel):
             if name.endswith("_container")
         }
         return sorted(names | set(self.allowed_input_containers))
+
+    @property
+    def model_for_untagged_work(self) -> str:
+        """The model for work that names none: DefaultModel, else the first allowed model."""
+        return self.default_model or self.allowed_models[0]
 
     @property
     def blob_service_uri(self) -> str | None:

@@ -6,10 +6,15 @@ host abandon messages the processor already settled or meant to leave to lock ex
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from shared.composition import get_services
+from shared.errors import InvalidInput
+from shared.event_intake import NotOurs
+from shared.events import IncomingEvent
 
 log = logging.getLogger(__name__)
 
@@ -38,3 +43,38 @@ def sweep_deferred() -> None:
             log.warning("deferred messages missing from the queue: %s", report.missing)
     except Exception:
         log.exception("deferred sweep failed; it runs again on the next schedule")
+
+
+def handle_new_blob(path: str, read: Callable[[int], bytes]) -> None:
+    """A document landed in the incoming container (``path`` is ``container/name``).
+
+    The SHA-256 is computed while streaming the binding's content. Invalid documents are
+    logged and acknowledged (retrying cannot fix them); transient failures raise so the
+    host retries the trigger.
+    """
+    container, _, name = path.partition("/")
+    digest = hashlib.sha256()
+    while chunk := read(1 << 20):
+        digest.update(chunk)
+    services = get_services()
+    try:
+        accepted = services.event_intake.accept_blob(container, name, sha256=digest.hexdigest())
+    except NotOurs as reason:
+        log.info("blob %s ignored: %s", path, reason)
+        return
+    except InvalidInput as error:
+        log.error("blob %s was not accepted: %s", path, error)
+        return
+    log.info(
+        "blob %s -> request %s%s",
+        path,
+        accepted.job.id,
+        " (duplicate)" if accepted.replayed else "",
+    )
+
+
+def handle_event(event: IncomingEvent) -> None:
+    """An event from the Event Grid trigger; transient failures raise for a redelivery."""
+    outcome = get_services().event_intake.accept_event(event, source="eventgrid")
+    if outcome.status == "rejected":
+        log.error("event %s (%s) rejected: %s", event.id, event.type, outcome.reason)

@@ -144,6 +144,9 @@ class InMemoryBlobStore:
         found = self.blobs.get((container, name))
         return found[0] if found else None
 
+    def list_names(self, container: str, prefix: str) -> list[str]:
+        return sorted(n for c, n in self.blobs if c == container and n.startswith(prefix))
+
 
 @dataclass
 class RecordingSettler:

@@ -96,7 +96,12 @@ class AzureBlobStore:
         except ResourceNotFoundError:
             return None
         media_type = props.content_settings.content_type or "application/octet-stream"
-        return BlobInfo(size=props.size, media_type=media_type, metadata=dict(props.metadata))
+        return BlobInfo(
+            size=props.size,
+            media_type=media_type,
+            metadata=dict(props.metadata),
+            etag=str(props.etag).strip('"') if props.etag else None,
+        )
 
     def read_chunks(self, container: str, name: str) -> Iterator[bytes]:
         with storage_errors(f"reading {container}/{name}"):

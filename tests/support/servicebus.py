@@ -63,7 +63,7 @@ def drain(
 ) -> list[ServiceBusReceivedMessage]:
     """Receive and complete everything currently in an entity; returns what was there."""
     if queue:
-        receiver = client.get_queue_receiver(queue, sub_queue=sub_queue, max_wait_time=1)
+        receiver = client.get_queue_receiver(queue, sub_queue=sub_queue, max_wait_time=0.5)
     else:
         assert topic
         assert subscription
@@ -73,7 +73,7 @@ def drain(
     drained: list[ServiceBusReceivedMessage] = []
     with receiver:
         while True:
-            batch = receiver.receive_messages(max_message_count=100, max_wait_time=1)
+            batch = receiver.receive_messages(max_message_count=100, max_wait_time=0.5)
             if not batch:
                 return drained
             for message in batch:

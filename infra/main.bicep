@@ -1,0 +1,256 @@
+// Inferbus: the whole system in one resource group.
+//
+//   az deployment group create -g <rg> -f infra/main.bicep -p infra/main.parameters.json
+//
+// Event Grid event subscriptions are a second deployment
+// (infra/eventgrid-subscriptions.bicep), run after the code is published, because the
+// webhook endpoints and the blobs extension key exist only then. See infra/README.md.
+
+import { resourceNames } from 'modules/catalog.bicep'
+
+@description('Short environment name used in resource names, e.g. inferbus-dev.')
+@minLength(2)
+@maxLength(20)
+param environmentName string
+
+@description('Azure region; Flex Consumption must be available there (az functionapp list-flexconsumption-locations).')
+param location string = resourceGroup().location
+
+@description('Service Bus tier: Standard by default, Premium for isolation and larger messages.')
+@allowed([
+  'Standard'
+  'Premium'
+])
+param serviceBusSku string = 'Standard'
+
+@description('Messaging units when serviceBusSku is Premium.')
+@allowed([
+  1
+  2
+  4
+  8
+  16
+])
+param serviceBusPremiumMessagingUnits int = 1
+
+@description('Grant Azure Service Bus Data Owner on the requests queue (only) so the intake can read the queue depth for MaxQueueBacklog.')
+param serviceBusGrantBacklogRead bool = true
+
+@description('Upper bound of Function App instances. Size it from the model quota: instances x concurrency x batch size in-flight inferences must fit the deployment\'s requests/tokens per minute.')
+@minValue(1)
+@maxValue(1000)
+param maximumInstanceCount int = 40
+
+@description('Memory per instance in MB.')
+@allowed([
+  512
+  2048
+  4096
+])
+param instanceMemoryMB int = 2048
+
+@description('Concurrent HTTP requests per instance.')
+@minValue(1)
+@maxValue(1000)
+param httpPerInstanceConcurrency int = 16
+
+@description('Service Bus maxConcurrentCalls per instance; 0 keeps host.json.')
+@minValue(0)
+param serviceBusMaxConcurrentCalls int = 0
+
+@description('Optional always-ready instances, e.g. [{ name: \'http\', instanceCount: 1 }]. Empty scales to zero.')
+param alwaysReady array = []
+
+@description('Comma-separated model names the intake accepts.')
+param allowedModels string = 'local-analyzer'
+
+@description('Model for work that names none (documents dropped in the incoming container); one of allowedModels. Empty means the first of allowedModels.')
+param defaultModel string = ''
+
+@description('Application ID URI that Event Grid requests Entra tokens for on the events webhook (the same value as webhookEntraApplicationIdOrUri of the second stage); empty disables token validation.')
+param webhookTokenAudience string = ''
+
+@description('Issuer of those tokens, e.g. https://sts.windows.net/<tenant id>/.')
+param webhookTokenIssuer string = ''
+
+@description('Concurrent model calls per instance (ModelConcurrency).')
+@minValue(1)
+@maxValue(256)
+param modelConcurrency int = 4
+
+@description('Model client: local (deterministic stand-in) or azure_openai.')
+@allowed([
+  'local'
+  'azure_openai'
+])
+param modelProvider string = 'local'
+
+@description('Azure OpenAI endpoint when modelProvider is azure_openai (grant the app identity Cognitive Services OpenAI User on that resource).')
+param azureOpenAIEndpoint string = ''
+
+@description('Extra or overriding app settings, applied last.')
+param appSettingOverrides object = {}
+
+@description('Days an uploaded blob stays in the incoming container.')
+@minValue(1)
+param incomingRetentionDays int = 7
+
+@description('Days a claim-check input is kept.')
+@minValue(1)
+param inputsRetentionDays int = 30
+
+@description('Days a result is kept.')
+@minValue(1)
+param resultsRetentionDays int = 90
+
+@description('Resource id of an existing action group notified by every alert; empty creates the alerts without notifications.')
+param actionGroupId string = ''
+
+@description('Age in seconds of the oldest waiting request above which an alert fires.')
+@minValue(60)
+param oldestMessageAgeThresholdSeconds int = 900
+
+@description('Accept only Microsoft Entra authenticated telemetry in Application Insights.')
+param appInsightsDisableLocalAuth bool = false
+
+@description('Tags applied to every resource.')
+param tags object = {}
+
+var token = toLower(uniqueString(subscription().id, resourceGroup().id, environmentName))
+var names = resourceNames(environmentName, token)
+var allTags = union(tags, {
+  application: 'inferbus'
+  environment: environmentName
+})
+
+module identities 'modules/identities.bicep' = {
+  name: 'identities'
+  params: {
+    location: location
+    appIdentityName: names.appIdentity
+    eventGridIdentityName: names.eventGridIdentity
+    tags: allTags
+  }
+}
+
+module monitoring 'modules/monitoring.bicep' = {
+  name: 'monitoring'
+  params: {
+    location: location
+    logAnalyticsName: names.logAnalytics
+    appInsightsName: names.appInsights
+    disableLocalAuth: appInsightsDisableLocalAuth
+    tags: allTags
+  }
+}
+
+module hostStorage 'modules/storage-host.bicep' = {
+  name: 'storage-host'
+  params: {
+    location: location
+    name: names.hostStorage
+    appPrincipalId: identities.outputs.appIdentityPrincipalId
+    tags: allTags
+  }
+}
+
+module dataStorage 'modules/storage-data.bicep' = {
+  name: 'storage-data'
+  params: {
+    location: location
+    name: names.dataStorage
+    appPrincipalId: identities.outputs.appIdentityPrincipalId
+    eventGridPrincipalId: identities.outputs.eventGridIdentityPrincipalId
+    incomingRetentionDays: incomingRetentionDays
+    inputsRetentionDays: inputsRetentionDays
+    resultsRetentionDays: resultsRetentionDays
+    tags: allTags
+  }
+}
+
+module serviceBus 'modules/servicebus.bicep' = {
+  name: 'servicebus'
+  params: {
+    location: location
+    name: names.serviceBus
+    skuName: serviceBusSku
+    premiumMessagingUnits: serviceBusPremiumMessagingUnits
+    grantBacklogRead: serviceBusGrantBacklogRead
+    appPrincipalId: identities.outputs.appIdentityPrincipalId
+    tags: allTags
+  }
+}
+
+module eventGrid 'modules/eventgrid-topics.bicep' = {
+  name: 'eventgrid-topics'
+  params: {
+    location: location
+    systemTopicName: names.eventGridSystemTopic
+    topicName: names.eventGridTopic
+    dataStorageAccountId: dataStorage.outputs.id
+    eventGridIdentityId: identities.outputs.eventGridIdentityId
+    appPrincipalId: identities.outputs.appIdentityPrincipalId
+    tags: allTags
+  }
+}
+
+module functionApp 'modules/function-app.bicep' = {
+  name: 'function-app'
+  params: {
+    location: location
+    planName: names.plan
+    appName: names.functionApp
+    appIdentityId: identities.outputs.appIdentityId
+    appIdentityClientId: identities.outputs.appIdentityClientId
+    appIdentityPrincipalId: identities.outputs.appIdentityPrincipalId
+    hostStorageAccountName: hostStorage.outputs.name
+    deploymentContainerUrl: hostStorage.outputs.deploymentContainerUrl
+    dataBlobEndpoint: dataStorage.outputs.blobEndpoint
+    serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
+    appInsightsName: monitoring.outputs.appInsightsName
+    eventGridTopicEndpoint: eventGrid.outputs.topicEndpoint
+    maximumInstanceCount: maximumInstanceCount
+    instanceMemoryMB: instanceMemoryMB
+    httpPerInstanceConcurrency: httpPerInstanceConcurrency
+    serviceBusMaxConcurrentCalls: serviceBusMaxConcurrentCalls
+    alwaysReady: alwaysReady
+    allowedModels: allowedModels
+    defaultModel: defaultModel
+    webhookTokenAudience: webhookTokenAudience
+    webhookTokenIssuer: webhookTokenIssuer
+    modelConcurrency: modelConcurrency
+    modelProvider: modelProvider
+    azureOpenAIEndpoint: azureOpenAIEndpoint
+    appSettingOverrides: appSettingOverrides
+    tags: allTags
+  }
+}
+
+module alerts 'modules/alerts.bicep' = {
+  name: 'alerts'
+  params: {
+    location: location
+    namePrefix: environmentName
+    actionGroupId: actionGroupId
+    serviceBusNamespaceId: serviceBus.outputs.id
+    systemTopicId: eventGrid.outputs.systemTopicId
+    topicId: eventGrid.outputs.topicId
+    appInsightsId: monitoring.outputs.appInsightsId
+    oldestMessageAgeThresholdSeconds: oldestMessageAgeThresholdSeconds
+    tags: allTags
+  }
+}
+
+output functionAppName string = functionApp.outputs.name
+output functionAppHostName string = functionApp.outputs.defaultHostName
+output appIdentityPrincipalId string = identities.outputs.appIdentityPrincipalId
+output appIdentityClientId string = identities.outputs.appIdentityClientId
+output hostStorageAccountName string = hostStorage.outputs.name
+output dataStorageAccountName string = dataStorage.outputs.name
+output serviceBusNamespace string = serviceBus.outputs.fullyQualifiedNamespace
+output requestsQueueName string = serviceBus.outputs.requestsQueueName
+output orderedQueueName string = serviceBus.outputs.orderedQueueName
+output resultsTopicName string = serviceBus.outputs.resultsTopicName
+output eventGridTopicEndpoint string = eventGrid.outputs.topicEndpoint
+output eventGridSystemTopicName string = eventGrid.outputs.systemTopicName
+output eventGridTopicName string = eventGrid.outputs.topicName

@@ -1,0 +1,282 @@
+// Function App on the Flex Consumption plan (Linux, Python 3.11), running as a
+// user-assigned managed identity. Every connection is identity-based: no keys or
+// connection strings are stored in app settings.
+
+import { dataContainers, queueNames, resultsTopicName } from 'catalog.bicep'
+import { roleDefinitionIds } from 'role-definitions.bicep'
+
+@description('Azure region of the plan and the app.')
+param location string
+
+@description('Name of the Flex Consumption plan.')
+param planName string
+
+@description('Name of the Function App (also the default host name prefix).')
+param appName string
+
+@description('Resource id of the user-assigned identity the app runs as.')
+param appIdentityId string
+
+@description('Client id of that identity (selects it for every identity-based connection).')
+param appIdentityClientId string
+
+@description('Principal id of that identity.')
+param appIdentityPrincipalId string
+
+@description('Name of the host storage account (AzureWebJobsStorage).')
+param hostStorageAccountName string
+
+@description('Blob container URL that receives deployment packages.')
+param deploymentContainerUrl string
+
+@description('Blob endpoint of the data storage account (https://<account>.blob.core.windows.net/).')
+param dataBlobEndpoint string
+
+@description('Fully qualified Service Bus namespace (<namespace>.servicebus.windows.net).')
+param serviceBusFullyQualifiedNamespace string
+
+@description('Name of the Application Insights component.')
+param appInsightsName string
+
+@description('Endpoint of the custom Event Grid topic the app publishes result CloudEvents to.')
+param eventGridTopicEndpoint string
+
+@description('Upper bound of instances. Inference is bounded by model quota (tokens and requests per minute), not by backlog alone: instances x concurrency x batch size should stay within it.')
+@minValue(1)
+@maxValue(1000)
+param maximumInstanceCount int = 40
+
+@description('Memory of each instance in MB.')
+@allowed([
+  512
+  2048
+  4096
+])
+param instanceMemoryMB int = 2048
+
+@description('Concurrent HTTP requests per instance (intake and status endpoints).')
+@minValue(1)
+@maxValue(1000)
+param httpPerInstanceConcurrency int = 16
+
+@description('Service Bus maxConcurrentCalls per instance; 0 keeps the value of host.json.')
+@minValue(0)
+param serviceBusMaxConcurrentCalls int = 0
+
+@description('Always-ready instances, e.g. [{ name: \'http\', instanceCount: 1 }] or [{ name: \'function:<name>\', instanceCount: 1 }]. Empty means scale to zero.')
+param alwaysReady array = []
+
+@description('Comma-separated model names the intake accepts (AllowedModels).')
+param allowedModels string = 'local-analyzer'
+
+@description('Model for work that names none, e.g. documents dropped in the incoming container (DefaultModel); one of allowedModels. Empty means the first of allowedModels.')
+param defaultModel string = ''
+
+@description('Audience (application ID URI) of Entra tokens that Event Grid presents on the events webhook; empty skips token validation.')
+param webhookTokenAudience string = ''
+
+@description('Issuer of those tokens, e.g. https://sts.windows.net/<tenant id>/; required with webhookTokenAudience.')
+param webhookTokenIssuer string = ''
+
+@description('Concurrent model calls per instance (ModelConcurrency). With maximumInstanceCount it bounds the load on the model deployment.')
+@minValue(1)
+@maxValue(256)
+param modelConcurrency int = 4
+
+@description('Model client: local (deterministic stand-in) or azure_openai.')
+@allowed([
+  'local'
+  'azure_openai'
+])
+param modelProvider string = 'local'
+
+@description('Azure OpenAI endpoint (https://<resource>.openai.azure.com/) when modelProvider is azure_openai; the app identity needs Cognitive Services OpenAI User there.')
+param azureOpenAIEndpoint string = ''
+
+@description('Extra or overriding app settings, applied last.')
+param appSettingOverrides object = {}
+
+@description('Tags applied to every resource.')
+param tags object = {}
+
+resource appInsights 'Microsoft.Insights/components@2020-02-02' existing = {
+  name: appInsightsName
+}
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  name: planName
+  location: location
+  tags: tags
+  kind: 'functionapp'
+  sku: {
+    name: 'FC1'
+    tier: 'FlexConsumption'
+  }
+  properties: {
+    reserved: true
+  }
+}
+
+resource site 'Microsoft.Web/sites@2024-04-01' = {
+  name: appName
+  location: location
+  tags: tags
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${appIdentityId}': {}
+    }
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    siteConfig: {
+      minTlsVersion: '1.2'
+      ftpsState: 'Disabled'
+      http20Enabled: true
+    }
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: deploymentContainerUrl
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: appIdentityId
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        maximumInstanceCount: maximumInstanceCount
+        instanceMemoryMB: instanceMemoryMB
+        alwaysReady: alwaysReady
+        triggers: {
+          http: {
+            perInstanceConcurrency: httpPerInstanceConcurrency
+          }
+        }
+      }
+      runtime: {
+        name: 'python'
+        version: '3.11'
+      }
+    }
+  }
+}
+
+// Publishing with basic credentials (FTP, SCM user/password) is off: deployments go
+// through Microsoft Entra ID (func azure functionapp publish, az functionapp deploy).
+resource ftpPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: site
+  name: 'ftp'
+  properties: {
+    allow: false
+  }
+}
+
+resource scmPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: site
+  name: 'scm'
+  properties: {
+    allow: false
+  }
+}
+
+// Every setting shared/settings.py reads in Azure, plus what the host and bindings need.
+// Flex Consumption takes the runtime from functionAppConfig: FUNCTIONS_WORKER_RUNTIME,
+// FUNCTIONS_EXTENSION_VERSION and WEBSITE_RUN_FROM_PACKAGE are not set here.
+var appSettings = {
+  // Functions host storage, through the app identity.
+  AzureWebJobsStorage__accountName: hostStorageAccountName
+  AzureWebJobsStorage__credential: 'managedidentity'
+  AzureWebJobsStorage__clientId: appIdentityClientId
+  // Telemetry; the authentication string makes ingestion use the app identity.
+  APPLICATIONINSIGHTS_CONNECTION_STRING: appInsights.properties.ConnectionString
+  APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${appIdentityClientId};Authorization=AAD'
+  // Connection "Storage" (blob bindings and the app's blob client).
+  Storage__blobServiceUri: dataBlobEndpoint
+  Storage__credential: 'managedidentity'
+  Storage__clientId: appIdentityClientId
+  // Connection "ServiceBusConnection" (trigger, output and the app's sender).
+  ServiceBusConnection__fullyQualifiedNamespace: serviceBusFullyQualifiedNamespace
+  ServiceBusConnection__credential: 'managedidentity'
+  ServiceBusConnection__clientId: appIdentityClientId
+  // Custom Event Grid topic (results as CloudEvents), through the app identity.
+  EventGridTopic__topicEndpoint: eventGridTopicEndpoint
+  EventGridTopic__credential: 'managedidentity'
+  EventGridTopic__clientId: appIdentityClientId
+  // Entities and containers.
+  RequestsQueueName: queueNames.requests
+  ResultsTopicName: resultsTopicName
+  LedgerContainer: dataContainers.ledgers
+  EventGridDeadLetterContainer: dataContainers.eventGridDeadLetters
+  IncomingContainer: dataContainers.incoming
+  InputsContainer: dataContainers.inputs
+  ResultsContainer: dataContainers.results
+  JobsContainer: dataContainers.jobs
+  IdempotencyContainer: dataContainers.idempotency
+  AllowedInputContainers: '${dataContainers.incoming},${dataContainers.inputs}'
+  // Intake policy.
+  AllowedModels: allowedModels
+  DefaultModel: defaultModel
+  MaxInlineTextBytes: '262144'
+  MaxUploadBytes: '10485760'
+  AllowedUploadMediaTypes: 'text/plain,text/markdown,text/csv,text/html,application/json,application/pdf,image/*'
+  DefaultDeadlineSeconds: '3600'
+  MaxDeadlineSeconds: '86400'
+  StatusPollSeconds: '2'
+  MaxQueueBacklog: '5000'
+  BacklogCacheSeconds: '5'
+  // Processing: retries with backoff, lock renewal, the deferred-message sweeper.
+  ModelConcurrency: string(modelConcurrency)
+  MaxRetries: '5'
+  RetryBaseSeconds: '2'
+  RetryMaxSeconds: '300'
+  LockRenewalSeconds: '20'
+  MaxLockRenewalSeconds: '600'
+  DeferredSweepSchedule: '0 */1 * * * *'
+  // Models. The local stand-in knobs stay neutral in Azure.
+  ModelProvider: modelProvider
+  LocalModelLatencyMs: '0'
+  LocalModelTransientRate: '0'
+  LocalModelRefusalTerms: ''
+  AzureOpenAI__endpoint: azureOpenAIEndpoint
+  AzureOpenAI__apiVersion: '2024-10-21'
+  AzureOpenAI__credential: 'managedidentity'
+  AzureOpenAI__clientId: appIdentityClientId
+  AzureOpenAI__timeoutSeconds: '120'
+  // Identity of callers: the tenant comes from Entra claims, never from a header, in Azure.
+  AllowTenantHeader: 'false'
+  TenantClaimTypes: 'tid,http://schemas.microsoft.com/identity/claims/tenantid'
+  // Event Grid webhook: Entra token validation when the subscription delivers with one.
+  WebhookTokenAudience: webhookTokenAudience
+  WebhookTokenIssuer: webhookTokenIssuer
+}
+
+var concurrencySettings = serviceBusMaxConcurrentCalls > 0
+  ? {
+      AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentCalls: string(serviceBusMaxConcurrentCalls)
+    }
+  : {}
+
+resource settings 'Microsoft.Web/sites/config@2024-04-01' = {
+  parent: site
+  name: 'appsettings'
+  properties: union(appSettings, concurrencySettings, appSettingOverrides)
+}
+
+// Entra-authenticated telemetry ingestion (APPLICATIONINSIGHTS_AUTHENTICATION_STRING).
+resource telemetryPublisher 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(appInsights.id, appIdentityPrincipalId, roleDefinitionIds.monitoringMetricsPublisher)
+  scope: appInsights
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleDefinitionIds.monitoringMetricsPublisher)
+    principalId: appIdentityPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+output id string = site.id
+output name string = site.name
+output defaultHostName string = site.properties.defaultHostName

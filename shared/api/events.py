@@ -1,0 +1,55 @@
+"""``/api/v1/events``: the webhook that Event Grid subscriptions push to.
+
+Status codes follow Event Grid's retry rules: 200/202 delivered; 400 (malformed) and 413
+(too large) are never retried and go to the dead-letter container; 401/403 for failed
+authentication (not retried either); 503 with Retry-After when a dependency is down
+(retried). Unknown event types are acknowledged with 200 and logged: subscription
+filters should keep them out. Work is persisted and acknowledged in milliseconds, far
+inside Event Grid's 30-second window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from shared.api.http import ApiRequest, ApiResponse, json_response
+from shared.composition import get_services
+from shared.errors import FieldError, InvalidInput
+from shared.events import ValidationRequest, parse_delivery
+from shared.webhook_auth import authenticate_delivery
+
+
+def abuse_protection_handshake(request: ApiRequest) -> ApiResponse:
+    """CloudEvents webhook validation: ``OPTIONS`` with ``WebHook-Request-Origin``."""
+    origin = request.header("webhook-request-origin")
+    if not origin:
+        raise InvalidInput("OPTIONS needs a WebHook-Request-Origin header")
+    return ApiResponse(
+        200, b"", {"WebHook-Allowed-Origin": origin, "WebHook-Allowed-Rate": "*", "Allow": "POST"}
+    )
+
+
+def receive_events(request: ApiRequest) -> ApiResponse:
+    """``POST``: the validation handshake, or a delivery of one or more events."""
+    services = get_services()
+    authenticate_delivery(
+        request.headers, services.settings.webhook_shared_secret, services.webhook_tokens
+    )
+    delivery = parse_delivery(request.headers, request.body)
+    if isinstance(delivery, ValidationRequest):
+        return json_response(200, {"validationResponse": delivery.code})
+    outcomes = [services.event_intake.accept_event(event, source="webhook") for event in delivery]
+    rejected = [o for o in outcomes if o.status == "rejected"]
+    if rejected:
+        raise InvalidInput(
+            f"{len(rejected)} of {len(outcomes)} events were rejected",
+            tuple(FieldError(f"event {o.event_id}", o.reason or "rejected") for o in rejected),
+        )
+    accepted = any(o.status in ("accepted", "duplicate") for o in outcomes)
+    return json_response(202 if accepted else 200, {"events": [asdict(o) for o in outcomes]})
+
+
+def handle(request: ApiRequest) -> ApiResponse:
+    if request.method == "OPTIONS":
+        return abuse_protection_handshake(request)
+    return receive_events(request)

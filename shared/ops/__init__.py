@@ -1,0 +1,1 @@
+"""Operations commands (``python -m shared.ops``): tools for the people who run Inferbus."""

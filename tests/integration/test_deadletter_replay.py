@@ -1,0 +1,149 @@
+"""The Event Grid dead-letter replay CLI against dead-letter blobs in Azurite."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from azure.servicebus import ServiceBusClient
+
+from shared.adapters.blob_storage import AzureBlobStore
+from shared.composition import Services, build_services, use_services
+from shared.ops.__main__ import main
+from tests.fixtures.azurite import Azurite
+from tests.fixtures.servicebus_emulator import ServiceBusEmulator
+from tests.integration.conftest import make_settings
+from tests.support.events import blob_created_event
+from tests.support.servicebus import drain
+
+pytestmark = pytest.mark.integration
+
+QUEUE = "inference-requests"
+
+
+@pytest.fixture
+def replay_services(
+    azurite: Azurite, storage: AzureBlobStore, servicebus_emulator: ServiceBusEmulator
+) -> Iterator[tuple[Services, ServiceBusClient]]:
+    settings = make_settings(azurite, ServiceBusConnection=servicebus_emulator.connection_string)
+    services = build_services(settings, events=None)
+    use_services(services)
+    with ServiceBusClient.from_connection_string(servicebus_emulator.connection_string) as bus:
+        drain(bus, QUEUE)
+        yield services, bus
+    use_services(None)
+
+
+def dead_letter_blob(storage: AzureBlobStore, tenant: str) -> tuple[str, list[str]]:
+    """Write a dead-letter blob as Event Grid does: one array per batch."""
+    requested = {
+        "specversion": "1.0",
+        "type": "com.inferbus.InferenceRequested",
+        "source": "/apps/crm",
+        "id": f"ce-{uuid.uuid4()}",
+        "time": "2026-11-29T08:00:00Z",
+        "data": {"tenant_id": tenant, "input": {"text": "replay me"}},
+    }
+    storage.upload("incoming", f"{tenant}/scan.txt", b"a scanned letter", "text/plain", {})
+    blob_created = {
+        **blob_created_event(storage, "incoming", f"{tenant}/scan.txt"),
+        "deadLetterReason": "MaxDeliveryAttemptsExceeded",
+        "deliveryAttempts": 30,
+        "lastDeliveryOutcome": "Busy",
+        "lastHttpStatusCode": 503,
+        "publishTime": "2026-11-29T08:00:01.0000000Z",
+        "lastDeliveryAttemptTime": "2026-11-30T08:00:01.0000000Z",
+    }
+    entries = [
+        {
+            "event": requested,
+            "deadLetterReason": "TimeToLiveExceeded",
+            "deliveryAttempts": 12,
+            "lastDeliveryOutcome": "TimedOut",
+            "publishTime": "2026-11-29T08:00:00.0000000Z",
+            "lastDeliveryAttemptTime": "2026-11-30T08:00:00.0000000Z",
+        },
+        blob_created,
+    ]
+    name = f"APPS-{tenant}/INFERBUS-WEBHOOK/2026/11/30/08/{uuid.uuid4()}.json"
+    storage.upload(
+        "eventgrid-deadletters", name, json.dumps(entries).encode(), "application/json", {}
+    )
+    return name.split("/")[0], [requested["id"], blob_created["id"]]
+
+
+def test_list_then_replay_once(
+    replay_services: tuple[Services, ServiceBusClient],
+    storage: AzureBlobStore,
+    tenant: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    services, bus = replay_services
+    prefix, event_ids = dead_letter_blob(storage, tenant)
+
+    assert main(["deadletters", "list", "--prefix", prefix]) == 0
+    listing = capsys.readouterr().out
+    assert "2 dead-lettered events" in listing
+    assert "by reason: " in listing
+    assert "MaxDeliveryAttemptsExceeded 1" in listing
+    assert "TimeToLiveExceeded 1" in listing
+    assert all(event_id in listing for event_id in event_ids)
+    assert listing.count("[pending]") == 2
+
+    assert main(["deadletters", "replay", "--all", "--prefix", prefix]) == 0
+    first = capsys.readouterr().out
+    assert "[1/2]" in first
+    assert "[2/2]" in first
+    assert "done: 2 accepted, 0 duplicates" in first
+    messages = [str(m.message_id) for m in drain(bus, QUEUE)]
+    assert len(messages) == 2
+    assert {services.jobs.get(tenant, m).source for m in messages} == {"replay"}
+
+    assert main(["deadletters", "replay", "--all", "--prefix", prefix]) == 0
+    second = capsys.readouterr().out
+    assert "2 events chosen, 2 already replayed" in second
+    assert second.count("already replayed, skipped") == 2
+    assert drain(bus, QUEUE) == []
+
+    assert main(["deadletters", "list", "--prefix", prefix]) == 0
+    assert capsys.readouterr().out.count("[replayed]") == 2
+
+
+def test_replay_needs_a_choice(
+    replay_services: tuple[Services, ServiceBusClient], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["deadletters", "replay"]) == 2
+    assert "choose what to replay" in capsys.readouterr().err
+
+
+def test_replay_by_reason_and_dry_run(
+    replay_services: tuple[Services, ServiceBusClient],
+    storage: AzureBlobStore,
+    tenant: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, bus = replay_services
+    prefix, _ = dead_letter_blob(storage, tenant)
+    assert (
+        main(
+            [
+                "deadletters",
+                "replay",
+                "--reason",
+                "TimeToLiveExceeded",
+                "--prefix",
+                prefix,
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
+    assert "1 events chosen, 0 already replayed" in capsys.readouterr().out
+    assert drain(bus, QUEUE) == []
+    assert (
+        main(["deadletters", "replay", "--reason", "TimeToLiveExceeded", "--prefix", prefix]) == 0
+    )
+    assert "done: 1 accepted" in capsys.readouterr().out
+    assert len(drain(bus, QUEUE)) == 1

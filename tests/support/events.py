@@ -1,0 +1,41 @@
+"""Event payloads in the shapes Event Grid documents, built for tests."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.claimcheck import BlobStore
+
+STORAGE_TOPIC = (
+    "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg"
+    "/providers/Microsoft.Storage/storageAccounts/devstoreaccount1"
+)
+
+
+def blob_created_event(storage: BlobStore, container: str, name: str) -> dict[str, Any]:
+    """A ``Microsoft.Storage.BlobCreated`` event (Event Grid schema) for a stored blob."""
+    info = storage.info(container, name)
+    assert info is not None, f"{container}/{name} must exist"
+    return {
+        "topic": STORAGE_TOPIC,
+        "subject": f"/blobServices/default/containers/{container}/blobs/{name}",
+        "eventType": "Microsoft.Storage.BlobCreated",
+        "id": str(uuid.uuid4()),
+        "data": {
+            "api": "PutBlob",
+            "clientRequestId": str(uuid.uuid4()),
+            "requestId": str(uuid.uuid4()),
+            "eTag": info.etag,
+            "contentType": info.media_type,
+            "contentLength": info.size,
+            "blobType": "BlockBlob",
+            "url": f"{storage.account_url}/{container}/{name}",
+            "sequencer": "00000000000000000000000000000001",
+            "storageDiagnostics": {"batchId": str(uuid.uuid4())},
+        },
+        "dataVersion": "",
+        "metadataVersion": "1",
+        "eventTime": datetime.now(UTC).isoformat(),
+    }

@@ -1,0 +1,51 @@
+"""Event doors into intake: the Blob-created trigger, the Event Grid trigger and the
+Event Grid webhook. Each decodes its binding and hands over to ``shared``.
+
+The blob trigger uses ``source=EventGrid``: the storage account's system topic pushes
+``BlobCreated`` to ``/runtime/webhooks/blobs`` (a subscription filtered to the incoming
+container), so there is no container polling and no delay.
+"""
+
+from __future__ import annotations
+
+import azure.functions as func
+
+from shared import workers
+from shared.api import events as events_api
+from shared.events import IncomingEvent
+from triggers.http_adapter import serve
+
+bp = func.Blueprint()
+
+
+@bp.function_name("blob_intake")
+@bp.blob_trigger(
+    arg_name="blob",
+    path="%IncomingContainer%/{name}",
+    connection="Storage",
+    source=func.BlobSource.EVENT_GRID,
+)
+def blob_intake(blob: func.InputStream) -> None:
+    workers.handle_new_blob(blob.name or "", blob.read)
+
+
+@bp.function_name("eventgrid_intake")
+@bp.event_grid_trigger(arg_name="event")
+def eventgrid_intake(event: func.EventGridEvent) -> None:
+    workers.handle_event(
+        IncomingEvent(
+            id=event.id,
+            type=event.event_type,
+            source=event.topic or "",
+            subject=event.subject,
+            data=event.get_json(),
+            schema="eventgrid",
+            time=event.event_time.isoformat() if event.event_time else None,
+        )
+    )
+
+
+@bp.function_name("event_webhook")
+@bp.route(route="v1/events", methods=["POST", "OPTIONS"], auth_level=func.AuthLevel.FUNCTION)
+def event_webhook(req: func.HttpRequest) -> func.HttpResponse:
+    return serve(events_api.handle, req)

@@ -61,6 +61,12 @@ param serviceBusMaxConcurrentCalls int = 0
 @description('Optional always-ready instances, e.g. [{ name: \'http\', instanceCount: 1 }]. Empty scales to zero.')
 param alwaysReady array = []
 
+@description('Application (client) id of the Entra app registration of the Inferbus API; App Service authentication validates callers\' tokens against it (the tenant claim of the token selects the tenant).')
+param apiClientId string
+
+@description('Token audiences the API accepts; empty accepts the client id and api://<client id>.')
+param apiAudiences array = []
+
 @description('Comma-separated model names the intake accepts.')
 param allowedModels string = 'local-analyzer'
 
@@ -223,6 +229,15 @@ module functionApp 'modules/function-app.bicep' = {
     azureOpenAIEndpoint: azureOpenAIEndpoint
     appSettingOverrides: appSettingOverrides
     tags: allTags
+  }
+}
+
+module authentication 'modules/app-authentication.bicep' = {
+  name: 'app-authentication'
+  params: {
+    appName: functionApp.outputs.name
+    apiClientId: apiClientId
+    allowedAudiences: apiAudiences
   }
 }
 

@@ -24,8 +24,9 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from shared.clock import Clock, utc_now
+from shared.errors import InvalidInput
 from shared.event_intake import EventIntake, EventOutcome
-from shared.events import IncomingEvent
+from shared.events import IncomingEvent, event_from_cloudevent, event_from_eventgrid
 
 log = logging.getLogger(__name__)
 
@@ -70,26 +71,10 @@ class DeadLetteredEvent:
 
 
 def _as_event(document: dict[str, Any]) -> IncomingEvent:
+    """The dead-lettered event, read exactly as a live delivery of it would be."""
     if "specversion" in document:
-        return IncomingEvent(
-            id=str(document.get("id", "")),
-            type=str(document.get("type", "")),
-            source=str(document.get("source", "")),
-            subject=document.get("subject"),
-            data=document.get("data"),
-            schema="cloudevents",
-            time=document.get("time"),
-            extensions={k: v for k, v in document.items() if k == "traceparent"},
-        )
-    return IncomingEvent(
-        id=str(document.get("id", "")),
-        type=str(document.get("eventType", "")),
-        source=str(document.get("topic", "")),
-        subject=document.get("subject"),
-        data=document.get("data"),
-        schema="eventgrid",
-        time=document.get("eventTime"),
-    )
+        return event_from_cloudevent(document)
+    return event_from_eventgrid(document)
 
 
 def parse_dead_letter_blob(blob_name: str, content: bytes) -> list[DeadLetteredEvent]:
@@ -102,11 +87,16 @@ def parse_dead_letter_blob(blob_name: str, content: bytes) -> list[DeadLetteredE
         wrapped = entry.get("event")
         inner: dict[str, Any] = wrapped if isinstance(wrapped, dict) else entry
         status = entry.get("lastHttpStatusCode")
+        try:
+            event = _as_event(inner)
+        except InvalidInput as error:
+            log.warning("entry %d of %s is not an event (%s); skipped", index, blob_name, error)
+            continue
         found.append(
             DeadLetteredEvent(
                 blob_name=blob_name,
                 index=index,
-                event=_as_event(inner),
+                event=event,
                 reason=str(entry.get("deadLetterReason", "unknown")),
                 attempts=int(entry.get("deliveryAttempts") or 0),
                 last_outcome=str(entry.get("lastDeliveryOutcome", "unknown")),

@@ -50,7 +50,8 @@ def _invalid(message: str) -> InvalidInput:
     return InvalidInput(message, (FieldError("body", message),))
 
 
-def _from_eventgrid(item: Any) -> IncomingEvent:
+def event_from_eventgrid(item: Any) -> IncomingEvent:
+    """One event in Event Grid schema; InvalidInput when required fields are missing."""
     if not isinstance(item, dict):
         raise _invalid("each Event Grid event must be a JSON object")
     missing = [k for k in ("id", "eventType", "eventTime") if not item.get(k)]
@@ -69,7 +70,7 @@ def _from_eventgrid(item: Any) -> IncomingEvent:
     )
 
 
-def _from_cloudevent(item: Any) -> IncomingEvent:
+def event_from_cloudevent(item: Any) -> IncomingEvent:
     if not isinstance(item, dict):
         raise _invalid("each CloudEvent must be a JSON object")
     missing = [k for k in CLOUDEVENTS_REQUIRED if not item.get(k)]
@@ -113,7 +114,7 @@ def _binary_cloudevent(headers: Mapping[str, str], body: bytes) -> IncomingEvent
             data = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
             raise _invalid(f"the binary-mode event data is not valid JSON: {error}") from error
-    return _from_cloudevent({**attributes, "data": data, "datacontenttype": content_type})
+    return event_from_cloudevent({**attributes, "data": data, "datacontenttype": content_type})
 
 
 def parse_delivery(
@@ -135,17 +136,17 @@ def parse_delivery(
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise _invalid(f"the body is not valid JSON: {error}") from error
     if media_type == "application/cloudevents+json":
-        return [_from_cloudevent(document)]
+        return [event_from_cloudevent(document)]
     if media_type == "application/cloudevents-batch+json":
         if not isinstance(document, list):
             raise _invalid("a CloudEvents batch must be a JSON array")
-        return [_from_cloudevent(item) for item in document]
+        return [event_from_cloudevent(item) for item in document]
     items = document if isinstance(document, list) else [document]
     if not items:
         raise _invalid("the delivery holds no events")
     if all(isinstance(i, dict) and "specversion" in i for i in items):
-        return [_from_cloudevent(item) for item in items]
-    events = [_from_eventgrid(item) for item in items]
+        return [event_from_cloudevent(item) for item in items]
+    events = [event_from_eventgrid(item) for item in items]
     validation = next((e for e in events if e.type == VALIDATION_EVENT_TYPE), None)
     if validation is not None or headers.get("aeg-event-type") == "SubscriptionValidation":
         data = validation.data if validation and isinstance(validation.data, dict) else {}

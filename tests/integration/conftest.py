@@ -4,7 +4,6 @@ the registered Azure Functions with real ``azure.functions.HttpRequest`` objects
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -13,12 +12,12 @@ from typing import Any
 import azure.functions as func
 import pytest
 
-import function_app
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
 from shared.composition import Services, build_services, use_services
 from shared.settings import Settings
 from tests.fakes import RecordingSender
 from tests.fixtures.azurite import Azurite
+from tests.support.functions import indexed_functions
 
 BASE_URL = "http://localhost:7071/api"
 Call = Callable[..., func.HttpResponse]
@@ -73,12 +72,6 @@ def tenant() -> str:
 def principal_header(tenant_id: str, claim_type: str = "tid") -> str:
     document = {"auth_typ": "aad", "claims": [{"typ": claim_type, "val": tenant_id}]}
     return base64.b64encode(json.dumps(document).encode()).decode()
-
-
-@functools.cache
-def indexed_functions() -> dict[str, Any]:
-    """The app's functions by name, indexed once as the Python worker does."""
-    return {f.get_function_name(): f for f in function_app.app.get_functions()}
 
 
 def _function(name: str) -> Callable[[func.HttpRequest], func.HttpResponse]:

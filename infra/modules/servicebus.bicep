@@ -1,0 +1,144 @@
+// Service Bus namespace with the request queues and the results topic.
+// Entities, their properties and the subscription filters come from catalog.bicep, which
+// mirrors infra/local/servicebus-emulator.json. Local (SAS) auth is disabled: every client
+// authenticates with Microsoft Entra ID, and roles are granted per entity.
+
+import { queueNames, resultsTopic, serviceBusQueues } from 'catalog.bicep'
+import { roleDefinitionIds } from 'role-definitions.bicep'
+
+@description('Azure region of the namespace.')
+param location string
+
+@description('Namespace name.')
+param name string
+
+@description('Standard is enough for queues, topics, sessions and duplicate detection; Premium adds isolation, larger messages and predictable latency.')
+@allowed([
+  'Standard'
+  'Premium'
+])
+param skuName string = 'Standard'
+
+@description('Messaging units when skuName is Premium (ignored for Standard).')
+@allowed([
+  1
+  2
+  4
+  8
+  16
+])
+param premiumMessagingUnits int = 1
+
+@description('Principal id of the Function App identity.')
+param appPrincipalId string
+
+@description('Grant Azure Service Bus Data Owner on the requests queue only: the intake reads the queue depth (MaxQueueBacklog) with the administration API, which needs Manage rights. Set false when MaxQueueBacklog is 0.')
+param grantBacklogRead bool = true
+
+@description('Tags applied to every resource.')
+param tags object = {}
+
+resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
+  name: name
+  location: location
+  tags: tags
+  sku: {
+    name: skuName
+    tier: skuName
+    capacity: skuName == 'Premium' ? premiumMessagingUnits : null
+  }
+  properties: {
+    disableLocalAuth: true
+    minimumTlsVersion: '1.2'
+    publicNetworkAccess: 'Enabled'
+  }
+}
+
+resource queues 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = [
+  for queue in serviceBusQueues: {
+    parent: namespace
+    name: queue.name
+    properties: queue.properties
+  }
+]
+
+resource topic 'Microsoft.ServiceBus/namespaces/topics@2024-01-01' = {
+  parent: namespace
+  name: resultsTopic.name
+  properties: resultsTopic.properties
+}
+
+resource subscriptions 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2024-01-01' = [
+  for subscription in resultsTopic.subscriptions: {
+    parent: topic
+    name: subscription.name
+    properties: subscription.properties
+  }
+]
+
+// Creating the first rule through ARM replaces the implicit $Default (TrueFilter) rule of a
+// new subscription; the audit subscription declares $Default itself.
+resource rules 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules@2024-01-01' = [
+  for (subscription, i) in resultsTopic.subscriptions: {
+    parent: subscriptions[i]
+    name: subscription.rule.name
+    properties: subscription.rule.properties
+  }
+]
+
+// The app receives from and sends to both queues (intake sends, the processor settles and
+// re-schedules retries) and sends to the results topic. Consumers of the topic
+// subscriptions are other applications and get their own Receiver assignments.
+resource queueReceivers 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for (queue, i) in serviceBusQueues: {
+    name: guid(queues[i].id, appPrincipalId, roleDefinitionIds.serviceBusDataReceiver)
+    scope: queues[i]
+    properties: {
+      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleDefinitionIds.serviceBusDataReceiver)
+      principalId: appPrincipalId
+      principalType: 'ServicePrincipal'
+    }
+  }
+]
+
+resource queueSenders 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for (queue, i) in serviceBusQueues: {
+    name: guid(queues[i].id, appPrincipalId, roleDefinitionIds.serviceBusDataSender)
+    scope: queues[i]
+    properties: {
+      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleDefinitionIds.serviceBusDataSender)
+      principalId: appPrincipalId
+      principalType: 'ServicePrincipal'
+    }
+  }
+]
+
+resource topicSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(topic.id, appPrincipalId, roleDefinitionIds.serviceBusDataSender)
+  scope: topic
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleDefinitionIds.serviceBusDataSender)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// Reading runtime properties (active message count) is a management operation.
+// serviceBusQueues[0] is the requests queue (tests/infra checks the order).
+resource backlogReader 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantBacklogRead) {
+  name: guid(queues[0].id, appPrincipalId, roleDefinitionIds.serviceBusDataOwner)
+  scope: queues[0]
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleDefinitionIds.serviceBusDataOwner)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+output id string = namespace.id
+output name string = namespace.name
+// serviceBusEndpoint is https://<namespace>.servicebus.windows.net:443/ (cloud-specific suffix).
+output fullyQualifiedNamespace string = split(split(namespace.properties.serviceBusEndpoint, '//')[1], ':')[0]
+output requestsQueueName string = queueNames.requests
+output orderedQueueName string = queueNames.ordered
+output resultsTopicName string = topic.name

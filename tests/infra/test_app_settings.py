@@ -1,0 +1,179 @@
+"""Every setting the code reads is configured, in Azure (Bicep) and locally (sample file).
+
+The names come from the Settings model (shared/settings.py), not from a copied list, so a
+setting added to the model without being provisioned fails here.
+"""
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from shared.settings import Settings, setting_names_for
+from tests.infra import (
+    MODULES,
+    REPO_ROOT,
+    Expression,
+    Unresolved,
+    constants,
+    read,
+    resolve,
+    resources_of_type,
+    variable,
+)
+
+FUNCTION_APP = MODULES / "function-app.bicep"
+LOCAL_SAMPLE = REPO_ROOT / "local.settings.sample.json"
+
+# Settings Flex Consumption rejects or ignores: the runtime lives in functionAppConfig and
+# packages are deployed to a blob container.
+# https://learn.microsoft.com/azure/azure-functions/functions-app-settings#flex-consumption-plan-deprecations
+FLEX_DEPRECATED = {
+    "FUNCTIONS_EXTENSION_VERSION",
+    "FUNCTIONS_WORKER_RUNTIME",
+    "FUNCTIONS_WORKER_RUNTIME_VERSION",
+    "FUNCTIONS_MAX_HTTP_CONCURRENCY",
+    "FUNCTIONS_WORKER_PROCESS_COUNT",
+    "FUNCTIONS_WORKER_DYNAMIC_CONCURRENCY_ENABLED",
+    "SCM_DO_BUILD_DURING_DEPLOYMENT",
+    "ENABLE_ORYX_BUILD",
+    "WEBSITE_RUN_FROM_PACKAGE",
+    "WEBSITE_CONTENTAZUREFILECONNECTIONSTRING",
+    "WEBSITE_CONTENTSHARE",
+    "WEBSITE_CONTENTOVERVNET",
+    "WEBSITE_MAX_DYNAMIC_APPLICATION_SCALE_OUT",
+    "WEBSITE_NODE_DEFAULT_VERSION",
+    "WEBSITE_SKIP_CONTENTSHARE_VALIDATION",
+    "WEBSITES_ENABLE_APP_SERVICE_STORAGE",
+}
+
+
+def bicep_app_settings() -> dict[str, Any]:
+    """The app settings object the Function App module deploys, as parsed Bicep."""
+    settings: dict[str, Any] = variable(read(FUNCTION_APP), "appSettings")
+    return settings
+
+
+def test_function_app_deploys_the_app_settings_object() -> None:
+    (config,) = resources_of_type(read(FUNCTION_APP), "Microsoft.Web/sites/config")
+    assert config.body["name"] == "appsettings"
+    deployed = config.body["properties"]
+    assert isinstance(deployed, Expression)
+    # appSettings first: overrides may add or replace, but the catalogue is always applied.
+    assert deployed.text.replace(" ", "").startswith("union(appSettings,")
+
+
+@pytest.mark.parametrize("name", setting_names_for("azure"))
+def test_every_azure_setting_is_in_bicep(name: str) -> None:
+    assert name in bicep_app_settings(), f"{name} is read by the app but not set in Bicep"
+
+
+def test_local_sample_has_every_local_setting() -> None:
+    assert LOCAL_SAMPLE.is_file(), "local.settings.sample.json is missing"
+    values = json.loads(LOCAL_SAMPLE.read_text(encoding="utf-8"))["Values"]
+    missing = [name for name in setting_names_for("local") if name not in values]
+    assert not missing, f"local.settings.sample.json lacks {missing}"
+
+
+def test_literal_bicep_values_mean_the_model_defaults() -> None:
+    """A value written in Bicep must parse, through the model, to the model's default."""
+    known = constants(FUNCTION_APP)
+    fields = {field.alias: name for name, field in Settings.model_fields.items()}
+    checked = []
+    for setting, raw in bicep_app_settings().items():
+        if setting not in fields:
+            continue
+        try:
+            value = resolve(raw, known)
+        except Unresolved:
+            continue  # computed at deployment time (endpoints, client ids)
+        default = Settings.model_fields[fields[setting]].default
+        if default is None and value == "":
+            checked.append(setting)  # an empty app setting is "not configured"
+            continue
+        try:
+            parsed = getattr(Settings.model_validate({setting: value}), fields[setting])
+        except ValidationError as error:
+            pytest.fail(f"{setting}={value!r} is not a valid value: {error}")
+        assert parsed == default, f"{setting}={value!r} differs from the model default {default!r}"
+        checked.append(setting)
+    assert {
+        "RequestsQueueName",
+        "ResultsTopicName",
+        "LedgerContainer",
+        "IncomingContainer",
+        "ModelConcurrency",
+        "AllowTenantHeader",
+    } <= set(checked)
+
+
+def test_tenant_header_is_off_in_azure() -> None:
+    assert bicep_app_settings()["AllowTenantHeader"] == "false"
+
+
+@pytest.mark.parametrize(
+    "connection",
+    ["AzureWebJobsStorage", "Storage", "ServiceBusConnection", "EventGridTopic", "AzureOpenAI"],
+)
+def test_connections_use_the_user_assigned_identity(connection: str) -> None:
+    settings = bicep_app_settings()
+    assert settings[f"{connection}__credential"] == "managedidentity"
+    assert settings[f"{connection}__clientId"] == Expression("appIdentityClientId")
+    assert connection not in settings, f"{connection} must not be a connection string in Azure"
+
+
+def test_no_key_alternatives_in_azure() -> None:
+    """Settings the model marks as alternatives holding keys are never provisioned."""
+    key_settings = [
+        field.alias
+        for field in Settings.model_fields.values()
+        if isinstance(field.json_schema_extra, dict)
+        and field.json_schema_extra.get("where") == "alternative"
+        and field.alias
+        and "key" in field.alias.lower()
+    ]
+    assert key_settings, "the model is expected to name its key-based alternatives"
+    present = set(key_settings) & set(bicep_app_settings())
+    assert not present, f"key-based settings in Bicep: {sorted(present)}"
+
+
+def test_identity_endpoints_come_from_the_deployment() -> None:
+    settings = bicep_app_settings()
+    assert settings["AzureWebJobsStorage__accountName"] == Expression("hostStorageAccountName")
+    assert settings["Storage__blobServiceUri"] == Expression("dataBlobEndpoint")
+    assert settings["ServiceBusConnection__fullyQualifiedNamespace"] == Expression(
+        "serviceBusFullyQualifiedNamespace"
+    )
+    assert settings["EventGridTopic__topicEndpoint"] == Expression("eventGridTopicEndpoint")
+
+
+def test_application_insights_is_wired() -> None:
+    settings = bicep_app_settings()
+    assert settings["APPLICATIONINSIGHTS_CONNECTION_STRING"] == Expression(
+        "appInsights.properties.ConnectionString"
+    )
+    auth = resolve(
+        settings["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"], {"appIdentityClientId": "X"}
+    )
+    assert auth == "ClientId=X;Authorization=AAD"
+
+
+def test_no_flex_deprecated_settings() -> None:
+    present = FLEX_DEPRECATED & set(bicep_app_settings())
+    assert not present, f"not valid on Flex Consumption: {sorted(present)}"
+
+
+def test_runtime_is_python_311_in_function_app_config() -> None:
+    (site,) = resources_of_type(read(FUNCTION_APP), "Microsoft.Web/sites")
+    config = site.body["properties"]["functionAppConfig"]
+    assert config["runtime"] == {"name": "python", "version": "3.11"}
+    storage = config["deployment"]["storage"]
+    assert storage["type"] == "blobContainer"
+    assert storage["authentication"]["type"] == "UserAssignedIdentity"
+
+
+def test_readme_documents_every_bicep_setting() -> None:
+    readme = read(REPO_ROOT / "infra" / "README.md")
+    undocumented = [name for name in bicep_app_settings() if f"| `{name}` |" not in readme]
+    assert not undocumented, f"infra/README.md settings table lacks {undocumented}"

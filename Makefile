@@ -44,7 +44,7 @@ test-unit: $(VENV_STAMP)
 lint: $(VENV_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy shared
+	$(PY) -m mypy shared devtools
 
 format: $(VENV_STAMP)
 	$(PY) -m ruff format .

@@ -4,7 +4,8 @@ Accepting work that will sit for hours past its deadline helps nobody; a 503 wit
 Retry-After lets well-behaved clients slow down. The queue depth comes from the broker's
 runtime counts, cached for a few seconds so a burst of submissions costs one lookup. If
 the count cannot be read, intake stays open (the broker, not the probe, is the source of
-truth for whether a send succeeds).
+truth for whether a send succeeds), and the failure is cached like a reading, so an
+unreachable management endpoint costs one attempt per cache period, not one per request.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class BacklogGate:
         self._cache_seconds = cache_seconds
         self._retry_after = retry_after
         self._lock = threading.Lock()
-        self._cached: tuple[float, int] | None = None
+        self._cached: tuple[float, int | None] | None = None
 
     def check(self) -> None:
         """Raise ServiceUnavailable when the backlog is over the limit (0 disables)."""
@@ -53,11 +54,12 @@ class BacklogGate:
             if self._cached and now - self._cached[0] < self._cache_seconds:
                 return self._cached[1]
         assert self._probe is not None
+        depth: int | None
         try:
             depth = self._probe.active_messages()
-        except Exception:
-            log.warning("could not read the request backlog; accepting work", exc_info=True)
-            return None
+        except Exception as error:
+            log.warning("could not read the request backlog (%s); accepting work", error)
+            depth = None
         with self._lock:
             self._cached = (now, depth)
         return depth

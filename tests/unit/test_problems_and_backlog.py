@@ -69,12 +69,19 @@ def test_the_gate_opens_below_the_limit_and_closes_at_it() -> None:
     assert closed.value.retry_after == 5
 
 
-def test_the_gate_fails_open_when_the_depth_cannot_be_read() -> None:
+def test_the_gate_fails_open_when_the_depth_cannot_be_read_and_remembers_that() -> None:
     class Broken:
+        calls = 0
+
         def active_messages(self) -> int:
+            self.calls += 1
             raise OSError("management endpoint down")
 
-    BacklogGate(Broken(), limit=1, cache_seconds=0, retry_after=5).check()
+    broken = Broken()
+    gate = BacklogGate(broken, limit=1, cache_seconds=60, retry_after=5)
+    for _ in range(5):
+        gate.check()
+    assert broken.calls == 1, "an unreachable endpoint is tried once per cache period"
 
 
 def test_a_zero_limit_disables_the_gate_without_reading() -> None:

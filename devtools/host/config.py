@@ -1,0 +1,184 @@
+"""Host configuration: host.json, local.settings.json and ``%Setting%`` resolution.
+
+The real host reads ``host.json`` from the script root and app settings from the
+environment; Core Tools adds ``local.settings.json`` Values to the environment without
+overriding variables that are already set. This module does the same, before the app is
+imported, so module-level code in the app sees the same settings it would in Azure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PORT = 7071
+_SETTING_REFERENCE = re.compile(r"%([^%]+)%")
+_TIMESPAN = re.compile(r"^(?:(\d+)\.)?(\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.(\d+))?$")
+
+
+class HostConfigError(Exception):
+    """The host cannot start with this configuration (the message says what to fix)."""
+
+
+def parse_timespan(text: str) -> float:
+    """Seconds in a .NET TimeSpan string such as ``00:10:00`` or ``1.00:00:00``."""
+    match = _TIMESPAN.match(text.strip())
+    if not match:
+        raise HostConfigError(f"not a TimeSpan (expected [d.]hh:mm:ss): {text!r}")
+    days, hours, minutes, seconds, fraction = match.groups()
+    total = int(days or 0) * 86400 + int(hours) * 3600 + int(minutes) * 60 + int(seconds)
+    return total + (float(f"0.{fraction}") if fraction else 0.0)
+
+
+@dataclass(frozen=True)
+class ServiceBusOptions:
+    """host.json ``extensions.serviceBus`` with the defaults Microsoft documents (5.x)."""
+
+    max_message_batch_size: int = 1000
+    min_message_batch_size: int = 1
+    max_batch_wait_time_s: float = 30.0
+    max_concurrent_calls: int = 16 * (os.cpu_count() or 1)
+    prefetch_count: int = 0
+    auto_complete_messages: bool = True
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any]) -> ServiceBusOptions:
+        defaults = cls()
+        wait = section.get("maxBatchWaitTime")
+        return cls(
+            max_message_batch_size=int(
+                section.get("maxMessageBatchSize", defaults.max_message_batch_size)
+            ),
+            min_message_batch_size=int(
+                section.get("minMessageBatchSize", defaults.min_message_batch_size)
+            ),
+            max_batch_wait_time_s=(
+                parse_timespan(str(wait)) if wait else defaults.max_batch_wait_time_s
+            ),
+            max_concurrent_calls=int(
+                section.get("maxConcurrentCalls", defaults.max_concurrent_calls)
+            ),
+            prefetch_count=int(section.get("prefetchCount", defaults.prefetch_count)),
+            auto_complete_messages=bool(
+                section.get("autoCompleteMessages", defaults.auto_complete_messages)
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """Everything the host takes from host.json and local.settings.json."""
+
+    script_root: Path
+    values: dict[str, str]
+    route_prefix: str = "api"
+    function_timeout_s: float | None = 300.0
+    service_bus: ServiceBusOptions = field(default_factory=ServiceBusOptions)
+    local_http_port: int = DEFAULT_PORT
+    log_level: str = "Information"
+    settings_path: Path | None = None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise HostConfigError(f"cannot read {path}: {error}") from error
+    if not isinstance(document, dict):
+        raise HostConfigError(f"{path} must hold a JSON object")
+    return document
+
+
+def find_local_settings(script_root: Path, explicit: Path | None) -> Path | None:
+    """``--settings`` if given, else local.settings.json, else the sample next to it."""
+    if explicit is not None:
+        if not explicit.is_file():
+            raise HostConfigError(f"settings file not found: {explicit}")
+        return explicit
+    for name in ("local.settings.json", "local.settings.sample.json"):
+        candidate = script_root / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_host_config(script_root: Path, settings_path: Path | None = None) -> HostConfig:
+    """Read host.json (required, as for the real host) and the local settings."""
+    host_json_path = script_root / "host.json"
+    if not host_json_path.is_file():
+        raise HostConfigError(f"no host.json in {script_root}: is this a function app folder?")
+    host_json = _read_json(host_json_path)
+    extensions = host_json.get("extensions") or {}
+    http_section = extensions.get("http") or {}
+    route_prefix = str(http_section.get("routePrefix", "api")).strip("/")
+    timeout_text = host_json.get("functionTimeout")
+    # Core Tools and Premium/Dedicated plans default to 30 minutes; -1 means unbounded.
+    timeout: float | None = 1800.0
+    if timeout_text is not None:
+        timeout = None if str(timeout_text).strip() == "-1" else parse_timespan(str(timeout_text))
+    log_levels = (host_json.get("logging") or {}).get("logLevel") or {}
+
+    path = find_local_settings(script_root, settings_path)
+    values: dict[str, str] = {}
+    port = DEFAULT_PORT
+    if path is not None:
+        document = _read_json(path)
+        values = {str(k): str(v) for k, v in (document.get("Values") or {}).items()}
+        port = int((document.get("Host") or {}).get("LocalHttpPort", DEFAULT_PORT))
+    return HostConfig(
+        script_root=script_root,
+        values=values,
+        route_prefix=route_prefix,
+        function_timeout_s=timeout,
+        service_bus=ServiceBusOptions.from_section(extensions.get("serviceBus") or {}),
+        local_http_port=port,
+        log_level=str(log_levels.get("default", "Information")),
+        settings_path=path,
+    )
+
+
+def apply_values_to_environment(
+    values: Mapping[str, str], environ: MutableMapping[str, str] | None = None
+) -> list[str]:
+    """Export Values as environment variables; existing variables win (as in Core Tools).
+
+    Returns the names that were skipped because the environment already defines them.
+    """
+    target = os.environ if environ is None else environ
+    skipped = []
+    for name, value in values.items():
+        if name in target:
+            skipped.append(name)
+            continue
+        target[name] = value
+    return skipped
+
+
+def resolve_setting_references(text: str, environ: Mapping[str, str] | None = None) -> str:
+    """Replace ``%Name%`` with the app setting, as the host does for binding properties."""
+    source = os.environ if environ is None else environ
+
+    def lookup(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in source:
+            raise HostConfigError(f"binding refers to app setting %{name}% which is not set")
+        return source[name]
+
+    return _SETTING_REFERENCE.sub(lookup, text)
+
+
+def resolve_binding(
+    binding: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A binding's metadata with every string property's ``%Setting%`` names resolved."""
+    resolved: dict[str, Any] = {}
+    for key, value in binding.items():
+        resolved[key] = (
+            resolve_setting_references(value, environ) if isinstance(value, str) else value
+        )
+    return resolved

@@ -1,0 +1,189 @@
+"""The local host: wires configuration, the indexed app and every trigger together.
+
+Start order: settings into the environment, import and index the app, HTTP server (so
+webhooks answer), blob watcher (subscribes synchronously), Service Bus listeners, timers.
+Stop order (graceful drain): stop accepting HTTP and stop the trigger sources, let running
+invocations finish for up to ``drain_timeout_s``, then close receivers and pools.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from devtools.host.app_loader import FunctionSpec, load_functions
+from devtools.host.blob_watcher import BlobWatcher
+from devtools.host.config import HostConfig, apply_values_to_environment, load_host_config
+from devtools.host.eventgrid_delivery import RetryPolicy
+from devtools.host.http_server import Dispatcher, LocalHttpServer
+from devtools.host.invocation import Invoker
+from devtools.host.keys import HostKeys, load_or_create_keys
+from devtools.host.servicebus_listener import ServiceBusListener
+from devtools.host.timers import TimerRunner
+
+log = logging.getLogger("host")
+SUPPORTED_TRIGGERS = {
+    "httpTrigger",
+    "eventGridTrigger",
+    "blobTrigger",
+    "serviceBusTrigger",
+    "timerTrigger",
+}
+
+
+@dataclass(frozen=True)
+class HostOptions:
+    script_root: Path
+    settings_path: Path | None = None
+    keys_path: Path | None = None
+    bind: str = "127.0.0.1"
+    port: int | None = None
+    drain_timeout_s: float = 30.0
+    blob_poll_interval_s: float = 2.0
+    eventgrid_time_scale: float = 1.0
+    disabled: tuple[str, ...] = ()
+
+
+class LocalHost:
+    def __init__(self, options: HostOptions) -> None:
+        self.options = options
+        self.config: HostConfig = load_host_config(options.script_root, options.settings_path)
+        self.keys: HostKeys = load_or_create_keys(
+            options.keys_path or options.script_root / ".local" / "host-keys.json"
+        )
+        self.functions: list[FunctionSpec] = []
+        self._server: LocalHttpServer | None = None
+        self._watcher: BlobWatcher | None = None
+        self._listeners: list[ServiceBusListener] = []
+        self._timers: list[TimerRunner] = []
+        self._invoker: Invoker | None = None
+        self.stopped = threading.Event()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.server_port)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.options.bind}:{self.port}"
+
+    def _enabled(self, spec: FunctionSpec) -> bool:
+        disabled = os.environ.get(f"AzureWebJobs.{spec.name}.Disabled", "").lower() in ("1", "true")
+        return not disabled and spec.name not in self.options.disabled
+
+    def start(self) -> None:
+        skipped = apply_values_to_environment(self.config.values)
+        for name in skipped:
+            log.info(
+                "Skipping '%s' from local settings as it's already defined in the environment", name
+            )
+        all_functions = load_functions(self.options.script_root)
+        self.functions = [f for f in all_functions if self._enabled(f)]
+        for spec in all_functions:
+            if spec.trigger_type not in SUPPORTED_TRIGGERS:
+                log.warning(
+                    "function %s: %s is not supported by this host; it will not run",
+                    spec.name,
+                    spec.trigger_type,
+                )
+        self._invoker = Invoker(self.config.function_timeout_s, str(self.options.script_root))
+        dispatcher = Dispatcher(self.functions, self._invoker, self.keys, self.config.route_prefix)
+        port = self.config.local_http_port if self.options.port is None else self.options.port
+        try:
+            self._server = LocalHttpServer((self.options.bind, port), dispatcher)
+        except OSError as error:
+            raise SystemExit(
+                f"port {port} on {self.options.bind} is not available: {error.strerror}"
+            ) from error
+        self._server.start()
+        self._watcher = BlobWatcher(
+            self.functions,
+            self.base_url,
+            self.keys.system_keys["blobs_extension"],
+            _host_id(self.options.script_root),
+            poll_interval_s=self.options.blob_poll_interval_s,
+            retry=RetryPolicy(time_scale=self.options.eventgrid_time_scale),
+        )
+        self._watcher.start()
+        for spec in self.functions:
+            if spec.trigger_type == "serviceBusTrigger":
+                listener = ServiceBusListener(spec, self._invoker, self.config.service_bus)
+                self._listeners.append(listener)
+                listener.start()
+            elif spec.trigger_type == "timerTrigger":
+                runner = TimerRunner(spec, self._invoker)
+                self._timers.append(runner)
+                runner.start()
+        self._log_functions()
+
+    def _log_functions(self) -> None:
+        lines = ["Functions:"]
+        for spec in self.functions:
+            trigger = spec.trigger
+            if spec.trigger_type == "httpTrigger":
+                methods = ",".join(trigger.get("methods") or ["ALL"])
+                route = trigger.get("route") or spec.name
+                prefix = f"/{self.config.route_prefix}" if self.config.route_prefix else ""
+                detail = f"[{methods}] {self.base_url}{prefix}/{route}"
+            elif spec.trigger_type == "eventGridTrigger":
+                webhook = f"{self.base_url}/runtime/webhooks/eventgrid"
+                detail = f"eventGridTrigger {webhook}?functionName={spec.name}"
+            elif spec.trigger_type == "blobTrigger":
+                source = trigger.get("source", "LogsAndContainerScan")
+                detail = f"blobTrigger {trigger.get('path')} (source {source})"
+            elif spec.trigger_type == "serviceBusTrigger":
+                entity = (
+                    trigger.get("queueName")
+                    or f"{trigger.get('topicName')}/{trigger.get('subscriptionName')}"
+                )
+                cardinality = str(trigger.get("cardinality", "one")).lower()
+                detail = f"serviceBusTrigger {entity} (cardinality {cardinality})"
+            else:
+                detail = f"{spec.trigger_type} {trigger.get('schedule', '')}".rstrip()
+            lines.append(f"    {spec.name}: {detail}")
+        log.info("\n".join(lines))
+
+    def stop(self) -> None:
+        """Graceful drain; safe to call more than once."""
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        log.info(
+            "Stopping host: draining running invocations (up to %.0fs)",
+            self.options.drain_timeout_s,
+        )
+        if self._server is not None:
+            self._server.dispatcher.stopping = True
+            threading.Thread(target=self._server.shutdown, daemon=True).start()
+        sources: list[ServiceBusListener | TimerRunner] = [*self._listeners, *self._timers]
+        for source in sources:
+            source.stop()
+        if self._watcher is not None:
+            self._watcher.stop()
+        if self._invoker is not None:
+            self._invoker.stop_accepting()
+            if not self._invoker.drain(self.options.drain_timeout_s):
+                log.warning(
+                    "%d invocation(s) still running after the drain timeout",
+                    self._invoker.in_flight,
+                )
+        for source in sources:
+            source.join(10)
+        if self._watcher is not None:
+            self._watcher.join(5)
+        if self._server is not None:
+            self._server.wait_idle(5)
+            self._server.server_close()
+        if self._invoker is not None:
+            self._invoker.close()
+        log.info("Host stopped")
+
+
+def _host_id(script_root: Path) -> str:
+    name = re.sub(r"[^a-z0-9-]", "-", script_root.resolve().name.lower()).strip("-")
+    return (name or "local")[:32] + "-local"

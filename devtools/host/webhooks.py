@@ -1,0 +1,189 @@
+"""The extension webhooks: ``/runtime/webhooks/eventgrid`` and ``/runtime/webhooks/blobs``.
+
+Both answer Event Grid's validation handshakes (Event Grid schema: header
+``aeg-event-type: SubscriptionValidation`` -> 200 ``{"validationResponse": code}``;
+CloudEvents: ``OPTIONS`` with ``WebHook-Request-Origin`` -> ``WebHook-Allowed-Origin``)
+and require the extension's system key (``code=``), as the host does.
+
+Event Grid trigger: each event of the posted array is one invocation with an
+``azure.functions.EventGridEvent``; 200 when every invocation succeeded, 500 otherwise so
+Event Grid retries. Blob trigger (``source="EventGrid"``): each ``BlobCreated`` event of a
+container the trigger's path names is one invocation with an ``azure.functions.InputStream``
+read from storage through the binding's connection; 202 when done, 500 on failure.
+(The real host queues blob work internally and retries it itself; here the failure goes
+back to the sender, whose retry schedule then applies.)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from typing import Any
+from urllib.parse import unquote
+
+import azure.functions as func  # noqa: TID251 (the host must speak the worker's types)
+from azure.functions.blob import InputStream  # noqa: TID251
+
+from devtools.host.app_loader import FunctionSpec
+from devtools.host.http_messages import IncomingRequest, OutgoingResponse
+from devtools.host.invocation import HostStoppingError, Invoker
+from devtools.host.keys import HostKeys
+from devtools.host.storage import BlobReader, container_of_path
+
+log = logging.getLogger("host.webhooks")
+VALIDATION_EVENT = "Microsoft.EventGrid.SubscriptionValidationEvent"
+BLOB_CREATED = "Microsoft.Storage.BlobCreated"
+
+
+def _parse_time(text: Any) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def to_event_grid_event(event: dict[str, Any]) -> func.EventGridEvent:
+    """Event Grid schema, or a CloudEvent mapped onto the same fields."""
+    if "specversion" in event:
+        return func.EventGridEvent(
+            id=str(event.get("id", "")),
+            data=event.get("data"),  # type: ignore[arg-type]
+            topic=str(event.get("source", "")),
+            subject=str(event.get("subject", "")),
+            event_type=str(event.get("type", "")),
+            event_time=_parse_time(event.get("time")),
+            data_version=str(event.get("dataschema", "")),
+        )
+    return func.EventGridEvent(
+        id=str(event.get("id", "")),
+        data=event.get("data"),  # type: ignore[arg-type]
+        topic=str(event.get("topic", "")),
+        subject=str(event.get("subject", "")),
+        event_type=str(event.get("eventType", "")),
+        event_time=_parse_time(event.get("eventTime")),
+        data_version=str(event.get("dataVersion", "")),
+    )
+
+
+def _events_of(request: IncomingRequest) -> list[dict[str, Any]] | None:
+    try:
+        document = json.loads(request.body or b"null")
+    except ValueError:
+        return None
+    if isinstance(document, dict):
+        document = [document]
+    if not isinstance(document, list) or not all(isinstance(e, dict) for e in document):
+        return None
+    return document
+
+
+def _handshake(request: IncomingRequest, events: list[dict[str, Any]]) -> OutgoingResponse | None:
+    if (request.header("aeg-event-type") or "").lower() == "subscriptionvalidation" or (
+        events and events[0].get("eventType") == VALIDATION_EVENT
+    ):
+        data = events[0].get("data") if events else None
+        code = data.get("validationCode") if isinstance(data, dict) else None
+        if not code:
+            return OutgoingResponse.text(400, "validation event without data.validationCode")
+        log.info("Event Grid subscription validated (code %s)", code)
+        return OutgoingResponse.json(200, {"validationResponse": code})
+    return None
+
+
+class WebhookHandler:
+    """Dispatches webhook posts to Event Grid and Event Grid-sourced blob triggers."""
+
+    def __init__(self, functions: list[FunctionSpec], invoker: Invoker, keys: HostKeys) -> None:
+        self._event_grid = {
+            f.name.lower(): f for f in functions if f.trigger_type == "eventGridTrigger"
+        }
+        self._blobs = {f.name.lower(): f for f in functions if f.trigger_type == "blobTrigger"}
+        self._invoker = invoker
+        self._keys = keys
+        self._readers: dict[str, BlobReader] = {}
+
+    def handle(self, extension: str, request: IncomingRequest) -> OutgoingResponse:
+        system_key = "eventgrid_extension" if extension == "eventgrid" else "blobs_extension"
+        presented = request.query_value("code") or request.header("x-functions-key")
+        if not self._keys.allows_system(system_key, presented):
+            return OutgoingResponse(401)
+        if request.method.upper() == "OPTIONS":
+            origin = request.header("WebHook-Request-Origin") or "*"
+            return OutgoingResponse(
+                200, [("WebHook-Allowed-Origin", origin), ("WebHook-Allowed-Rate", "*")]
+            )
+        if request.method.upper() != "POST":
+            return OutgoingResponse(405)
+        name = unquote(request.query_value("functionName") or "")
+        if extension == "blobs" and name.startswith("Host.Functions."):
+            name = name[len("Host.Functions.") :]
+        table = self._event_grid if extension == "eventgrid" else self._blobs
+        spec = table.get(name.lower())
+        if spec is None:
+            return OutgoingResponse.text(404, f"no {extension} function named {name!r}")
+        events = _events_of(request)
+        if events is None:
+            return OutgoingResponse.text(400, "body must be a JSON array of events")
+        handshake = _handshake(request, events)
+        if handshake is not None:
+            return handshake
+        try:
+            if extension == "eventgrid":
+                return self._deliver_events(spec, events)
+            return self._deliver_blobs(spec, events)
+        except HostStoppingError:
+            return OutgoingResponse(503, [("Retry-After", "10")])
+
+    def _deliver_events(self, spec: FunctionSpec, events: list[dict[str, Any]]) -> OutgoingResponse:
+        failed = 0
+        for event in events:
+            try:
+                self._invoker.invoke(spec, {spec.trigger_parameter: to_event_grid_event(event)})
+            except HostStoppingError:
+                raise
+            except Exception:
+                failed += 1
+        return OutgoingResponse(500 if failed else 200)
+
+    def _reader(self, spec: FunctionSpec) -> BlobReader:
+        connection = str(spec.trigger.get("connection") or "AzureWebJobsStorage")
+        if connection not in self._readers:
+            self._readers[connection] = BlobReader.for_connection(connection)
+        return self._readers[connection]
+
+    def _deliver_blobs(self, spec: FunctionSpec, events: list[dict[str, Any]]) -> OutgoingResponse:
+        watched = container_of_path(str(spec.trigger.get("path", "")))
+        failed = 0
+        for event in events:
+            kind = event.get("eventType") or event.get("type")
+            subject = str(event.get("subject", ""))
+            parts = subject.split("/blobs/", 1)
+            container = parts[0].rsplit("/", 1)[-1] if len(parts) == 2 else ""
+            if kind != BLOB_CREATED or container != watched:
+                log.info(
+                    "blobs webhook: ignoring %s for %s (function %s)", kind, subject, spec.name
+                )
+                continue
+            blob_name = parts[1]
+            blob = self._reader(spec).read(container, blob_name)
+            if blob is None:
+                log.warning("blob %s/%s is gone; %s not invoked", container, blob_name, spec.name)
+                continue
+            stream = InputStream(
+                data=blob.content,
+                name=f"{container}/{blob_name}",
+                uri=blob.url,
+                length=len(blob.content),
+                blob_properties=blob.properties,
+                metadata=blob.metadata,
+            )
+            try:
+                self._invoker.invoke(spec, {spec.trigger_parameter: stream})
+            except HostStoppingError:
+                raise
+            except Exception:
+                failed += 1
+        return OutgoingResponse(500 if failed else 202)

@@ -1,0 +1,351 @@
+"""``python -m devtools.stack`` (``make run``): Azurite, the Service Bus emulator and the app.
+
+Ports come from the local settings connection strings (``AzureWebJobsStorage``/``Storage``
+endpoints, ``ServiceBusConnection``). A port that already answers is probed: Azurite (HTTP
+with an ``x-ms-request-id`` or ``Server: Azurite-*`` header) or an AMQP listener (the
+emulator) is reused, anything else stops the launch with a message naming the port.
+Azurite keeps its data in ``.local/azurite`` so jobs and blobs survive a restart
+(``--in-memory`` to start clean).
+Child processes run in their own sessions: Ctrl-C reaches only this launcher, which drains
+the host first, then stops the emulator and Azurite it started, and nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import IO
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LOCAL_DIR = REPO_ROOT / ".local"
+EMULATOR_CONFIG = REPO_ROOT / "infra" / "local" / "servicebus-emulator.json"
+DEFAULT_STORAGE_PORTS = {"Blob": 10000, "Queue": 10001, "Table": 10002}
+_HOST_STARTED = re.compile(r"Host started: (http://\S+)")
+_EMULATOR_READY = re.compile(r"ready amqp=\S+ admin=(http://\S+)")
+
+
+class StackError(Exception):
+    """The stack cannot start; the message says what to do."""
+
+
+def connection_parts(connection_string: str) -> dict[str, str]:
+    parts = (item.split("=", 1) for item in connection_string.split(";") if "=" in item)
+    return {key.strip(): value.strip() for key, value in parts}
+
+
+def storage_ports(values: dict[str, str]) -> dict[str, int]:
+    text = values.get("AzureWebJobsStorage") or values.get("Storage") or ""
+    parts = connection_parts(text)
+    if parts.get("UseDevelopmentStorage", "").lower() == "true" or not parts:
+        return dict(DEFAULT_STORAGE_PORTS)
+    ports = {}
+    for service, default in DEFAULT_STORAGE_PORTS.items():
+        endpoint = parts.get(f"{service}Endpoint")
+        match = re.match(r"https?://[^:/]+:(\d+)", endpoint or "")
+        ports[service] = int(match.group(1)) if match else default
+    return ports
+
+
+def servicebus_endpoint(values: dict[str, str]) -> tuple[int, str | None]:
+    parts = connection_parts(values.get("ServiceBusConnection", ""))
+    match = re.match(r"sb://[^:/]+:(\d+)", parts.get("Endpoint", ""))
+    return (int(match.group(1)) if match else 5672), parts.get("SharedAccessKey")
+
+
+PORT_OWNERS = {
+    "azurite": "Azurite",
+    "amqp": "an AMQP listener (a Service Bus emulator?)",
+    "http": "an HTTP server that is not Azurite",
+    "other": "a service that speaks neither HTTP nor AMQP",
+}
+
+
+def describe_port(port: int) -> str:
+    """'free', 'azurite', 'amqp', 'http' or 'other' for a loopback port."""
+    with socket.socket() as sock:
+        sock.settimeout(1.0)
+        if sock.connect_ex(("127.0.0.1", port)) != 0:
+            return "free"
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1) as response:
+            headers = response.headers
+    except urllib.error.HTTPError as error:
+        headers = error.headers
+    except Exception:
+        headers = None
+    server = (headers.get("Server") or "") if headers is not None else ""
+    if headers is not None and (headers.get("x-ms-request-id") or server.startswith("Azurite")):
+        return "azurite"
+    if headers is not None:
+        return "http"
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(b"AMQP\x03\x01\x00\x00")
+            if sock.recv(8).startswith(b"AMQP"):
+                return "amqp"
+    except OSError:
+        pass
+    return "other"
+
+
+class Child:
+    """A child process in its own session, output to a log file or forwarded to stdout."""
+
+    def __init__(self, name: str, command: list[str], log_path: Path | None) -> None:
+        self.name = name
+        self.log_path = log_path
+        self.lines: list[str] = []
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log: IO[bytes] | None = log_path.open("ab") if log_path else None
+        self.process = subprocess.Popen(
+            command,
+            cwd=REPO_ROOT,
+            stdout=self._log if self._log else subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        if self._log is None:
+            threading.Thread(target=self._forward, name=f"{name}-output", daemon=True).start()
+
+    def _forward(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            line = raw.decode(errors="replace")
+            self.lines.append(line)
+            sys.stdout.write(line)
+            sys.stdout.flush()
+
+    def output(self) -> str:
+        if self.log_path is not None:
+            return self.log_path.read_text(errors="replace")
+        return "".join(self.lines)
+
+    def wait_for(self, pattern: re.Pattern[str], timeout: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = pattern.search(self.output())
+            if match:
+                return match
+            if self.process.poll() is not None:
+                raise StackError(f"{self.name} exited early:\n{self.output()[-3000:]}")
+            time.sleep(0.1)
+        raise StackError(f"{self.name} did not become ready within {timeout:.0f}s")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        if self._log:
+            self._log.close()
+
+
+def wait_for_ports(ports: list[int], child: Child, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(describe_port(port) == "azurite" for port in ports):
+            return
+        if child.process.poll() is not None:
+            raise StackError(f"Azurite exited early:\n{child.output()[-3000:]}")
+        time.sleep(0.2)
+    raise StackError(f"Azurite did not listen on {ports} within {timeout:.0f}s")
+
+
+def start_azurite(ports: dict[str, int], in_memory: bool, started: list[Child]) -> None:
+    states = {service: describe_port(port) for service, port in ports.items()}
+    for service, state in states.items():
+        if state not in ("free", "azurite"):
+            raise StackError(
+                f"port {ports[service]} ({service} storage) is taken by something that is not "
+                f"Azurite: it looks like {PORT_OWNERS[state]}; free it or change the endpoints "
+                "in local.settings.json (or use --no-azurite)"
+            )
+    if states["Blob"] == "azurite":
+        print(f"Reusing the Azurite already answering on port {ports['Blob']}")
+        return
+    if any(state == "azurite" for state in states.values()):
+        raise StackError(f"an Azurite answers on some of {sorted(ports.values())} but not on blob")
+    executable = REPO_ROOT / "node_modules" / ".bin" / "azurite"
+    if not executable.exists():
+        raise StackError("Azurite is not installed: run `npm ci` (make run does it)")
+    command = [str(executable), "--blobHost", "127.0.0.1", "--queueHost", "127.0.0.1",
+               "--tableHost", "127.0.0.1", "--blobPort", str(ports["Blob"]),
+               "--queuePort", str(ports["Queue"]), "--tablePort", str(ports["Table"]),
+               "--skipApiVersionCheck", "--loose", "--disableTelemetry"]  # fmt: skip
+    if in_memory:
+        command.append("--inMemoryPersistence")
+    else:
+        (LOCAL_DIR / "azurite").mkdir(parents=True, exist_ok=True)
+        command += ["--location", str(LOCAL_DIR / "azurite")]
+    child = Child("Azurite", command, LOCAL_DIR / "logs" / "azurite.log")
+    started.append(child)
+    wait_for_ports(list(ports.values()), child)
+    print(
+        f"Started Azurite on ports {ports['Blob']}-{ports['Table']} (log .local/logs/azurite.log)"
+    )
+
+
+def start_emulator(port: int, sas_key: str | None, started: list[Child]) -> str | None:
+    """Start (or reuse) the emulator; returns its admin URL when started here."""
+    state = describe_port(port)
+    if state == "amqp":
+        print(f"Reusing the AMQP service (Service Bus emulator) already on port {port}")
+        return None
+    if state != "free":
+        raise StackError(
+            f"port {port} (ServiceBusConnection) is taken by something that does not speak AMQP "
+            f"(it looks like {PORT_OWNERS[state]}); free it or change ServiceBusConnection in "
+            "local.settings.json (or use --no-emulator)"
+        )
+    command = [sys.executable, "-m", "devtools.servicebus_emulator", "--config",
+               str(EMULATOR_CONFIG), "--host", "127.0.0.1", "--port", str(port),
+               "--admin-port", "0"]  # fmt: skip
+    if sas_key:
+        command += ["--sas-key", sas_key]
+    child = Child("Service Bus emulator", command, LOCAL_DIR / "logs" / "servicebus-emulator.log")
+    started.append(child)
+    match = child.wait_for(_EMULATOR_READY, timeout=30)
+    print(
+        f"Started the Service Bus emulator on port {port} (log .local/logs/servicebus-emulator.log)"
+    )
+    return match.group(1)
+
+
+def ensure_containers(settings_path: Path, values: dict[str, str]) -> list[str]:
+    from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
+    from shared.settings import Settings, load_settings
+
+    environ = {**values, **{k: v for k, v in os.environ.items() if k in values}}
+    settings = load_settings(environ, settings_path)
+    names = [
+        getattr(settings, field) for field in Settings.model_fields if field.endswith("_container")
+    ]
+    names += list(settings.allowed_input_containers)
+    unique = sorted(set(names))
+    AzureBlobStore(blob_service_client(settings)).ensure_containers(unique)
+    return unique
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m devtools.stack", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--settings", type=Path, help="default: local.settings.json, else the sample"
+    )
+    parser.add_argument(
+        "--port", type=int, help="HTTP port of the host (default: Host.LocalHttpPort or 7071)"
+    )
+    parser.add_argument(
+        "--no-azurite", action="store_true", help="do not start Azurite (use the one configured)"
+    )
+    parser.add_argument(
+        "--no-emulator", action="store_true", help="do not start the Service Bus emulator"
+    )
+    parser.add_argument("--in-memory", action="store_true", help="Azurite keeps nothing on disk")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    settings_path = args.settings or next(
+        (
+            p
+            for p in (REPO_ROOT / "local.settings.json", REPO_ROOT / "local.settings.sample.json")
+            if p.is_file()
+        ),
+        None,
+    )
+    if settings_path is None:
+        print("no local.settings.json (copy local.settings.sample.json)", file=sys.stderr)
+        return 2
+    document = json.loads(settings_path.read_text(encoding="utf-8"))
+    values = {str(k): str(v) for k, v in (document.get("Values") or {}).items()}
+    http_port = args.port or int((document.get("Host") or {}).get("LocalHttpPort", 7071))
+    stop = threading.Event()
+    ready = threading.Event()
+
+    def request_stop(signum: int, frame: object) -> None:
+        stop.set()
+        if not ready.is_set():
+            raise KeyboardInterrupt  # abandon start-up; `finally` stops what was started
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    started: list[Child] = []
+    try:
+        http_state = describe_port(http_port)
+        if http_state != "free":
+            owner = PORT_OWNERS.get(http_state, http_state)
+            raise StackError(f"port {http_port} is taken by {owner}: stop it or use --port")
+        if not args.no_azurite:
+            start_azurite(storage_ports(values), args.in_memory, started)
+        admin_url = None
+        if not args.no_emulator:
+            port, key = servicebus_endpoint(values)
+            admin_url = start_emulator(port, key, started)
+        containers = ensure_containers(settings_path, values)
+        host_command = [sys.executable, "-m", "devtools.host", "--script-root", str(REPO_ROOT)]
+        host_command += ["--settings", str(settings_path), "--port", str(http_port)]
+        host = Child("host", host_command, None)
+        started.append(host)
+        base_url = host.wait_for(_HOST_STARTED, timeout=60).group(1)
+        key = json.loads((REPO_ROOT / ".local" / "host-keys.json").read_text())["functionKeys"][
+            "default"
+        ]
+        print_banner(base_url, key, containers, admin_url)
+        ready.set()
+        while not stop.wait(0.5):
+            if any(child.process.poll() is not None for child in started):
+                crashed = [c.name for c in started if c.process.poll() is not None]
+                raise StackError(f"{', '.join(crashed)} stopped unexpectedly (logs in .local/logs)")
+        return 0
+    except StackError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        ready.set()  # a second Ctrl-C must not interrupt the shutdown below
+        for child in reversed(started):
+            child.stop(signal.SIGINT if child.name == "host" else signal.SIGTERM, timeout=45)
+
+
+def print_banner(base_url: str, key: str, containers: list[str], admin_url: str | None) -> None:
+    local = base_url.replace("127.0.0.1", "localhost")
+    lines = [
+        "",
+        "Inferbus is running.",
+        f"  API:             {local}/api/v1/requests",
+        f"  Function key:    {key}   (.local/host-keys.json)",
+        f"  Containers:      {', '.join(containers)}",
+        f"  Emulator counts: {admin_url}/runtime" if admin_url else "",
+        "  Logs:            .local/logs/ (Azurite, emulator); the host logs here",
+        "",
+        "Try:",
+        f'  curl -X POST "{local}/api/v1/requests?code={key}" -H "Content-Type: application/json" '
+        '-H "X-Tenant-Id: contoso" -d \'{"model":"local-analyzer","input":{"text":"hello"}}\'',
+        "",
+        "Ctrl-C stops everything started here.",
+        "",
+    ]
+    print("\n".join(line for line in lines if line is not None), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

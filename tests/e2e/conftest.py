@@ -1,0 +1,155 @@
+"""The whole local stack as a user starts it (``python -m devtools.stack``), on free ports.
+
+End-to-end tests use only what a user has: HTTP against the local host, blob uploads to
+Azurite and the Service Bus SDK against the emulator.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.azurite import ACCOUNT_KEY, ACCOUNT_NAME, free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+STARTUP_TIMEOUT_S = 90.0
+_STARTED = re.compile(r"Host started: (http://\S+)")
+_KEY = re.compile(r"Default function key: (\S+)")
+
+
+@dataclass(frozen=True)
+class Stack:
+    base_url: str
+    key: str
+    storage_connection_string: str
+    servicebus_connection_string: str
+    log_path: Path
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | dict[str, Any] | list[Any] | None = None,
+        headers: dict[str, str] | None = None,
+        *,
+        key: str | None = "default",
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One HTTP call to the local host; returns status, headers and body."""
+        all_headers = dict(headers or {})
+        data = None
+        if isinstance(body, dict | list):
+            data = json.dumps(body).encode()
+            all_headers.setdefault("Content-Type", "application/json")
+        elif body is not None:
+            data = body
+        if key == "default":
+            all_headers["x-functions-key"] = self.key
+        url = self.base_url + path
+        assert url.startswith("http://127.0.0.1:"), "end-to-end traffic stays on loopback"
+        request = urllib.request.Request(  # noqa: S310 (checked just above)
+            url, data=data, method=method, headers=all_headers
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (loopback)
+                return response.status, dict(response.headers), response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, dict(error.headers), error.read()
+
+
+def _settings(workdir: Path) -> tuple[Path, str, str]:
+    sample = json.loads((REPO_ROOT / "local.settings.sample.json").read_text())
+    blob, queue, table, bus, http = (free_port() for _ in range(5))
+    storage = (
+        f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT_NAME};AccountKey={ACCOUNT_KEY};"
+        f"BlobEndpoint=http://127.0.0.1:{blob}/{ACCOUNT_NAME};"
+    )
+    servicebus = (
+        f"Endpoint=sb://127.0.0.1:{bus};SharedAccessKeyName=RootManageSharedAccessKey;"
+        "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"
+    )
+    sample["Values"].update(
+        {
+            "AzureWebJobsStorage": storage
+            + f"QueueEndpoint=http://127.0.0.1:{queue}/{ACCOUNT_NAME};"
+            + f"TableEndpoint=http://127.0.0.1:{table}/{ACCOUNT_NAME};",
+            "Storage": storage,
+            "ServiceBusConnection": servicebus,
+            "RetryBaseSeconds": "0.5",
+            "RetryMaxSeconds": "1",
+            "MaxRetries": "2",
+            "DeferredSweepSchedule": "*/2 * * * * *",
+            "LocalModelRefusalTerms": "forbidden",
+        }
+    )
+    sample["Host"]["LocalHttpPort"] = http
+    path = workdir / "local.settings.json"
+    path.write_text(json.dumps(sample))
+    return path, storage, servicebus
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[Stack]:
+    """``python -m devtools.stack`` with its own ports; stopped with Ctrl-C at the end."""
+    workdir = Path(tempfile.mkdtemp(prefix="inferbus-e2e-"))
+    settings_path, storage, servicebus = _settings(workdir)
+    log_path = workdir / "stack.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "devtools.stack",
+                "--settings",
+                str(settings_path),
+                "--in-memory",
+            ],
+            cwd=REPO_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    text = ""
+    while time.monotonic() < deadline:
+        text = log_path.read_text(errors="replace")
+        started, key = _STARTED.search(text), _KEY.search(text)
+        if started and key and "Inferbus is running" in text:
+            break
+        if process.poll() is not None:
+            raise RuntimeError(f"the stack exited early:\n{text}")
+        time.sleep(0.2)
+    else:
+        process.kill()
+        raise RuntimeError(f"the stack did not start within {STARTUP_TIMEOUT_S}s:\n{text}")
+    try:
+        yield Stack(started.group(1), key.group(1), storage, servicebus, log_path)
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failing end-to-end test shows the tail of the stack's log."""
+    report = yield
+    stack_fixture = item.funcargs.get("stack") if hasattr(item, "funcargs") else None
+    if report.failed and isinstance(stack_fixture, Stack):
+        tail = stack_fixture.log_path.read_text(errors="replace")[-6000:]
+        report.sections.append(("stack log (tail)", tail))
+    return report

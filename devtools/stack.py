@@ -26,6 +26,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import IO
+from urllib.parse import urlsplit
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCAL_DIR = REPO_ROOT / ".local"
@@ -200,7 +201,15 @@ def start_azurite(ports: dict[str, int], in_memory: bool, started: list[Child]) 
     )
 
 
-def start_emulator(port: int, sas_key: str | None, started: list[Child]) -> str | None:
+def runtime_counts_port(values: dict[str, str]) -> int:
+    """The emulator's admin port from ``ServiceBusRuntimeCountsUrl`` (0: any free port)."""
+    url = values.get("ServiceBusRuntimeCountsUrl", "")
+    return urlsplit(url).port or 0 if url else 0
+
+
+def start_emulator(
+    port: int, sas_key: str | None, admin_port: int, started: list[Child]
+) -> str | None:
     """Start (or reuse) the emulator; returns its admin URL when started here."""
     state = describe_port(port)
     if state == "amqp":
@@ -214,7 +223,7 @@ def start_emulator(port: int, sas_key: str | None, started: list[Child]) -> str 
         )
     command = [sys.executable, "-m", "devtools.servicebus_emulator", "--config",
                str(EMULATOR_CONFIG), "--host", "127.0.0.1", "--port", str(port),
-               "--admin-port", "0"]  # fmt: skip
+               "--admin-port", str(admin_port)]  # fmt: skip
     if sas_key:
         command += ["--sas-key", sas_key]
     child = Child("Service Bus emulator", command, LOCAL_DIR / "logs" / "servicebus-emulator.log")
@@ -298,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         admin_url = None
         if not args.no_emulator:
             port, key = servicebus_endpoint(values)
-            admin_url = start_emulator(port, key, started)
+            admin_url = start_emulator(port, key, runtime_counts_port(values), started)
         containers = ensure_containers(settings_path, values)
         host_command = [sys.executable, "-m", "devtools.host", "--script-root", str(REPO_ROOT)]
         host_command += ["--settings", str(settings_path), "--port", str(http_port)]

@@ -76,6 +76,9 @@ class Settings(BaseModel):
     servicebus_client_id: str | None = Field(
         None, alias="ServiceBusConnection__clientId", json_schema_extra=AZURE
     )
+    servicebus_runtime_counts_url: str | None = Field(
+        None, alias="ServiceBusRuntimeCountsUrl", json_schema_extra=LOCAL
+    )
 
     event_grid_topic_endpoint: str | None = Field(None, alias="EventGridTopic__topicEndpoint")
     event_grid_topic_key: str | None = Field(

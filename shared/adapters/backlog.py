@@ -1,11 +1,17 @@
-"""The request queue's depth from Service Bus runtime properties (ATOM management API).
+"""The request queue's depth from Service Bus runtime properties.
 
-Reading runtime properties needs the Manage right in Azure only with SAS; with Entra ID
-the app's identity needs the "Azure Service Bus Data Owner" role or a reader role on the
-namespace (see infra/). The local emulator serves the same endpoint.
+In Azure: the management (ATOM) API through ``ServiceBusAdministrationClient``; the app's
+identity needs the "Azure Service Bus Data Owner" role on the queue (see infra/). Locally:
+the project's emulator publishes the same counts as JSON on its admin port
+(``ServiceBusRuntimeCountsUrl``), because the SDK's administration client only speaks
+HTTPS and the emulator, like Microsoft's, serves AMQP without TLS.
 """
 
 from __future__ import annotations
+
+import json
+import urllib.request
+from urllib.parse import quote
 
 from azure.servicebus.management import ServiceBusAdministrationClient
 
@@ -13,6 +19,21 @@ from shared.adapters.identity import azure_credential
 from shared.backlog import BacklogProbe
 from shared.errors import ConfigurationError
 from shared.settings import Settings
+
+
+class EmulatorBacklogProbe:
+    """Implements ``backlog.BacklogProbe`` over the local emulator's runtime counts."""
+
+    def __init__(self, counts_url: str, queue_name: str, timeout_seconds: float = 2.0) -> None:
+        if not counts_url.startswith(("http://127.", "http://localhost")):
+            raise ConfigurationError("ServiceBusRuntimeCountsUrl must be a loopback http:// URL")
+        self._url = f"{counts_url.rstrip('/')}/{quote(queue_name)}"
+        self._timeout = timeout_seconds
+
+    def active_messages(self) -> int:
+        with urllib.request.urlopen(self._url, timeout=self._timeout) as response:  # noqa: S310
+            counts = json.loads(response.read())
+        return int(counts["active_message_count"])
 
 
 class QueueBacklogProbe:
@@ -42,4 +63,8 @@ def backlog_probe_for(settings: Settings) -> BacklogProbe | None:
     """The probe for the requests queue, or None when backpressure is disabled."""
     if settings.max_queue_backlog <= 0:
         return None
+    if settings.servicebus_runtime_counts_url:
+        return EmulatorBacklogProbe(
+            settings.servicebus_runtime_counts_url, settings.requests_queue_name
+        )
     return QueueBacklogProbe(administration_client(settings), settings.requests_queue_name)

@@ -71,7 +71,7 @@ class Stack:
 
 def _settings(workdir: Path) -> tuple[Path, str, str]:
     sample = json.loads((REPO_ROOT / "local.settings.sample.json").read_text())
-    blob, queue, table, bus, http = (free_port() for _ in range(5))
+    blob, queue, table, bus, http, counts = (free_port() for _ in range(6))
     storage = (
         f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT_NAME};AccountKey={ACCOUNT_KEY};"
         f"BlobEndpoint=http://127.0.0.1:{blob}/{ACCOUNT_NAME};"
@@ -87,6 +87,7 @@ def _settings(workdir: Path) -> tuple[Path, str, str]:
             + f"TableEndpoint=http://127.0.0.1:{table}/{ACCOUNT_NAME};",
             "Storage": storage,
             "ServiceBusConnection": servicebus,
+            "ServiceBusRuntimeCountsUrl": f"http://127.0.0.1:{counts}/runtime",
             "RetryBaseSeconds": "0.5",
             "RetryMaxSeconds": "1",
             "MaxRetries": "2",

@@ -104,3 +104,29 @@ def test_an_unreachable_topic_is_transient() -> None:
 
 def test_no_endpoint_means_no_publisher() -> None:
     assert event_grid_publisher(Settings.model_validate({})) is None
+
+
+def test_namespace_topics_receive_the_same_events_through_the_publish_api(topic: Recorder) -> None:
+    settings = Settings.model_validate(
+        {
+            "EventGridTopic__topicEndpoint": topic.base_url,
+            "EventGridTopic__topicKey": "namespace-key",
+            "EventGridTopic__namespaceTopic": "results",
+        }
+    )
+    built = event_grid_publisher(settings)
+    assert built is not None
+    topic.reply(Reply(200, {}))  # a namespace answers a publish with an empty JSON object
+    built.publish(cloud_events(ANNOUNCEMENT))
+
+    (request,) = topic.requests
+    assert request.path == "/topics/results:publish"
+    assert request.query["api-version"] == ["2024-06-01"]
+    assert request.headers["content-type"].startswith("application/cloudevents-batch+json")
+    assert request.headers["authorization"] == "SharedAccessKey namespace-key"
+    events = request.json()
+    assert [e["type"] for e in events] == [
+        "com.inferbus.InferenceCompleted",
+        "com.inferbus.ContentClassified",
+    ]
+    assert all(e["specversion"] == "1.0" and e["traceparent"] for e in events)

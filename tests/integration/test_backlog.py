@@ -1,0 +1,71 @@
+"""Backpressure from the real queue depth, read from the emulator's runtime counts."""
+
+from __future__ import annotations
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from shared.adapters.backlog import EmulatorBacklogProbe, backlog_probe_for
+from shared.adapters.blob_storage import AzureBlobStore
+from shared.composition import build_services, use_services
+from shared.errors import ConfigurationError
+from tests.fixtures.azurite import Azurite
+from tests.fixtures.servicebus_emulator import ServiceBusEmulator
+from tests.integration.conftest import Call, json_body, make_settings
+from tests.support.servicebus import drain
+
+pytestmark = pytest.mark.integration
+
+QUEUE = "inference-requests"
+TEXT = {"model": "local-analyzer", "input": {"text": "one more"}}
+
+
+def test_intake_answers_503_once_the_queue_holds_the_limit(
+    call: Call, azurite: Azurite, storage: AzureBlobStore, servicebus_emulator: ServiceBusEmulator
+) -> None:
+    settings = make_settings(
+        azurite,
+        ServiceBusConnection=servicebus_emulator.connection_string,
+        ServiceBusRuntimeCountsUrl=f"{servicebus_emulator.admin_url}/runtime",
+        MaxQueueBacklog="3",
+        BacklogCacheSeconds="0",
+    )
+    use_services(build_services(settings, events=None))
+    try:
+        with ServiceBusClient.from_connection_string(servicebus_emulator.connection_string) as bus:
+            drain(bus, QUEUE)
+            statuses = [
+                call("submit_request", "POST", "/v1/requests", body=TEXT).status_code
+                for _ in range(5)
+            ]
+            problem = json_body(call("submit_request", "POST", "/v1/requests", body=TEXT))
+            assert len(drain(bus, QUEUE)) == 3
+    finally:
+        use_services(None)
+    assert statuses == [202, 202, 202, 503, 503]
+    assert "backlog is 3 messages (limit 3)" in problem["detail"]
+
+
+def test_the_probe_reads_the_emulator_and_refuses_non_loopback_urls(
+    servicebus_emulator: ServiceBusEmulator,
+) -> None:
+    with ServiceBusClient.from_connection_string(servicebus_emulator.connection_string) as bus:
+        drain(bus, QUEUE)
+        with bus.get_queue_sender(QUEUE) as sender:
+            sender.send_messages([ServiceBusMessage(b"x", message_id=f"m{n}") for n in range(2)])
+        probe = EmulatorBacklogProbe(f"{servicebus_emulator.admin_url}/runtime", QUEUE)
+        assert probe.active_messages() == 2
+        drain(bus, QUEUE)
+    with pytest.raises(ConfigurationError):
+        EmulatorBacklogProbe("http://10.0.0.5:5300/runtime", QUEUE)
+
+
+def test_without_a_counts_url_azure_uses_the_management_api(azurite: Azurite) -> None:
+    settings = make_settings(
+        azurite,
+        ServiceBusConnection="",
+        **{"ServiceBusConnection__fullyQualifiedNamespace": "ns.servicebus.windows.net"},
+        MaxQueueBacklog="100",
+    )
+    probe = backlog_probe_for(settings)
+    assert type(probe).__name__ == "QueueBacklogProbe"

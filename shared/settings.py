@@ -138,6 +138,7 @@ class Settings(BaseModel):
     lock_renewal_seconds: float = Field(20.0, gt=0, alias="LockRenewalSeconds")
     max_lock_renewal_seconds: float = Field(600.0, gt=0, alias="MaxLockRenewalSeconds")
     deferred_sweep_schedule: str = Field("0 */1 * * * *", alias="DeferredSweepSchedule")
+    backlog_report_schedule: str = Field("30 */1 * * * *", alias="BacklogReportSchedule")
 
     # --- models --------------------------------------------------------------------------
     model_provider: Literal["local", "azure_openai"] = Field("local", alias="ModelProvider")

@@ -78,3 +78,15 @@ def handle_event(event: IncomingEvent) -> None:
     outcome = get_services().event_intake.accept_event(event, source="eventgrid")
     if outcome.status == "rejected":
         log.error("event %s (%s) rejected: %s", event.id, event.type, outcome.reason)
+
+
+def report_backlog() -> None:
+    """Log the request queue's counts and oldest message age (see shared/backlog_report.py)."""
+    from shared.adapters.backlog import queue_observer_for
+    from shared.backlog_report import report_backlog as report
+
+    try:
+        settings = get_services().settings
+        report(settings.requests_queue_name, queue_observer_for(settings))
+    except Exception:
+        log.exception("backlog report failed; it runs again on the next schedule")

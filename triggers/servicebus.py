@@ -29,6 +29,12 @@ def process_requests(
     workers.handle_request_batch(messages, message_actions)
 
 
+@bp.function_name("report_backlog")
+@bp.timer_trigger(arg_name="timer", schedule="%BacklogReportSchedule%", run_on_startup=False)
+def report_backlog(timer: func.TimerRequest) -> None:
+    workers.report_backlog()
+
+
 @bp.function_name("sweep_deferred")
 @bp.timer_trigger(arg_name="timer", schedule="%DeferredSweepSchedule%", run_on_startup=False)
 def sweep_deferred(timer: func.TimerRequest) -> None:

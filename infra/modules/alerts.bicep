@@ -26,8 +26,8 @@ param appInsightsId string
 @minValue(60)
 param oldestMessageAgeThresholdSeconds int = 900
 
-@description('Custom metric the app emits with the age in seconds of the oldest active message of the request queue.')
-param oldestMessageAgeMetricName string = 'inferbus.queue.oldest_message_age_seconds'
+@description('Prefix of the log line in which the app reports the request queue every minute (shared/backlog_report.py), with oldest_age_seconds=<age of the oldest active message>.')
+param backlogReportPrefix string = 'inferbus.backlog'
 
 @description('Failed invocations in five minutes above which an alert fires.')
 @minValue(0)
@@ -147,8 +147,8 @@ module functionFailures 'metric-alert.bicep' = {
   }
 }
 
-// Service Bus has no platform metric for the age of the oldest message, so the app emits
-// one (a custom metric in Application Insights) and a log alert watches it.
+// Service Bus has no platform metric for the age of the oldest message, so the app reports
+// it every minute in a log line (the report_backlog timer) and a log alert parses it.
 resource oldestMessageAge 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   name: '${namePrefix}-oldest-request-age'
   location: location
@@ -167,7 +167,7 @@ resource oldestMessageAge 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = 
     criteria: {
       allOf: [
         {
-          query: 'customMetrics | where name == "${oldestMessageAgeMetricName}" | project timestamp, ageSeconds = valueMax'
+          query: 'traces | where message startswith "${backlogReportPrefix} " | extend ageSeconds = todouble(extract("oldest_age_seconds=([0-9.]+)", 1, message)) | project timestamp, ageSeconds'
           timeAggregation: 'Maximum'
           metricMeasureColumn: 'ageSeconds'
           operator: 'GreaterThan'

@@ -236,6 +236,7 @@ var appSettings = {
   LockRenewalSeconds: '20'
   MaxLockRenewalSeconds: '600'
   DeferredSweepSchedule: '0 */1 * * * *'
+  BacklogReportSchedule: '30 */1 * * * *'
   // Models. The local stand-in knobs stay neutral in Azure.
   ModelProvider: modelProvider
   LocalModelLatencyMs: '0'

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from datetime import datetime
+from typing import Any
 from urllib.parse import quote
 
+from azure.servicebus import ServiceBusClient, ServiceBusMessageState
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from shared.adapters.identity import azure_credential
 from shared.backlog import BacklogProbe
+from shared.backlog_report import QueueObserver, QueueSnapshot
 from shared.errors import ConfigurationError
 from shared.settings import Settings
 
@@ -30,10 +34,14 @@ class EmulatorBacklogProbe:
         self._url = f"{counts_url.rstrip('/')}/{quote(queue_name)}"
         self._timeout = timeout_seconds
 
-    def active_messages(self) -> int:
+    def counts(self) -> dict[str, Any]:
+        """The emulator's runtime properties of the queue (QueueRuntimeProperties names)."""
         with urllib.request.urlopen(self._url, timeout=self._timeout) as response:  # noqa: S310
-            counts = json.loads(response.read())
-        return int(counts["active_message_count"])
+            counts: dict[str, Any] = json.loads(response.read())
+        return counts
+
+    def active_messages(self) -> int:
+        return int(self.counts()["active_message_count"])
 
 
 class QueueBacklogProbe:
@@ -68,3 +76,67 @@ def backlog_probe_for(settings: Settings) -> BacklogProbe | None:
             settings.servicebus_runtime_counts_url, settings.requests_queue_name
         )
     return QueueBacklogProbe(administration_client(settings), settings.requests_queue_name)
+
+
+class EmulatorQueueObserver:
+    """Implements ``backlog_report.QueueObserver`` over the local emulator's counts."""
+
+    def __init__(self, counts_url: str, queue_name: str) -> None:
+        self._probe = EmulatorBacklogProbe(counts_url, queue_name)
+
+    def snapshot(self) -> QueueSnapshot:
+        counts = self._probe.counts()
+        oldest = counts.get("oldest_active_message_enqueued_time_utc")
+        return QueueSnapshot(
+            active=int(counts["active_message_count"]),
+            dead_lettered=int(counts.get("dead_letter_message_count", 0)),
+            scheduled=int(counts.get("scheduled_message_count", 0)),
+            deferred=int(counts["deferred_message_count"])
+            if "deferred_message_count" in counts
+            else None,
+            oldest_active_enqueued_at=datetime.fromisoformat(oldest) if oldest else None,
+        )
+
+
+class ServiceBusQueueObserver:
+    """Implements ``backlog_report.QueueObserver`` in Azure: counts from the management API,
+    the oldest active message by peeking the head of the queue (deferred and scheduled
+    messages are skipped; the queue orders by sequence number, so the first active one is
+    the oldest)."""
+
+    PEEK = 32
+
+    def __init__(
+        self, admin: ServiceBusAdministrationClient, client: ServiceBusClient, queue_name: str
+    ) -> None:
+        self._admin = admin
+        self._client = client
+        self._queue_name = queue_name
+
+    def snapshot(self) -> QueueSnapshot:
+        properties = self._admin.get_queue_runtime_properties(self._queue_name)
+        oldest = None
+        with self._client.get_queue_receiver(self._queue_name) as receiver:
+            for message in receiver.peek_messages(max_message_count=self.PEEK):
+                if message.state == ServiceBusMessageState.ACTIVE:
+                    oldest = message.enqueued_time_utc
+                    break
+        return QueueSnapshot(
+            active=int(properties.active_message_count or 0),
+            dead_lettered=int(properties.dead_letter_message_count or 0),
+            scheduled=int(properties.scheduled_message_count or 0),
+            deferred=None,
+            oldest_active_enqueued_at=oldest,
+        )
+
+
+def queue_observer_for(settings: Settings) -> QueueObserver:
+    if settings.servicebus_runtime_counts_url:
+        return EmulatorQueueObserver(
+            settings.servicebus_runtime_counts_url, settings.requests_queue_name
+        )
+    from shared.adapters.servicebus import servicebus_client
+
+    return ServiceBusQueueObserver(
+        administration_client(settings), servicebus_client(settings), settings.requests_queue_name
+    )

@@ -1,10 +1,12 @@
 """Scale bounds, retention and alerts: the operational promises of the deployment."""
 
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from shared.backlog_report import REPORT_PREFIX, QueueSnapshot, report_line
 from tests.infra import INFRA, MODULES, Expression, params, parse_value, read, resources_of_type
 
 MAIN = INFRA / "main.bicep"
@@ -116,12 +118,39 @@ def test_dead_letter_alert_fires_above_zero_per_entity() -> None:
     assert alert["dimensions"][0]["name"] == "EntityName"
 
 
+def _text(value: Any) -> str:
+    """A Bicep string as written, interpolations shown by their expression text."""
+    return "".join(part if isinstance(part, str) else part.text for part in value.parts)
+
+
 def test_oldest_message_age_alert() -> None:
     (rule,) = resources_of_type(read(ALERTS), "Microsoft.Insights/scheduledQueryRules")
     (criterion,) = rule.body["properties"]["criteria"]["allOf"]
     assert criterion["operator"] == "GreaterThan"
     assert criterion["threshold"] == Expression("oldestMessageAgeThresholdSeconds")
-    assert "oldestMessageAgeMetricName" in criterion["query"].parts[1].text
+    query_text = "".join(
+        part if isinstance(part, str) else part.text for part in criterion["query"].parts
+    )
+    assert "backlogReportPrefix" in query_text
+    assert params(read(ALERTS))["backlogReportPrefix"].default == REPORT_PREFIX
+
+
+def test_the_alert_query_parses_the_apps_backlog_line() -> None:
+    """The regex in the alert's KQL extract() reads the age from a real report line."""
+    (rule,) = resources_of_type(read(ALERTS), "Microsoft.Insights/scheduledQueryRules")
+    (criterion,) = rule.body["properties"]["criteria"]["allOf"]
+    query_text = "".join(
+        part if isinstance(part, str) else part.text for part in criterion["query"].parts
+    )
+    pattern = re.search(r'extract\("([^"]+)", 1, message\)', query_text)
+    assert pattern is not None
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    snapshot = QueueSnapshot(5, 0, 1, 2, now - timedelta(seconds=1234.5))
+    line = report_line("inference-requests", snapshot, now)
+    assert line.startswith(REPORT_PREFIX + " ")
+    match = re.search(pattern.group(1), line)
+    assert match is not None
+    assert float(match.group(1)) == 1234.5
 
 
 def test_action_group_reaches_the_alerts() -> None:

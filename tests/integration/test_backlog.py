@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
-from shared.adapters.backlog import EmulatorBacklogProbe, backlog_probe_for
+from shared.adapters.backlog import EmulatorBacklogProbe, EmulatorQueueObserver, backlog_probe_for
 from shared.adapters.blob_storage import AzureBlobStore
+from shared.backlog_report import report_backlog
 from shared.composition import build_services, use_services
 from shared.errors import ConfigurationError
 from tests.fixtures.azurite import Azurite
@@ -69,3 +72,19 @@ def test_without_a_counts_url_azure_uses_the_management_api(azurite: Azurite) ->
     )
     probe = backlog_probe_for(settings)
     assert type(probe).__name__ == "QueueBacklogProbe"
+
+
+def test_the_minute_report_reads_the_queue_on_the_emulator(
+    servicebus_emulator: ServiceBusEmulator,
+) -> None:
+    with ServiceBusClient.from_connection_string(servicebus_emulator.connection_string) as bus:
+        drain(bus, QUEUE)
+        with bus.get_queue_sender(QUEUE) as sender:
+            sender.send_messages([ServiceBusMessage(b"x", message_id=f"r{n}") for n in range(3)])
+        time.sleep(1.2)
+        observer = EmulatorQueueObserver(f"{servicebus_emulator.admin_url}/runtime", QUEUE)
+        line = report_backlog(QUEUE, observer)
+        drain(bus, QUEUE)
+    assert f"queue={QUEUE} active=3 " in line
+    age = float(line.rsplit("oldest_age_seconds=", 1)[1])
+    assert 1.0 <= age < 30

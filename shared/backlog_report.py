@@ -1,0 +1,58 @@
+"""The health of the request queue, reported once a minute as one structured log line.
+
+Service Bus offers platform metrics for active and dead-lettered messages but none for
+the age of the oldest message, which is what tells "busy" from "stalled" (a deep queue
+that moves is fine; an old head is not). The reporter reads the queue's counts and its
+oldest active message and logs::
+
+    inferbus.backlog queue=inference-requests active=12 dead_lettered=0 scheduled=3
+        deferred=1 oldest_age_seconds=42.0          (one line in the log)
+
+The Functions host forwards worker logs to Application Insights (``traces``), where the
+"oldest request age" alert in infra/ parses this line: no extra telemetry SDK needed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from shared.clock import Clock, utc_now
+
+log = logging.getLogger(__name__)
+
+REPORT_PREFIX = "inferbus.backlog"
+
+
+@dataclass(frozen=True)
+class QueueSnapshot:
+    active: int
+    dead_lettered: int
+    scheduled: int
+    deferred: int | None
+    oldest_active_enqueued_at: datetime | None
+
+
+class QueueObserver(Protocol):
+    def snapshot(self) -> QueueSnapshot: ...
+
+
+def report_line(queue: str, snapshot: QueueSnapshot, now: datetime) -> str:
+    """The log line the alert parses (keep its ``key=value`` names stable)."""
+    age = 0.0
+    if snapshot.oldest_active_enqueued_at is not None:
+        age = max(0.0, (now - snapshot.oldest_active_enqueued_at).total_seconds())
+    deferred = "unknown" if snapshot.deferred is None else str(snapshot.deferred)
+    return (
+        f"{REPORT_PREFIX} queue={queue} active={snapshot.active} "
+        f"dead_lettered={snapshot.dead_lettered} scheduled={snapshot.scheduled} "
+        f"deferred={deferred} oldest_age_seconds={age:.1f}"
+    )
+
+
+def report_backlog(queue: str, observer: QueueObserver, clock: Clock = utc_now) -> str:
+    line = report_line(queue, observer.snapshot(), clock())
+    log.info(line)
+    return line

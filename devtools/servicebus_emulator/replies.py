@@ -1,0 +1,45 @@
+"""AMQP error conditions and node replies shared by links, consumers and nodes."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from proton import Condition, Link, Message, Terminus, symbol
+
+LOG = logging.getLogger("servicebus_emulator.links")
+
+
+def error_condition(condition: str, description: str) -> Condition:
+    """An AMQP error with a non-empty info map: the SDK indexes all three error fields."""
+    return Condition(condition, description, {symbol("x-opt-emulator"): True})
+
+
+def refuse(link: Link, condition: str, description: str) -> None:
+    """Attach then detach with an error: the SDK surfaces the condition to the caller."""
+    if link.source.type == Terminus.UNSPECIFIED and link.remote_source is not None:
+        link.source.copy(link.remote_source)
+    if link.is_sender:
+        # A refused receive link names no entity, so the SDK skips its session bookkeeping
+        # (which expects a granted session id) and only reports the detach error.
+        link.source.address = "$refused"
+        link.source.filter.clear()
+    link.open()
+    link.condition = error_condition(condition, description)
+    link.close()
+    LOG.info("link refused: %s %s", condition, description)
+
+
+def status_reply(
+    code: int, description: str, condition: str | None = None, body: Any = None
+) -> Message:
+    """A node reply; $cbs reads ``status-code``, $management reads ``statusCode``."""
+    properties: dict[str, Any] = {
+        "statusCode": code,
+        "statusDescription": description,
+        "status-code": code,
+        "status-description": description,
+    }
+    if condition:
+        properties["errorCondition"] = symbol(condition)
+    return Message(body=body, properties=properties)

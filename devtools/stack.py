@@ -17,27 +17,25 @@ import json
 import os
 import re
 import signal
-import socket
-import subprocess
 import sys
 import threading
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import IO
 from urllib.parse import urlsplit
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from devtools.processes import (
+    PORT_OWNERS,
+    REPO_ROOT,
+    Child,
+    StackError,
+    describe_port,
+    wait_for_ports,
+)
+
 LOCAL_DIR = REPO_ROOT / ".local"
 EMULATOR_CONFIG = REPO_ROOT / "infra" / "local" / "servicebus-emulator.json"
 DEFAULT_STORAGE_PORTS = {"Blob": 10000, "Queue": 10001, "Table": 10002}
 _HOST_STARTED = re.compile(r"Host started: (http://\S+)")
 _EMULATOR_READY = re.compile(r"ready amqp=\S+ admin=(http://\S+)")
-
-
-class StackError(Exception):
-    """The stack cannot start; the message says what to do."""
 
 
 def connection_parts(connection_string: str) -> dict[str, str]:
@@ -62,109 +60,6 @@ def servicebus_endpoint(values: dict[str, str]) -> tuple[int, str | None]:
     parts = connection_parts(values.get("ServiceBusConnection", ""))
     match = re.match(r"sb://[^:/]+:(\d+)", parts.get("Endpoint", ""))
     return (int(match.group(1)) if match else 5672), parts.get("SharedAccessKey")
-
-
-PORT_OWNERS = {
-    "azurite": "Azurite",
-    "amqp": "an AMQP listener (a Service Bus emulator?)",
-    "http": "an HTTP server that is not Azurite",
-    "other": "a service that speaks neither HTTP nor AMQP",
-}
-
-
-def describe_port(port: int) -> str:
-    """'free', 'azurite', 'amqp', 'http' or 'other' for a loopback port."""
-    with socket.socket() as sock:
-        sock.settimeout(1.0)
-        if sock.connect_ex(("127.0.0.1", port)) != 0:
-            return "free"
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1) as response:
-            headers = response.headers
-    except urllib.error.HTTPError as error:
-        headers = error.headers
-    except Exception:
-        headers = None
-    server = (headers.get("Server") or "") if headers is not None else ""
-    if headers is not None and (headers.get("x-ms-request-id") or server.startswith("Azurite")):
-        return "azurite"
-    if headers is not None:
-        return "http"
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-            sock.sendall(b"AMQP\x03\x01\x00\x00")
-            if sock.recv(8).startswith(b"AMQP"):
-                return "amqp"
-    except OSError:
-        pass
-    return "other"
-
-
-class Child:
-    """A child process in its own session, output to a log file or forwarded to stdout."""
-
-    def __init__(self, name: str, command: list[str], log_path: Path | None) -> None:
-        self.name = name
-        self.log_path = log_path
-        self.lines: list[str] = []
-        if log_path is not None:
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log: IO[bytes] | None = log_path.open("ab") if log_path else None
-        self.process = subprocess.Popen(
-            command,
-            cwd=REPO_ROOT,
-            stdout=self._log if self._log else subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        if self._log is None:
-            threading.Thread(target=self._forward, name=f"{name}-output", daemon=True).start()
-
-    def _forward(self) -> None:
-        assert self.process.stdout is not None
-        for raw in self.process.stdout:
-            line = raw.decode(errors="replace")
-            self.lines.append(line)
-            sys.stdout.write(line)
-            sys.stdout.flush()
-
-    def output(self) -> str:
-        if self.log_path is not None:
-            return self.log_path.read_text(errors="replace")
-        return "".join(self.lines)
-
-    def wait_for(self, pattern: re.Pattern[str], timeout: float) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            match = pattern.search(self.output())
-            if match:
-                return match
-            if self.process.poll() is not None:
-                raise StackError(f"{self.name} exited early:\n{self.output()[-3000:]}")
-            time.sleep(0.1)
-        raise StackError(f"{self.name} did not become ready within {timeout:.0f}s")
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        if self._log:
-            self._log.close()
-
-
-def wait_for_ports(ports: list[int], child: Child, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(describe_port(port) == "azurite" for port in ports):
-            return
-        if child.process.poll() is not None:
-            raise StackError(f"Azurite exited early:\n{child.output()[-3000:]}")
-        time.sleep(0.2)
-    raise StackError(f"Azurite did not listen on {ports} within {timeout:.0f}s")
 
 
 def start_azurite(ports: dict[str, int], in_memory: bool, started: list[Child]) -> None:

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from shared.contracts import RequestMessage
+from shared.inference import ResultDocument
 from shared.messaging import OutgoingMessage
 
 EVENT_SOURCE = "/inferbus/processor"
@@ -126,6 +129,38 @@ def topic_message(announcement: Announcement) -> OutgoingMessage:
         correlation_id=announcement.correlation_id or announcement.request_id,
         subject=event_type,
         application_properties=properties,
+    )
+
+
+def announcement_for(
+    request: RequestMessage,
+    outcome: str,
+    *,
+    properties: Mapping[str, object] | None = None,
+    correlation_id: str | None = None,
+    result: ResultDocument | None = None,
+    result_uri: str | None = None,
+    error_code: str | None = None,
+) -> Announcement:
+    """The announcement of a finished request; ``properties`` are the request message's
+    application properties, whose trace context the events continue."""
+    properties = properties or {}
+    traceparent = properties.get("traceparent")
+    tracestate = properties.get("tracestate")
+    inference = result.result if result is not None else None
+    return Announcement(
+        request_id=request.request_id,
+        tenant_id=request.tenant_id,
+        model=request.model,
+        outcome=outcome,
+        priority=request.priority.value,
+        document_type=inference.document_type if inference else None,
+        review_required=bool(inference and inference.review_required),
+        result_uri=result_uri,
+        error_code=error_code,
+        traceparent=traceparent if isinstance(traceparent, str) else None,
+        tracestate=tracestate if isinstance(tracestate, str) else None,
+        correlation_id=correlation_id,
     )
 
 

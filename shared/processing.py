@@ -8,23 +8,18 @@ count is the backstop for a bug that repeats).
 
 from __future__ import annotations
 
-import json
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from pydantic import ValidationError
-
-from shared.announcements import Announcement, Announcer
+from shared.announcements import Announcer, announcement_for
 from shared.backoff import retry_delay
 from shared.claimcheck import ClaimChecks
 from shared.clock import Clock, utc_now
 from shared.contracts import (
-    REQUEST_MESSAGE_SCHEMA,
     ClaimCheck,
-    Job,
     JobError,
     JobStatus,
     RequestMessage,
@@ -34,8 +29,10 @@ from shared.errors import ClaimCheckInvalid, Conflict, PermanentError, Transient
 from shared.inbound import InboundMessage
 from shared.inference import ModelClient
 from shared.jobs import JobRepository, fail, transition
-from shared.messaging import MessageSender, OutgoingMessage
-from shared.results import ResultStore
+from shared.messaging import MessageSender
+from shared.request_parsing import InvalidPayload, parse_request
+from shared.results import ResultStore, summary_of
+from shared.retries import retry_copy
 from shared.settlement import MAX_DESCRIPTION_CHARS, DeadLetterReason, Settler
 
 log = logging.getLogger(__name__)
@@ -50,33 +47,6 @@ class ProcessingPolicy:
     max_retries: int
     retry_base_seconds: float
     retry_max_seconds: float
-
-
-class InvalidPayload(Exception):
-    """The message cannot be read as a request: dead-letter it with this description."""
-
-
-def parse_request(message: InboundMessage, allowed_models: tuple[str, ...]) -> RequestMessage:
-    """The request in a message body, or InvalidPayload saying exactly what is wrong."""
-    try:
-        document = json.loads(message.body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InvalidPayload(f"the body is not JSON: {error}") from error
-    if not isinstance(document, dict):
-        raise InvalidPayload("the body is not a JSON object")
-    schema = document.get("schema")
-    if schema != REQUEST_MESSAGE_SCHEMA:
-        raise InvalidPayload(f"unknown schema {schema!r}; expected {REQUEST_MESSAGE_SCHEMA!r}")
-    try:
-        request = RequestMessage.model_validate(document)
-    except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()
-        )
-        raise InvalidPayload(f"the request does not match {schema}: {problems}") from error
-    if request.model not in allowed_models:
-        raise InvalidPayload(f"unknown model {request.model!r}")
-    return request
 
 
 def _clip(text: str) -> str:
@@ -142,9 +112,12 @@ class MessageProcessor:
             return self._expire(message, request, settler)
         if request.not_before is not None and request.not_before > now:
             return self._defer(message, request, settler, request.not_before, "not_before")
-        if request.after and not self._prerequisite_done(request, message, settler):
-            if message.sequence_number is None:
-                return "dead-lettered"
+        if request.after:
+            prerequisite = self._prerequisite(request)
+            if prerequisite is JobStatus.COMPLETED:
+                return self._run(message, request, settler)
+            if prerequisite is not None and prerequisite.is_terminal:
+                return self._prerequisite_failed(message, request, settler, prerequisite)
             return self._defer(message, request, settler, now + PREREQUISITE_RECHECK, "after")
         return self._run(message, request, settler)
 
@@ -164,7 +137,9 @@ class MessageProcessor:
                 request.request_id,
                 lambda job: transition(job, JobStatus.EXPIRED, settlement="completed"),
             )
-            self._announce_end(request, "expired", "deadline_exceeded")
+            self._announce_end(
+                request, "expired", "deadline_exceeded", message.application_properties
+            )
         except Conflict:
             pass
         settler.complete(message)
@@ -195,21 +170,24 @@ class MessageProcessor:
         settler.defer(message)
         return "deferred"
 
-    def _prerequisite_done(
-        self, request: RequestMessage, message: InboundMessage, settler: Settler
-    ) -> bool:
-        """True when ``after`` completed; dead-letters when it ended any other way."""
+    def _prerequisite(self, request: RequestMessage) -> JobStatus | None:
+        """The status of the request named by ``after`` (None while it does not exist)."""
         assert request.after is not None
         prerequisite = self._jobs.find(request.tenant_id, request.after)
-        if prerequisite is None or not prerequisite.status.is_terminal:
-            return False
-        if prerequisite.status is JobStatus.COMPLETED:
-            return True
-        why = f"prerequisite {request.after} ended {prerequisite.status.value}"
+        return prerequisite.status if prerequisite else None
+
+    def _prerequisite_failed(
+        self,
+        message: InboundMessage,
+        request: RequestMessage,
+        settler: Settler,
+        prerequisite: JobStatus,
+    ) -> str:
+        """An ordered step whose predecessor ended without a result can never run."""
+        why = f"prerequisite {request.after} ended {prerequisite.value}"
         self._fail_job(request.tenant_id, request.request_id, "prerequisite_failed", why)
         settler.dead_letter(message, DeadLetterReason.PERMANENT_FAILURE, why)
-        object.__setattr__(message, "sequence_number", None)  # tells the caller it is settled
-        return False
+        return "dead-lettered"
 
     def _run(self, message: InboundMessage, request: RequestMessage, settler: Settler) -> str:
         try:
@@ -227,12 +205,16 @@ class MessageProcessor:
             document, result_blob = self._results.find_or_create(
                 request, lambda: self._read_input(request), self._model, message.retry_count
             )
-            announcement = self._announcement(request, job, document.outcome, result_blob)
-            if document.result is not None:
-                announcement = _with_result(
-                    announcement, document.result.document_type, document.result.review_required
+            self._announcer.announce(
+                announcement_for(
+                    request,
+                    document.outcome,
+                    properties=message.application_properties,
+                    correlation_id=job.correlation_id,
+                    result=document,
+                    result_uri=self._results.uri(result_blob),
                 )
-            self._announcer.announce(announcement)
+            )
             self._jobs.update(
                 request.tenant_id,
                 request.request_id,
@@ -240,19 +222,21 @@ class MessageProcessor:
                     current,
                     JobStatus.COMPLETED,
                     result_blob=result_blob,
-                    result_summary=_summary(document.outcome, document.result, document.refusal),
+                    result_summary=summary_of(document),
                     settlement="completed",
                 ),
             )
         except ClaimCheckInvalid as error:
             self._fail_job(request.tenant_id, request.request_id, "claim_check_invalid", str(error))
             settler.dead_letter(message, DeadLetterReason.CLAIM_CHECK_INVALID, _clip(str(error)))
-            self._announce_end(request, "failed", "claim_check_invalid")
+            self._announce_end(
+                request, "failed", "claim_check_invalid", message.application_properties
+            )
             return "dead-lettered"
         except PermanentError as error:
             self._fail_job(request.tenant_id, request.request_id, error.code, str(error))
             settler.dead_letter(message, DeadLetterReason.PERMANENT_FAILURE, _clip(str(error)))
-            self._announce_end(request, "failed", error.code)
+            self._announce_end(request, "failed", error.code, message.application_properties)
             return "dead-lettered"
         except TransientError as error:
             return self._retry(message, request, settler, error)
@@ -277,7 +261,9 @@ class MessageProcessor:
             why = f"gave up after {retries} retries; last error: {error}"
             self._fail_job(request.tenant_id, request.request_id, "max_retries_exceeded", why)
             settler.dead_letter(message, DeadLetterReason.MAX_RETRIES_EXCEEDED, _clip(why))
-            self._announce_end(request, "failed", "max_retries_exceeded")
+            self._announce_end(
+                request, "failed", "max_retries_exceeded", message.application_properties
+            )
             return "dead-lettered"
         delay = retry_delay(
             retries,
@@ -325,77 +311,17 @@ class MessageProcessor:
         except Exception:
             log.info("job %s not marked failed (%s)", request_id, code, exc_info=True)
 
-    def _announcement(
-        self, request: RequestMessage, job: Job, outcome: str, result_blob: str | None
-    ) -> Announcement:
-        return Announcement(
-            request_id=request.request_id,
-            tenant_id=request.tenant_id,
-            model=request.model,
-            outcome=outcome,
-            priority=request.priority.value,
-            result_uri=self._results.uri(result_blob) if result_blob else None,
-            correlation_id=job.correlation_id,
-        )
-
-    def _announce_end(self, request: RequestMessage, outcome: str, error_code: str) -> None:
+    def _announce_end(
+        self,
+        request: RequestMessage,
+        outcome: str,
+        error_code: str,
+        properties: Mapping[str, object] | None = None,
+    ) -> None:
         """Failures are announced best-effort: the dead-letter queue is the record."""
         try:
-            announcement = Announcement(
-                request_id=request.request_id,
-                tenant_id=request.tenant_id,
-                model=request.model,
-                outcome=outcome,
-                priority=request.priority.value,
-                error_code=error_code,
+            self._announcer.announce(
+                announcement_for(request, outcome, properties=properties, error_code=error_code)
             )
-            self._announcer.announce(announcement)
         except Exception:
             log.warning("could not announce %s of %s", outcome, request.request_id, exc_info=True)
-
-
-def _with_result(announcement: Announcement, document_type: str, review: bool) -> Announcement:
-    from dataclasses import replace
-
-    return replace(announcement, document_type=document_type, review_required=review)
-
-
-def _summary(outcome: str, result: object, refusal: dict[str, str] | None) -> dict[str, object]:
-    summary: dict[str, object] = {"outcome": outcome}
-    if result is not None:
-        summary["document_type"] = getattr(result, "document_type", None)
-        summary["confidence"] = getattr(result, "confidence", None)
-        summary["review_required"] = getattr(result, "review_required", None)
-    if refusal:
-        summary["refusal"] = refusal
-    return summary
-
-
-def retry_copy(
-    message: InboundMessage,
-    retry_count: int,
-    enqueue_at: datetime,
-    deadline: datetime | None,
-    now: datetime,
-) -> OutgoingMessage:
-    """A copy of ``message`` for a scheduled retry.
-
-    It keeps the request id (in the body), correlation id, session id, subject and every
-    application property, but needs its own message id, or the queue's duplicate
-    detection would drop it as a copy of the original.
-    """
-    base_id = (message.message_id or "message").split(":retry:")[0]
-    properties = {k: v for k, v in message.application_properties.items() if v is not None}
-    properties["retry_count"] = retry_count
-    ttl = max(deadline - now, timedelta(seconds=1)) if deadline else None
-    return OutgoingMessage(
-        body=message.body,
-        message_id=f"{base_id}:retry:{retry_count}",
-        correlation_id=message.correlation_id or base_id,
-        content_type=message.content_type or "application/json",
-        subject=message.subject,
-        session_id=message.session_id,
-        time_to_live=ttl,
-        scheduled_enqueue_time=enqueue_at,
-        application_properties=properties,
-    )

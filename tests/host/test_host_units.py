@@ -14,7 +14,8 @@ from devtools.host.app_loader import FunctionSpec
 from devtools.host.config import HostConfigError, parse_timespan, resolve_binding
 from devtools.host.eventgrid_delivery import RetryPolicy
 from devtools.host.invocation import FunctionTimeoutError, HostStoppingError, Invoker
-from devtools.stack import describe_port, servicebus_endpoint, storage_ports
+from devtools.processes import describe_port
+from devtools.stack import servicebus_endpoint, storage_ports
 
 
 def spec(function: Callable[..., Any], name: str = "f") -> FunctionSpec:

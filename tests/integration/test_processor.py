@@ -252,6 +252,9 @@ def test_a_mixed_batch_settles_every_message_on_its_own(
     assert received["human-review"] == {event_id(i, completed_event) for i in review_ids}
 
     published = [event for request in event_grid.requests for event in request.json()]
+    for event in published:  # every event continues the trace that intake started
+        job = processing.jobs.get(tenant, event["data"]["request_id"])
+        assert event["traceparent"].split("-")[1] == job.correlation_id
     assert {e["id"] for e in published if e["type"] == completed_event} == completed_ids
     assert all(
         e["subject"].startswith(f"/tenants/{tenant}/models/local-analyzer/requests/")

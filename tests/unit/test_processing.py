@@ -329,7 +329,12 @@ def test_an_unexpected_exception_abandons_only_that_message(h: Harness) -> None:
 
 def test_success_persists_publishes_then_completes(h: Harness) -> None:
     h.job()
-    assert h.processor.process(message(request_body(h)), h.settler) == "completed"
+    trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    assert (
+        h.processor.process(message(request_body(h), traceparent=trace), h.settler) == "completed"
+    )
+    assert h.events.published[0].extensions["traceparent"] == trace
+    assert h.topic.sent[0].application_properties["traceparent"] == trace
     assert h.settler.actions == [("complete", "r1", None, None)]
     job = h.jobs.get(TENANT, "r1")
     assert job.status is JobStatus.COMPLETED

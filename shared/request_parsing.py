@@ -1,0 +1,41 @@
+"""Reading a request message: the body must be a known version of the request contract.
+
+Everything here is a reason to dead-letter with ``InvalidPayload``: no retry can turn a
+malformed body into a valid one, and the description tells an operator exactly why.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import ValidationError
+
+from shared.contracts import REQUEST_MESSAGE_SCHEMA, RequestMessage
+from shared.inbound import InboundMessage
+
+
+class InvalidPayload(Exception):
+    """The message cannot be read as a request: dead-letter it with this description."""
+
+
+def parse_request(message: InboundMessage, allowed_models: tuple[str, ...]) -> RequestMessage:
+    """The request in a message body, or InvalidPayload saying exactly what is wrong."""
+    try:
+        document = json.loads(message.body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InvalidPayload(f"the body is not JSON: {error}") from error
+    if not isinstance(document, dict):
+        raise InvalidPayload("the body is not a JSON object")
+    schema = document.get("schema")
+    if schema != REQUEST_MESSAGE_SCHEMA:
+        raise InvalidPayload(f"unknown schema {schema!r}; expected {REQUEST_MESSAGE_SCHEMA!r}")
+    try:
+        request = RequestMessage.model_validate(document)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()
+        )
+        raise InvalidPayload(f"the request does not match {schema}: {problems}") from error
+    if request.model not in allowed_models:
+        raise InvalidPayload(f"unknown model {request.model!r}")
+    return request

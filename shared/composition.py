@@ -16,6 +16,7 @@ from typing import Any
 
 from shared.announcements import Announcer, EventPublisher
 from shared.backlog import BacklogGate, BacklogProbe
+from shared.backlog_report import QueueObserver
 from shared.batch import BatchProcessor
 from shared.claimcheck import BlobStore, ClaimChecks
 from shared.clock import Clock, utc_now
@@ -47,6 +48,7 @@ class Services:
     deferred_source: DeferredSourceFactory
     event_intake: EventIntake
     webhook_tokens: TokenValidator | None
+    queue_observer: Callable[[], QueueObserver]
 
 
 def model_client_for(settings: Settings) -> ModelClient:
@@ -176,6 +178,7 @@ def build_services(
         ledger=ledger,
         sweeper=DeferredSweeper(ledger, processor, clock),
         deferred_source=lambda: _deferred_source(bus, settings.requests_queue_name),
+        queue_observer=_Lazy(lambda: _queue_observer(settings, bus)).get,
         event_intake=event_intake,
         webhook_tokens=webhook_tokens,
     )
@@ -200,6 +203,12 @@ def _queue_sender(bus: _Lazy, entity: str, *, topic: bool = False) -> MessageSen
     from shared.adapters.servicebus import LazyServiceBusSender
 
     return LazyServiceBusSender(bus.get, entity, topic=topic)
+
+
+def _queue_observer(settings: Settings, bus: _Lazy) -> QueueObserver:
+    from shared.adapters.backlog import queue_observer_for
+
+    return queue_observer_for(settings, bus.get())
 
 
 def _deferred_source(bus: _Lazy, queue: str) -> AbstractContextManager[DeferredSource]:

@@ -21,8 +21,9 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
+from shared.claimcheck import BlobStore
 from shared.clock import Clock, utc_now
 from shared.errors import InvalidInput
 from shared.event_intake import EventIntake, EventOutcome
@@ -39,16 +40,6 @@ DEAD_LETTER_FIELDS = (
     "publishTime",
     "lastDeliveryAttemptTime",
 )
-
-
-class DeadLetterBlobs(Protocol):
-    def list_names(self, container: str, prefix: str) -> list[str]: ...
-
-    def read(self, container: str, name: str) -> bytes | None: ...
-
-    def upload(
-        self, container: str, name: str, data: bytes, media_type: str, metadata: dict[str, str]
-    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -119,7 +110,7 @@ class ReplayResult:
 class DeadLetterReplay:
     def __init__(
         self,
-        blobs: DeadLetterBlobs,
+        blobs: BlobStore,
         dead_letter_container: str,
         marker_container: str,
         event_intake: EventIntake,

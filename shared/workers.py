@@ -82,11 +82,10 @@ def handle_event(event: IncomingEvent) -> None:
 
 def report_backlog() -> None:
     """Log the request queue's counts and oldest message age (see shared/backlog_report.py)."""
-    from shared.adapters.backlog import queue_observer_for
     from shared.backlog_report import report_backlog as report
 
     try:
-        settings = get_services().settings
-        report(settings.requests_queue_name, queue_observer_for(settings))
+        services = get_services()
+        report(services.settings.requests_queue_name, services.queue_observer())
     except Exception:
         log.exception("backlog report failed; it runs again on the next schedule")

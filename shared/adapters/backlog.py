@@ -130,13 +130,12 @@ class ServiceBusQueueObserver:
         )
 
 
-def queue_observer_for(settings: Settings) -> QueueObserver:
+def queue_observer_for(settings: Settings, client: ServiceBusClient) -> QueueObserver:
+    """The observer of the request queue; ``client`` is the process's Service Bus client."""
     if settings.servicebus_runtime_counts_url:
         return EmulatorQueueObserver(
             settings.servicebus_runtime_counts_url, settings.requests_queue_name
         )
-    from shared.adapters.servicebus import servicebus_client
-
     return ServiceBusQueueObserver(
-        administration_client(settings), servicebus_client(settings), settings.requests_queue_name
+        administration_client(settings), client, settings.requests_queue_name
     )

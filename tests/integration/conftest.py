@@ -11,13 +11,15 @@ from typing import Any
 
 import azure.functions as func
 import pytest
+from azure.servicebus import ServiceBusClient
 
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
 from shared.composition import Services, build_services, use_services
 from shared.settings import Settings
-from tests.fakes import RecordingSender
 from tests.fixtures.azurite import Azurite
+from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.support.functions import indexed_functions
+from tests.support.servicebus import QueueRecorder
 
 BASE_URL = "http://localhost:7071/api"
 Call = Callable[..., func.HttpResponse]
@@ -48,16 +50,22 @@ def storage(azurite: Azurite) -> AzureBlobStore:
 
 
 @pytest.fixture
-def sender() -> RecordingSender:
-    return RecordingSender()
+def sender(servicebus_emulator: ServiceBusEmulator) -> Iterator[QueueRecorder]:
+    """The request queue on the emulator: what the app's real sender delivered there."""
+    with ServiceBusClient.from_connection_string(servicebus_emulator.connection_string) as bus:
+        yield QueueRecorder(bus, "inference-requests")
 
 
 @pytest.fixture
 def services(
-    azurite: Azurite, storage: AzureBlobStore, sender: RecordingSender
+    azurite: Azurite,
+    storage: AzureBlobStore,
+    servicebus_emulator: ServiceBusEmulator,
+    sender: QueueRecorder,
 ) -> Iterator[Services]:
-    """The real services on Azurite with a recording message sender, installed for the app."""
-    built = build_services(make_settings(azurite), sender=sender)
+    """The real services on Azurite and the emulator, installed for the app."""
+    settings = make_settings(azurite, ServiceBusConnection=servicebus_emulator.connection_string)
+    built = build_services(settings, events=None)
     use_services(built)
     yield built
     use_services(None)

@@ -14,6 +14,7 @@ from shared.contracts import Job
 from tests.fakes import FixedBacklog, RecordingSender, broker_down
 from tests.fixtures.azurite import Azurite, free_port
 from tests.integration.conftest import Call, json_body, make_settings
+from tests.support.servicebus import QueueRecorder
 
 pytestmark = pytest.mark.integration
 
@@ -94,7 +95,7 @@ def test_out_of_range_deadline_is_400(call: Call, services: Services) -> None:
     assert problem["errors"] == [{"field": "deadline_seconds", "message": "too large"}]
 
 
-def test_unknown_model_is_422(call: Call, services: Services, sender: RecordingSender) -> None:
+def test_unknown_model_is_422(call: Call, services: Services, sender: QueueRecorder) -> None:
     response = call(
         "submit_request", "POST", "/v1/requests", body={"model": "gpt-9", "input": {"text": "x"}}
     )
@@ -176,21 +177,27 @@ def test_storage_unavailable_is_503(call: Call, azurite: Azurite) -> None:
 
 
 def test_send_failure_fails_the_job_releases_the_key_and_answers_503(
-    call: Call, services: Services, sender: RecordingSender, tenant: str
+    call: Call, azurite: Azurite, storage: AzureBlobStore, tenant: str
 ) -> None:
-    sender.fail_with = broker_down()
-    headers = {"idempotency-key": "order-42"}
-    response = call("submit_request", "POST", "/v1/requests", body=TEXT, headers=headers)
-    assert_problem(response, 503, "service-unavailable")
-    failed = [
-        job
-        for job in _jobs_of(services, tenant)
-        if job.status.value == "failed" and job.error and job.error.code == "enqueue_failed"
-    ]
-    assert len(failed) == 1
+    # The outage is injected at the sender port: the broker must fail, then recover.
+    sender = RecordingSender(fail_with=broker_down())
+    services = build_services(make_settings(azurite), sender=sender)
+    use_services(services)
+    try:
+        headers = {"idempotency-key": "order-42"}
+        response = call("submit_request", "POST", "/v1/requests", body=TEXT, headers=headers)
+        assert_problem(response, 503, "service-unavailable")
+        failed = [
+            job
+            for job in _jobs_of(services, tenant)
+            if job.status.value == "failed" and job.error and job.error.code == "enqueue_failed"
+        ]
+        assert len(failed) == 1
 
-    sender.fail_with = None
-    retry = call("submit_request", "POST", "/v1/requests", body=TEXT, headers=headers)
+        sender.fail_with = None
+        retry = call("submit_request", "POST", "/v1/requests", body=TEXT, headers=headers)
+    finally:
+        use_services(None)
     assert retry.status_code == 202
     assert json_body(retry)["id"] != failed[0].id, "the released key starts a new request"
     assert len(sender.sent) == 1

@@ -8,8 +8,8 @@ import pytest
 
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.composition import Services
-from tests.fakes import RecordingSender
 from tests.integration.conftest import Call, json_body
+from tests.support.servicebus import QueueRecorder
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +23,7 @@ def post(call: Call, body: dict[str, object], key: str) -> object:
 
 
 def test_same_key_same_body_returns_the_same_job_and_sends_once(
-    call: Call, services: Services, sender: RecordingSender
+    call: Call, services: Services, sender: QueueRecorder
 ) -> None:
     first = post(call, BODY, "k-1")
     second = post(call, {"input": {"text": "same work"}, "model": "local-analyzer"}, "k-1")
@@ -33,7 +33,7 @@ def test_same_key_same_body_returns_the_same_job_and_sends_once(
 
 
 def test_same_key_different_body_is_409(
-    call: Call, services: Services, sender: RecordingSender
+    call: Call, services: Services, sender: QueueRecorder
 ) -> None:
     assert post(call, BODY, "k-2").status_code == 202
     conflict = post(call, {**BODY, "priority": "high"}, "k-2")
@@ -56,7 +56,7 @@ def test_keys_are_scoped_to_the_tenant(call: Call, services: Services) -> None:
 
 
 def test_concurrent_duplicates_make_exactly_one_job_and_one_message(
-    call: Call, services: Services, sender: RecordingSender, storage: AzureBlobStore, tenant: str
+    call: Call, services: Services, sender: QueueRecorder, storage: AzureBlobStore, tenant: str
 ) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         responses = list(pool.map(lambda _: post(call, BODY, "burst"), range(8)))

@@ -12,8 +12,8 @@ import pytest
 
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.composition import Services
-from tests.fakes import RecordingSender
 from tests.integration.conftest import Call, json_body, principal_header
+from tests.support.servicebus import QueueRecorder
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +23,7 @@ def submit(call: Call, body: dict[str, object], **kwargs: object) -> func.HttpRe
 
 
 def test_json_text_is_accepted_stored_recorded_and_enqueued(
-    call: Call, services: Services, sender: RecordingSender, storage: AzureBlobStore, tenant: str
+    call: Call, services: Services, sender: QueueRecorder, storage: AzureBlobStore, tenant: str
 ) -> None:
     response = call(
         "submit_request",
@@ -91,7 +91,7 @@ def test_raw_upload_is_stored_with_its_media_type(
 
 
 def test_blob_reference_inside_the_tenant_is_accepted_with_computed_sha256(
-    call: Call, services: Services, sender: RecordingSender, storage: AzureBlobStore, tenant: str
+    call: Call, services: Services, sender: QueueRecorder, storage: AzureBlobStore, tenant: str
 ) -> None:
     storage.upload("incoming", f"{tenant}/doc.txt", b"referenced", "text/plain", {})
     uri = f"{storage.account_url}/incoming/{tenant}/doc.txt"
@@ -122,7 +122,7 @@ def test_blob_reference_inside_the_tenant_is_accepted_with_computed_sha256(
 def test_blob_references_outside_the_allowed_space_are_refused(
     call: Call,
     services: Services,
-    sender: RecordingSender,
+    sender: QueueRecorder,
     storage: AzureBlobStore,
     tenant: str,
     make_uri: Callable[[str, str], str],
@@ -155,7 +155,7 @@ def test_the_tenant_comes_from_the_app_service_principal(
 
 
 def test_not_before_and_metadata_travel_with_the_job(
-    call: Call, services: Services, sender: RecordingSender, tenant: str
+    call: Call, services: Services, sender: QueueRecorder, tenant: str
 ) -> None:
     not_before = (datetime.now(UTC) + timedelta(minutes=5)).replace(microsecond=0)
     response = submit(

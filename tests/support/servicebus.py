@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver
+
+from shared.inbound import normalise_properties
 
 
 class ReceiverMessageActions:
@@ -79,3 +83,43 @@ def drain(
             for message in batch:
                 receiver.complete_message(message)
             drained.extend(batch)
+
+
+@dataclass(frozen=True)
+class ArrivedMessage:
+    """A message as the broker delivered it, with properties normalised to ``str`` keys."""
+
+    message_id: str
+    correlation_id: str | None
+    content_type: str | None
+    subject: str | None
+    time_to_live: timedelta | None
+    application_properties: dict[str, Any]
+    body: bytes
+
+
+class QueueRecorder:
+    """What the app sent to a queue on the emulator: ``sent`` drains the queue and keeps
+    everything that has arrived so far (the queue is emptied when the recorder starts)."""
+
+    def __init__(self, client: ServiceBusClient, queue: str) -> None:
+        self._client = client
+        self._queue = queue
+        self._arrived: list[ArrivedMessage] = []
+        drain(client, queue)
+
+    @property
+    def sent(self) -> list[ArrivedMessage]:
+        for message in drain(self._client, self._queue):
+            self._arrived.append(
+                ArrivedMessage(
+                    message_id=str(message.message_id),
+                    correlation_id=message.correlation_id,
+                    content_type=message.content_type,
+                    subject=message.subject,
+                    time_to_live=message.time_to_live,
+                    application_properties=normalise_properties(message.application_properties),
+                    body=b"".join(message.body),
+                )
+            )
+        return list(self._arrived)

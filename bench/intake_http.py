@@ -31,7 +31,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from devtools.stack import ensure_containers  # noqa: E402
-from tests.fixtures.azurite import ACCOUNT_KEY, ACCOUNT_NAME, free_port  # noqa: E402
+from tests.fixtures.azurite import run_azurite  # noqa: E402
+from tests.fixtures.servicebus_emulator import DEFAULT_CONFIG, _EmulatorProcess  # noqa: E402
 
 TERMINAL = {"completed", "failed", "expired", "cancelled"}
 SUBMIT_BODY = json.dumps({"model": "local-analyzer", "input": {"text": "hello"}}).encode()
@@ -222,28 +223,10 @@ class Stack:
 def start_stack(stack: ExitStack, work: Path, backlog_check: bool) -> Stack:
     """Azurite, the emulator and both hosts on free loopback ports, stopped by ``stack``."""
     python = sys.executable
-    blob_port = free_port()
-    azurite = [
-        str(REPO_ROOT / "node_modules/.bin/azurite-blob"),
-        *("--blobHost", "127.0.0.1", "--blobPort", str(blob_port)),
-        *("--inMemoryPersistence", "--skipApiVersionCheck", "--loose", "--disableTelemetry"),
-    ]
-    stack.enter_context(process(azurite, work / "azurite.log", re.compile("successfully listens")))
-    emulator_command = [
-        *(python, "-m", "devtools.servicebus_emulator"),
-        *("--config", "infra/local/servicebus-emulator.json", "--host", "127.0.0.1"),
-        *("--port", "0", "--admin-port", "0", "--sas-key", "SAS_KEY_VALUE"),
-    ]
-    ready = re.compile(r"ready amqp=[\d.]+:(\d+)")
-    emulator = stack.enter_context(process(emulator_command, work / "emulator.log", ready))
-    storage = (
-        f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT_NAME};AccountKey={ACCOUNT_KEY};"
-        f"BlobEndpoint=http://127.0.0.1:{blob_port}/{ACCOUNT_NAME};"
-    )
-    servicebus = (
-        f"Endpoint=sb://127.0.0.1:{emulator.group(1)};SharedAccessKeyName="
-        "RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"
-    )
+    storage = stack.enter_context(run_azurite()).connection_string
+    emulator = _EmulatorProcess(DEFAULT_CONFIG, work / "emulator.log")
+    stack.callback(emulator.stop)
+    servicebus = emulator.info.connection_string
     values = json.loads((REPO_ROOT / "local.settings.sample.json").read_text())["Values"]
     values |= {
         "AzureWebJobsStorage": storage,

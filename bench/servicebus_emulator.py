@@ -185,7 +185,7 @@ def sender_phase(sender: Any, count: int, **props: object) -> Callable[[], None]
     def run() -> None:
         remaining = count
         while remaining:
-            batch, remaining = fill_batch(sender, remaining, dict(props))
+            batch, remaining = fill_batch(sender, remaining, props)
             sender.send_messages(batch)
 
     return run
@@ -225,22 +225,17 @@ def main() -> None:
         ServiceBusClient.from_connection_string(connection_string) as client,
     ):
         meter = Meter(pid)
-        with client.get_queue_sender("bench-queue") as sender:
-            meter.measure("send (batches) to queue", n, sender_phase(sender, n))
-        with client.get_queue_receiver(
-            "bench-queue", prefetch_count=500, receive_mode=peek_lock
-        ) as receiver:
-            meter.measure(
-                "receive+complete (peek-lock)", n, receiver_phase(receiver, n, complete=True)
-            )
-        with client.get_queue_sender("bench-queue") as sender:
-            meter.measure("send (batches) to queue, again", n, sender_phase(sender, n))
-        with client.get_queue_receiver(
-            "bench-queue", prefetch_count=500, receive_mode=delete
-        ) as receiver:
-            meter.measure(
-                "receive (receive-and-delete)", n, receiver_phase(receiver, n, complete=False)
-            )
+        rounds = (
+            ("send (batches) to queue", "receive+complete (peek-lock)", peek_lock, True),
+            ("send (batches) to queue, again", "receive (receive-and-delete)", delete, False),
+        )
+        for send_label, receive_label, mode, complete in rounds:
+            with client.get_queue_sender("bench-queue") as sender:
+                meter.measure(send_label, n, sender_phase(sender, n))
+            with client.get_queue_receiver(
+                "bench-queue", prefetch_count=500, receive_mode=mode
+            ) as receiver:
+                meter.measure(receive_label, n, receiver_phase(receiver, n, complete=complete))
         fan = n // 2
         props = {"model_name": "local-analyzer", "priority": "high"}
         with client.get_topic_sender("bench-topic") as sender:
@@ -252,7 +247,7 @@ def main() -> None:
                 meter.measure(
                     f"  receive copies from {subscription}",
                     fan,
-                    receiver_phase(receiver, fan, False),
+                    receiver_phase(receiver, fan, complete=False),
                 )
 
 

@@ -132,17 +132,13 @@ def start_emulator(
 
 def ensure_containers(settings_path: Path, values: dict[str, str]) -> list[str]:
     from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
-    from shared.settings import Settings, load_settings
+    from shared.settings import load_settings
 
-    environ = {**values, **{k: v for k, v in os.environ.items() if k in values}}
-    settings = load_settings(environ, settings_path)
-    names = [
-        getattr(settings, field) for field in Settings.model_fields if field.endswith("_container")
-    ]
-    names += list(settings.allowed_input_containers)
-    unique = sorted(set(names))
-    AzureBlobStore(blob_service_client(settings)).ensure_containers(unique)
-    return unique
+    # The file's Values are read by load_settings; the environment wins, as for the host.
+    settings = load_settings({k: v for k, v in os.environ.items() if k in values}, settings_path)
+    names = settings.container_names()
+    AzureBlobStore(blob_service_client(settings)).ensure_containers(names)
+    return names
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -238,7 +234,7 @@ def print_banner(base_url: str, key: str, containers: list[str], admin_url: str 
         f"  API:             {local}/api/v1/requests",
         f"  Function key:    {key}   (.local/host-keys.json)",
         f"  Containers:      {', '.join(containers)}",
-        f"  Emulator counts: {admin_url}/runtime" if admin_url else "",
+        *([f"  Emulator counts: {admin_url}/runtime"] if admin_url else []),
         "  Logs:            .local/logs/ (Azurite, emulator); the host logs here",
         "",
         "Try:",
@@ -248,7 +244,7 @@ def print_banner(base_url: str, key: str, containers: list[str], admin_url: str 
         "Ctrl-C stops everything started here.",
         "",
     ]
-    print("\n".join(line for line in lines if line is not None), flush=True)
+    print("\n".join(lines), flush=True)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from devtools.host.http_messages import (
     from_function_result,
     to_function_request,
 )
-from devtools.host.invocation import FunctionTimeoutError, HostStoppingError, Invoker
+from devtools.host.invocation import HostStoppingError, Invoker
 from devtools.host.keys import HostKeys
 from devtools.host.routing import RouteTable, compile_route
 from devtools.host.webhooks import WebhookHandler
@@ -103,8 +103,6 @@ class Dispatcher:
             result = self._invoker.invoke(spec, arguments)
         except HostStoppingError:
             return OutgoingResponse(503, [("Retry-After", "5")])
-        except FunctionTimeoutError:
-            return OutgoingResponse(500)
         except Exception:
             return OutgoingResponse(500)
         try:

@@ -16,7 +16,6 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,8 +104,6 @@ class Invoker:
         self,
         spec: FunctionSpec,
         arguments: dict[str, Any],
-        *,
-        context_factory: Callable[[InvocationContext], dict[str, Any]] | None = None,
     ) -> Any:
         """Run one invocation to its end and return its result, or raise what it raised.
 
@@ -122,8 +119,6 @@ class Invoker:
         call_arguments = dict(arguments)
         if spec.wants_context:
             call_arguments["context"] = context
-        if context_factory is not None:
-            call_arguments.update(context_factory(context))
         started = time.perf_counter()
         outcome = "Failed"
         try:

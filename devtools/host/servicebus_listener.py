@@ -202,7 +202,7 @@ class ServiceBusListener:
                 batch += receiver.receive_messages(
                     max_message_count=limit - len(batch), max_wait_time=wait
                 )
-            if len(batch) >= minimum or len(batch) >= limit:
+            if len(batch) >= minimum:  # minimum <= limit, so a full batch also stops here
                 break
             if deadline is None or time.monotonic() >= deadline:
                 break

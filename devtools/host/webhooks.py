@@ -47,25 +47,31 @@ def _parse_time(text: Any) -> datetime | None:
 
 def to_event_grid_event(event: dict[str, Any]) -> func.EventGridEvent:
     """Event Grid schema, or a CloudEvent mapped onto the same fields."""
-    if "specversion" in event:
-        return func.EventGridEvent(
-            id=str(event.get("id", "")),
-            data=event.get("data"),  # type: ignore[arg-type]
-            topic=str(event.get("source", "")),
-            subject=str(event.get("subject", "")),
-            event_type=str(event.get("type", "")),
-            event_time=_parse_time(event.get("time")),
-            data_version=str(event.get("dataschema", "")),
-        )
+    names = _CLOUDEVENT_NAMES if "specversion" in event else _EVENTGRID_NAMES
     return func.EventGridEvent(
         id=str(event.get("id", "")),
         data=event.get("data"),  # type: ignore[arg-type]
-        topic=str(event.get("topic", "")),
+        topic=str(event.get(names["topic"], "")),
         subject=str(event.get("subject", "")),
-        event_type=str(event.get("eventType", "")),
-        event_time=_parse_time(event.get("eventTime")),
-        data_version=str(event.get("dataVersion", "")),
+        event_type=str(event.get(names["event_type"], "")),
+        event_time=_parse_time(event.get(names["event_time"])),
+        data_version=str(event.get(names["data_version"], "")),
     )
+
+
+# Where each EventGridEvent field lives in the two schemas.
+_EVENTGRID_NAMES = {
+    "topic": "topic",
+    "event_type": "eventType",
+    "event_time": "eventTime",
+    "data_version": "dataVersion",
+}
+_CLOUDEVENT_NAMES = {
+    "topic": "source",
+    "event_type": "type",
+    "event_time": "time",
+    "data_version": "dataschema",
+}
 
 
 def _events_of(request: IncomingRequest) -> list[dict[str, Any]] | None:

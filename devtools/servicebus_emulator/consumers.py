@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from proton import Condition, Data, Disposition, Link, symbol, timestamp, ulong
+from proton import Condition, Data, Disposition, Link, symbol, timestamp
 
 from .broker import BrokerError, Namespace
 from .replies import error_condition, refuse
@@ -245,13 +245,12 @@ def apply_outcome(
     error: Condition | None,
 ) -> None:
     """Complete, abandon, defer or dead-letter one locked message."""
-    sink = namespace.dead_letter_sink(store)
     if outcome == Disposition.ACCEPTED:
         store.remove(envelope)
     elif outcome == Disposition.MODIFIED and undeliverable:
         store.defer(envelope)
     elif outcome == Disposition.MODIFIED:
-        store.release(envelope, sink)
+        store.release(envelope, namespace.dead_letter_sink(store))
     elif outcome == Disposition.REJECTED:
         raw_info: Any = error.info if error is not None else None
         info = {str(k): v for k, v in dict(raw_info or {}).items()}
@@ -285,4 +284,4 @@ def _filters(link: Link) -> dict[Any, Any]:
     return dict(value) if isinstance(value, dict) else {}
 
 
-__all__ = ["Consumer", "ConsumerRegistry", "ulong"]
+__all__ = ["Consumer", "ConsumerRegistry"]

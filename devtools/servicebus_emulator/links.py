@@ -21,7 +21,6 @@ from .codec import parse_message, split_batch
 from .consumers import Consumer, ConsumerRegistry
 from .replies import error_condition, refuse, status_reply
 from .sections import MessageFormatError
-from .store import EntityStore
 
 LOG = logging.getLogger("servicebus_emulator.links")
 CREDIT_WINDOW = 1000
@@ -192,4 +191,4 @@ class LinkRouter:
         out.settle()
 
 
-__all__ = ["EntityStore", "LinkRouter", "error_condition", "refuse", "status_reply"]
+__all__ = ["LinkRouter"]

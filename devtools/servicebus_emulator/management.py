@@ -157,13 +157,8 @@ class ManagementNode:
                 envelope is None
                 or envelope.state is not MessageState.DEFERRED
                 or envelope.is_locked
+                or (session_id is not None and envelope.session_id != session_id)
             ):
-                return status_reply(
-                    404,
-                    f"Deferred message {sequence} not found.",
-                    "com.microsoft:message-not-found",
-                )
-            if session_id is not None and envelope.session_id != session_id:
                 return status_reply(
                     404,
                     f"Deferred message {sequence} not found.",
@@ -226,7 +221,6 @@ class ManagementNode:
         state = body.get("session-state")
         info = store.sessions[session_id]
         info.state = None if state is None else bytes(state)
-        info.state_updated_at = time.time()
         return status_reply(200, "OK")
 
     def list_sessions(self, path: str, body: dict[str, Any]) -> Message:

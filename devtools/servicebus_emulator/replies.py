@@ -7,7 +7,7 @@ from typing import Any
 
 from proton import Condition, Link, Message, Terminus, symbol
 
-LOG = logging.getLogger("servicebus_emulator.links")
+LOG = logging.getLogger("servicebus_emulator.replies")
 
 
 def error_condition(condition: str, description: str) -> Condition:

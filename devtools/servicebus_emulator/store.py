@@ -57,7 +57,6 @@ class SessionInfo:
     owner: object | None = None
     locked_until: float = 0.0
     state: bytes | None = None
-    state_updated_at: float = 0.0
 
 
 DeadLetterSink = Callable[["Envelope", str, str], None]

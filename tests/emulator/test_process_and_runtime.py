@@ -75,9 +75,11 @@ async def test_infra_config_entities_route_as_documented(
             ) as receiver:
                 got = await receiver.receive_messages(max_message_count=count, max_wait_time=5)
                 while len(got) < count:
-                    got += await receiver.receive_messages(
+                    more = await receiver.receive_messages(
                         max_message_count=count - len(got), max_wait_time=5
                     )
+                    assert more, f"{name} received {len(got)} of {count} copies"
+                    got += more
                 assert len(got) == count
 
 

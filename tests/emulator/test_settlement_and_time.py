@@ -159,7 +159,7 @@ async def test_peek_does_not_lock_or_remove(
             max_message_count=1, sequence_number=first_two[0].sequence_number
         )
         assert str(from_start[0]) == "m0"
-        assert from_start[0].lock_token is None or from_start[0].locked_until_utc is None
+        assert from_start[0].locked_until_utc is None, "a peeked message holds no lock"
     assert test_emulator.runtime_properties(queue)["active_message_count"] == 4
     mode = ServiceBusReceiveMode.RECEIVE_AND_DELETE
     async with client.get_queue_receiver(queue, receive_mode=mode) as receiver:

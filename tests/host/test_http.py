@@ -67,8 +67,9 @@ def test_async_function_gets_a_context(sample_host: HostProcess) -> None:
     assert len(document["invocation_id"]) == 36
 
 
-def test_failing_function_answers_500_and_is_logged(sample_host: HostProcess) -> None:
+def test_each_invocation_is_logged_with_its_outcome(sample_host: HostProcess) -> None:
     assert http("GET", f"{sample_host.base_url}/api/fail")[0] == 500
+    assert http("GET", f"{sample_host.base_url}/api/hello/log")[0] == 200
     assert "Executed 'Functions.fail' (Failed, Id=" in sample_host.log()
     assert "Executed 'Functions.hello' (Succeeded, Id=" in sample_host.log()
 

@@ -117,7 +117,9 @@ def test_failed_blob_delivery_is_retried_like_event_grid(sample_host: HostProces
     )
     attempts = [r for r in sample_host.records("on_blob_attempt") if r["name"] == full_name]
     assert len(attempts) == 1
-    assert "retrying in" in sample_host.log()
+    assert f"BlobCreated {full_name} -> on_blob answered 500 (attempt 1); retrying in" in (
+        sample_host.log()
+    )
 
 
 def test_blobs_webhook_requires_its_system_key(sample_host: HostProcess) -> None:

@@ -16,8 +16,8 @@ import argparse
 import http.client
 import json
 import re
+import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -30,6 +30,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from devtools.processes import Child  # noqa: E402
 from devtools.stack import ensure_containers  # noqa: E402
 from tests.fixtures.azurite import run_azurite  # noqa: E402
 from tests.fixtures.servicebus_emulator import DEFAULT_CONFIG, _EmulatorProcess  # noqa: E402
@@ -43,26 +44,12 @@ SAMPLE_DISABLED = ("on_blob", "settle_batch", "handle_single", "yearly", "on_eve
 def process(
     command: list[str], log: Path, ready: re.Pattern[str], timeout: float = 60
 ) -> Iterator[re.Match[str]]:
-    with log.open("wb") as output:
-        child = subprocess.Popen(command, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT)
+    """A child process until its ``ready`` line appears; SIGINT (graceful) on exit."""
+    child = Child(" ".join(command[1:3]), command, log)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            match = ready.search(log.read_text(errors="replace"))
-            if match:
-                break
-            if child.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{command[0:3]} did not start:\n{log.read_text()[-2000:]}")
-            time.sleep(0.1)
-        yield match
+        yield child.wait_for(ready, timeout)
     finally:
-        if child.poll() is None:
-            child.send_signal(2)  # SIGINT: graceful for the host, fine for the others
-            try:
-                child.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        child.stop(signal.SIGINT, timeout=40)
 
 
 def request(

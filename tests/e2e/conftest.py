@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,12 +20,14 @@ from typing import Any
 
 import pytest
 
+from devtools.processes import Child
 from tests.fixtures.azurite import ACCOUNT_KEY, ACCOUNT_NAME, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 90.0
 _STARTED = re.compile(r"Host started: (http://\S+)")
 _KEY = re.compile(r"Default function key: (\S+)")
+_RUNNING = re.compile(r"Inferbus is running")
 
 
 @dataclass(frozen=True)
@@ -107,42 +107,24 @@ def stack() -> Iterator[Stack]:
     workdir = Path(tempfile.mkdtemp(prefix="inferbus-e2e-"))
     settings_path, storage, servicebus = _settings(workdir)
     log_path = workdir / "stack.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "devtools.stack",
-                "--settings",
-                str(settings_path),
-                "--in-memory",
-            ],
-            cwd=REPO_ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    text = ""
-    while time.monotonic() < deadline:
-        text = log_path.read_text(errors="replace")
-        started, key = _STARTED.search(text), _KEY.search(text)
-        if started and key and "Inferbus is running" in text:
-            break
-        if process.poll() is not None:
-            raise RuntimeError(f"the stack exited early:\n{text}")
-        time.sleep(0.2)
-    else:
-        process.kill()
-        raise RuntimeError(f"the stack did not start within {STARTUP_TIMEOUT_S}s:\n{text}")
+    command = [
+        sys.executable,
+        "-m",
+        "devtools.stack",
+        "--settings",
+        str(settings_path),
+        "--in-memory",
+    ]
+    stack_process = Child("stack", command, log_path)
     try:
+        stack_process.wait_for(_RUNNING, STARTUP_TIMEOUT_S)
+        text = stack_process.output()
+        started, key = _STARTED.search(text), _KEY.search(text)
+        assert started, f"the stack printed no URL:\n{text}"
+        assert key, f"the stack printed no function key:\n{text}"
         yield Stack(started.group(1), key.group(1), storage, servicebus, log_path)
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stack_process.stop(signal.SIGINT, timeout=60)
 
 
 @pytest.hookimpl(wrapper=True)

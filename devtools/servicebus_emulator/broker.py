@@ -84,6 +84,7 @@ class Namespace:
         self.queues: dict[str, tuple[Sendable, Receivable]] = {}
         self.topics: dict[str, Topic] = {}
         self.stores: dict[str, EntityStore] = {}
+        self._sinks: dict[str, Callable[[Envelope, str, str], None]] = {}
         self.on_available: Callable[[EntityStore], None] = lambda store: None
         for queue in config.queues:
             receivable = self._receivable(queue.name, queue.settings)
@@ -154,6 +155,9 @@ class Namespace:
                     f"The message size {message.size} exceeds the limit "
                     f"{target.send_settings.max_message_size}.",
                 )
+        queue_store = (
+            None if isinstance(target, Topic) else self.queues[target.name.lower()][1].store
+        )
         sequence_numbers = []
         for message in messages:
             sequence = target.next_sequence
@@ -172,9 +176,8 @@ class Namespace:
                 else:
                     self._fan_out(target, sequence, message, now)
             else:
-                self._enqueue(
-                    self.queues[target.name.lower()][1].store, target, sequence, message, now, when
-                )
+                assert queue_store is not None
+                self._enqueue(queue_store, target, sequence, message, now, when)
         return sequence_numbers
 
     def _fan_out(self, topic: Topic, sequence: int, message: StoredMessage, now: float) -> None:
@@ -264,9 +267,14 @@ class Namespace:
         self.on_available(dead_letters)
 
     def dead_letter_sink(self, store: EntityStore) -> Callable[[Envelope, str, str], None]:
-        return lambda envelope, reason, description: self.dead_letter(
-            store, envelope, reason, description
-        )
+        """The dead-lettering callback of ``store``: one per store, made once (the tick and
+        every settlement ask for it)."""
+        sink = self._sinks.get(store.path)
+        if sink is None:
+            sink = self._sinks[store.path] = lambda envelope, reason, description: self.dead_letter(
+                store, envelope, reason, description
+            )
+        return sink
 
     def tick(self) -> None:
         now = time.time()

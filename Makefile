@@ -1,12 +1,16 @@
 # Inferbus developer commands. Every target bootstraps what it needs (venv, pip, npm).
 SHELL := /bin/bash
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# Python 3.13: python3.13 on PATH (when it runs), else the newest 3.13 under pyenv's versions.
+PYTHON ?= $(shell for candidate in python3.13 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.13*/bin/python3.13 2>/dev/null | sort -rV); do \
+	"$$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' >/dev/null 2>&1 && { command -v "$$candidate"; break; }; done)
 VENV := .venv
 PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
+PROTO := devtools/host/protos/function_rpc.proto
+PROTO_OUT := devtools/host/protos/function_rpc_pb2.py
 
-.PHONY: help bootstrap run test test-unit lint format bench emulator clean
+.PHONY: help bootstrap protos run test test-unit lint format bench emulator clean
 
 help:
 	@echo "make run        start Azurite, the Service Bus emulator and the app (http://localhost:7071)"
@@ -15,11 +19,22 @@ help:
 	@echo "make lint       ruff and mypy"
 	@echo "make bench      run the benchmarks in bench/ and print their figures"
 	@echo "make emulator   run the Service Bus emulator alone on 127.0.0.1:5672"
+	@echo "make protos     compile the FunctionRpc protocol of the local host (part of bootstrap)"
 
-bootstrap: $(VENV_STAMP) $(NODE_STAMP)
+bootstrap: $(VENV_STAMP) $(NODE_STAMP) $(PROTO_OUT)
+
+# The FunctionRpc message classes the local host and its worker speak (generated, not committed).
+$(PROTO_OUT): $(PROTO) $(VENV_STAMP)
+	$(PY) -m devtools.host.protos
+
+protos: $(VENV_STAMP)
+	$(PY) -m devtools.host.protos
 
 $(VENV_STAMP): requirements.txt requirements-dev.txt
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@test -n "$(PYTHON)" || { echo "Python 3.13 is required and was not found: install it (pyenv install 3.13, \
+	or your system's python3.13 package) or name it: make PYTHON=/path/to/python3.13 ..."; exit 1; }
+	@$(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null || \
+	{ rm -rf $(VENV); echo "creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	@touch $@
@@ -38,10 +53,10 @@ run: bootstrap local.settings.json
 test: bootstrap
 	$(PY) -m pytest
 
-test-unit: $(VENV_STAMP)
+test-unit: $(VENV_STAMP) $(PROTO_OUT)
 	$(PY) -m pytest tests/unit
 
-lint: $(VENV_STAMP)
+lint: $(VENV_STAMP) $(PROTO_OUT)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy shared devtools
@@ -57,4 +72,4 @@ emulator: $(VENV_STAMP)
 	$(PY) -m devtools.servicebus_emulator --config infra/local/servicebus-emulator.json
 
 clean:
-	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache $(PROTO_OUT)

@@ -2,8 +2,11 @@
 
 1. Per-message overhead of the pipeline with in-memory ports (no I/O): parse, job CAS
    updates, claim-check verification, the local model, result and announcements.
-2. Throughput through the Service Bus emulator and Azurite with the local model: send a
-   burst of requests, receive batches with the SDK, run the registered trigger function.
+2. Throughput through the Service Bus emulator and Azurite with the local model, A/B
+   interleaved over repeats (medians printed): A receives batches with the SDK and calls
+   the registered trigger function directly; B is the local host with the real Functions
+   runtime (the worker process decodes model binding data, settlement goes over gRPC to
+   the host's receiver), timed from "Host started" until the queue is empty.
 3. Work amplification with 2% poison messages: per-message settlement versus an
    all-or-nothing batch baseline, where one poison message sends the whole batch back
    (healthy messages reprocessed per poison message).
@@ -16,6 +19,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import json
+import re
+import signal
 import statistics
 import sys
 import tempfile
@@ -24,6 +30,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -167,7 +174,7 @@ def bench_amplification(count: int, batch_size: int, poison_rate: float = 0.02) 
 
 
 @contextlib.contextmanager
-def local_stack() -> Iterator[tuple[str, str]]:
+def local_stack() -> Iterator[tuple[str, Any]]:
     """Azurite and the Service Bus emulator on free ports (as the test fixtures start them)."""
     from tests.fixtures import servicebus_emulator as emulator_fixture
     from tests.fixtures.azurite import run_azurite
@@ -178,71 +185,130 @@ def local_stack() -> Iterator[tuple[str, str]]:
             emulator_fixture.DEFAULT_CONFIG, workdir / "emulator.log"
         )
         try:
-            yield storage.connection_string, emulator.info.connection_string
+            yield storage.connection_string, emulator.info
         finally:
             emulator.stop()
 
 
-def bench_throughput(count: int, batch_size: int) -> None:
+def _settings_values(storage: str, emulator: Any) -> dict[str, str]:
+    sample = json.loads((REPO / "local.settings.sample.json").read_text())["Values"]
+    return sample | {
+        "AzureWebJobsStorage": storage,
+        "Storage": storage,
+        "ServiceBusConnection": emulator.connection_string,
+        "ServiceBusRuntimeCountsUrl": f"{emulator.admin_url}/runtime",
+        "MaxQueueBacklog": "0",
+        "ModelConcurrency": "8",
+    }
+
+
+def _submit(services: Any, count: int) -> float:
+    """Submit ``count`` requests through intake; returns the intake rate (req/s)."""
+    from shared.intake import InlineContent, Submission
+
+    tenant = f"bench-{uuid.uuid4().hex[:6]}"
+    started = time.perf_counter()
+    for _ in range(count):
+        services.intake.submit(
+            Submission(
+                tenant_id=tenant,
+                model="local-analyzer",
+                content=InlineContent(TEXT.encode(), "text/plain"),
+            )
+        )
+    return count / (time.perf_counter() - started)
+
+
+def _direct_run(settings: Any, emulator: Any, count: int, batch_size: int) -> float:
+    """A: SDK receiver + the trigger function called in this process; msg/s."""
     from azure.servicebus import ServiceBusClient
 
     import function_app
-    from shared.composition import build_services, use_services
-    from shared.settings import Settings
     from tests.support.servicebus import ReceiverMessageActions
 
-    with local_stack() as (storage, bus_connection):
-        settings = Settings.model_validate(
-            {
-                "Storage": storage,
-                "ServiceBusConnection": bus_connection,
-                "MaxQueueBacklog": "0",
-                "ModelConcurrency": "8",
-                "AllowTenantHeader": "true",
-            }
-        )
+    trigger = next(
+        f for f in function_app.app.get_functions() if f.get_function_name() == "process_requests"
+    ).get_user_function()
+    processed = 0
+    started = time.perf_counter()
+    with (
+        ServiceBusClient.from_connection_string(emulator.connection_string) as client,
+        client.get_queue_receiver(settings.requests_queue_name) as receiver,
+    ):
+        while processed < count:
+            messages = receiver.receive_messages(max_message_count=batch_size, max_wait_time=5)
+            if not messages:
+                break
+            trigger(messages=messages, message_actions=ReceiverMessageActions(receiver))
+            processed += len(messages)
+    return processed / (time.perf_counter() - started)
+
+
+def _host_run(settings_path: Path, emulator: Any, queue: str, count: int, log: Path) -> float:
+    """B: the local host with the real runtime drains the queue; msg/s from "Host started"."""
+    from devtools.processes import Child
+
+    others = ("submit_request", "get_request", "get_request_result", "cancel_request",
+              "event_webhook", "report_backlog", "sweep_deferred", "blob_intake",
+              "eventgrid_intake")  # fmt: skip
+    command = [
+        sys.executable, "-m", "devtools.host", "--script-root", str(REPO),
+        "--settings", str(settings_path), "--keys-file", str(log.with_suffix(".keys")),
+        "--port", "0", *(arg for name in others for arg in ("--disable", name)),
+    ]  # fmt: skip
+    host = Child("host", command, log)
+    try:
+        host.wait_for(re.compile(r"Host started: "), timeout=90)
+        started = time.perf_counter()
+        deadline = started + 600
+        while time.perf_counter() < deadline:
+            counts = emulator.runtime_properties(queue)
+            if counts["active_message_count"] == 0 and counts["scheduled_message_count"] == 0:
+                break
+            time.sleep(0.05)
+        return count / (time.perf_counter() - started)
+    finally:
+        host.stop(signal.SIGINT, timeout=40)
+
+
+def bench_throughput(count: int, repeats: int) -> None:
+    from shared.composition import build_services, use_services
+    from shared.settings import Settings
+
+    host_json = json.loads((REPO / "host.json").read_text())
+    batch_size = int(host_json["extensions"]["serviceBus"]["maxMessageBatchSize"])
+    workdir = Path(tempfile.mkdtemp(prefix="inferbus-bench-host-"))
+    with local_stack() as (storage, emulator):
+        values = _settings_values(storage, emulator)
+        settings = Settings.model_validate(values)
+        settings_path = workdir / "local.settings.json"
+        settings_path.write_text(json.dumps({"IsEncrypted": False, "Values": values}))
         services = build_services(settings, events=None)
         services.blobs.ensure_containers(settings.container_names())  # type: ignore[attr-defined]
         use_services(services)
-        from shared.intake import InlineContent, Submission
-
-        tenant = f"bench-{uuid.uuid4().hex[:6]}"
-        started = time.perf_counter()
-        for _ in range(count):
-            services.intake.submit(
-                Submission(
-                    tenant_id=tenant,
-                    model="local-analyzer",
-                    content=InlineContent(TEXT.encode(), "text/plain"),
-                )
+        intake: list[float] = []
+        direct: list[float] = []
+        hosted: list[float] = []
+        for repeat in range(repeats):
+            intake.append(_submit(services, count))
+            direct.append(_direct_run(settings, emulator, count, batch_size))
+            intake.append(_submit(services, count))
+            log = workdir / f"host-{repeat}.log"
+            hosted.append(
+                _host_run(settings_path, emulator, settings.requests_queue_name, count, log)
             )
-        submitted = time.perf_counter() - started
-        trigger = next(
-            f
-            for f in function_app.app.get_functions()
-            if f.get_function_name() == "process_requests"
-        ).get_user_function()
-        processed = 0
-        started = time.perf_counter()
-        with (
-            ServiceBusClient.from_connection_string(bus_connection) as client,
-            client.get_queue_receiver(settings.requests_queue_name) as receiver,
-        ):
-            while processed < count:
-                messages = receiver.receive_messages(max_message_count=batch_size, max_wait_time=5)
-                if not messages:
-                    break
-                trigger(messages=messages, message_actions=ReceiverMessageActions(receiver))
-                processed += len(messages)
-        elapsed = time.perf_counter() - started
         use_services(None)
+    a, b = statistics.median(direct), statistics.median(hosted)
     print(
-        f"through the emulator + Azurite, local model, {count} requests, batches of {batch_size}:"
+        f"through the emulator + Azurite, local model, {count} requests per run, "
+        f"batches of {batch_size} (host.json), ModelConcurrency 8, {repeats} repeats, medians:"
     )
-    print(f"  intake (claim check + job + send): {count / submitted:,.0f} req/s")
+    print(f"  intake (claim check + job + send): {statistics.median(intake):,.0f} req/s")
+    print(f"  A trigger called in-process (SDK receiver): {a:,.1f} msg/s")
+    print(f"  B local host + real runtime (gRPC settlement): {b:,.1f} msg/s")
     print(
-        f"  processing (receive, verify, infer, result, topic, job, settle): "
-        f"{processed / elapsed:,.0f} msg/s ({processed} processed in {elapsed:.1f}s)"
+        f"  B/A {b / a:.2f} (runs A {[round(x, 1) for x in direct]}, "
+        f"B {[round(x, 1) for x in hosted]})"
     )
 
 
@@ -251,7 +317,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--messages", type=int, default=400)
-    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=32, help="batch size of the amplification run")
+    parser.add_argument("--repeats", type=int, default=3, help="A/B repeats of the stack run")
     parser.add_argument(
         "--skip-stack", action="store_true", help="skip the emulator throughput run"
     )
@@ -259,7 +326,7 @@ def main() -> None:
     bench_overhead(2000)
     bench_amplification(5000, args.batch)
     if not args.skip_stack:
-        bench_throughput(args.messages, args.batch)
+        bench_throughput(args.messages, args.repeats)
 
 
 if __name__ == "__main__":

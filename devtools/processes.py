@@ -71,6 +71,9 @@ class Child:
         if log_path is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log: IO[bytes] | None = log_path.open("ab") if log_path else None
+        # The log is appended across runs: only what this process writes counts as its
+        # output, so a "ready" line from an earlier run is never taken for this one's.
+        self._log_start = self._log.tell() if self._log else 0
         self.process = subprocess.Popen(
             command,
             cwd=REPO_ROOT,
@@ -90,8 +93,11 @@ class Child:
             sys.stdout.flush()
 
     def output(self) -> str:
+        """What this process has written so far (not earlier runs' lines in the same log)."""
         if self.log_path is not None:
-            return self.log_path.read_text(errors="replace")
+            with self.log_path.open("rb") as log_file:
+                log_file.seek(self._log_start)
+                return log_file.read().decode(errors="replace")
         return "".join(self.lines)
 
     def wait_for(self, pattern: re.Pattern[str], timeout: float) -> re.Match[str]:

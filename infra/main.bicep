@@ -1,12 +1,17 @@
 // Inferbus: the whole system in one resource group.
 //
 //   az deployment group create -g <rg> -f infra/main.bicep -p infra/main.parameters.json
+//   azd up        (azure.yaml; azd reads infra/main.bicepparam, not main.parameters.json)
 //
 // Event Grid event subscriptions are a second deployment
 // (infra/eventgrid-subscriptions.bicep), run after the code is published, because the
-// webhook endpoints and the blobs extension key exist only then. See infra/README.md.
+// webhook endpoints and the blobs extension key exist only then (azd runs it as its
+// postdeploy hook, infra/hooks/). See infra/README.md.
 
 import { resourceNames } from 'modules/catalog.bicep'
+
+// azd deploys a resource-group scoped template into AZURE_RESOURCE_GROUP.
+targetScope = 'resourceGroup'
 
 @description('Short environment name used in resource names, e.g. inferbus-dev.')
 @minLength(2)
@@ -129,6 +134,10 @@ var allTags = union(tags, {
   environment: environmentName
 })
 
+// The service of azure.yaml that holds the app's code: azd deploy finds the Function App by
+// this tag, which no other resource carries (tests/infra/test_azd.py keeps both in step).
+var azdServiceName = 'inferbus'
+
 module identities 'modules/identities.bicep' = {
   name: 'identities'
   params: {
@@ -212,6 +221,7 @@ module functionApp 'modules/function-app.bicep' = {
     hostStorageAccountName: hostStorage.outputs.name
     deploymentContainerUrl: hostStorage.outputs.deploymentContainerUrl
     dataBlobEndpoint: dataStorage.outputs.blobEndpoint
+    dataQueueEndpoint: dataStorage.outputs.queueEndpoint
     serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
     appInsightsName: monitoring.outputs.appInsightsName
     eventGridTopicEndpoint: eventGrid.outputs.topicEndpoint
@@ -229,6 +239,9 @@ module functionApp 'modules/function-app.bicep' = {
     azureOpenAIEndpoint: azureOpenAIEndpoint
     appSettingOverrides: appSettingOverrides
     tags: allTags
+    siteTags: {
+      'azd-service-name': azdServiceName
+    }
   }
 }
 
@@ -256,6 +269,7 @@ module alerts 'modules/alerts.bicep' = {
   }
 }
 
+output environmentName string = environmentName
 output functionAppName string = functionApp.outputs.name
 output functionAppHostName string = functionApp.outputs.defaultHostName
 output appIdentityPrincipalId string = identities.outputs.appIdentityPrincipalId

@@ -15,9 +15,9 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from devtools.host.app_loader import AppLoadError
 from devtools.host.config import HostConfigError
 from devtools.host.host import HostOptions, LocalHost
+from devtools.host.language_worker import WorkerError
 
 _LEVELS = {
     "trace": logging.DEBUG,
@@ -115,6 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger().setLevel(_LEVELS.get(level, logging.INFO))
     for noisy in ("azure", "uamqp", "urllib3"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    # The worker's own lines (indexing summary, one "Function name: ..." per invocation) are
+    # for debugging the runtime; host.json "Host.Worker" or --log-level debug shows them.
+    if not args.log_level:
+        logging.getLogger("Host.Worker").setLevel(logging.WARNING)
+        for category, category_level in host.config.category_levels.items():
+            logging.getLogger(category).setLevel(_LEVELS.get(category_level.lower(), logging.INFO))
 
     stop_requested = threading.Event()
 
@@ -127,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     try:
         host.start()
-    except (AppLoadError, HostConfigError) as error:
+    except (WorkerError, HostConfigError) as error:
         logging.getLogger("host").error("%s", error)
         host.stop()
         return 2

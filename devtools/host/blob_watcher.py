@@ -32,7 +32,6 @@ from typing import Any
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from devtools.host.app_loader import FunctionSpec
 from devtools.host.eventgrid_delivery import (
     DELIVERED,
     RetryPolicy,
@@ -40,6 +39,7 @@ from devtools.host.eventgrid_delivery import (
     post_events,
     validation_event,
 )
+from devtools.host.functions import FunctionSpec
 from devtools.host.storage import blob_service_for_connection, container_of_path
 
 log = logging.getLogger("host.blob_watcher")

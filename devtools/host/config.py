@@ -81,6 +81,8 @@ class HostConfig:
     service_bus: ServiceBusOptions = field(default_factory=ServiceBusOptions)
     local_http_port: int = DEFAULT_PORT
     log_level: str = "Information"
+    # host.json logging.logLevel categories other than "default" (e.g. "Function", "Host.Worker").
+    category_levels: dict[str, str] = field(default_factory=dict)
     settings_path: Path | None = None
 
 
@@ -138,6 +140,7 @@ def load_host_config(script_root: Path, settings_path: Path | None = None) -> Ho
         service_bus=ServiceBusOptions.from_section(extensions.get("serviceBus") or {}),
         local_http_port=port,
         log_level=str(log_levels.get("default", "Information")),
+        category_levels={str(k): str(v) for k, v in log_levels.items() if k != "default"},
         settings_path=path,
     )
 

@@ -1,9 +1,11 @@
-"""The local host: wires configuration, the indexed app and every trigger together.
+"""The local host: wires configuration, the language worker and every trigger together.
 
-Start order: settings into the environment, import and index the app, HTTP server (so
-webhooks answer), blob watcher (subscribes synchronously), Service Bus listeners, timers.
-Stop order (graceful drain): stop accepting HTTP and stop the trigger sources, let running
-invocations finish for up to ``drain_timeout_s``, then close receivers and pools.
+Start order: settings into the environment, the gRPC server and the worker process (the
+runtime indexes the app at worker init; any indexing error fails the start, as it fails
+the app in Azure), function metadata and loads, HTTP server (so webhooks answer), blob
+watcher (subscribes synchronously), Service Bus listeners, timers. Stop order (graceful
+drain): stop accepting HTTP and stop the trigger sources, let running invocations finish
+for up to ``drain_timeout_s``, close receivers, then terminate the worker.
 """
 
 from __future__ import annotations
@@ -15,15 +17,18 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from devtools.host.app_loader import FunctionSpec, load_functions
 from devtools.host.blob_watcher import BlobWatcher
 from devtools.host.config import HostConfig, apply_values_to_environment, load_host_config
 from devtools.host.eventgrid_delivery import RetryPolicy
+from devtools.host.functions import FunctionSpec, spec_from_metadata
 from devtools.host.http_server import Dispatcher, LocalHttpServer
 from devtools.host.invocation import Invoker
 from devtools.host.keys import HostKeys, load_or_create_keys
+from devtools.host.language_worker import LanguageWorker, WorkerError
 from devtools.host.servicebus_listener import ServiceBusListener
+from devtools.host.settlement import MessageLocks, SettlementService
 from devtools.host.timers import TimerRunner
+from devtools.host.worker_logs import WorkerLogPrinter
 
 log = logging.getLogger("host")
 SUPPORTED_TRIGGERS = {
@@ -61,6 +66,8 @@ class LocalHost:
         self._listeners: list[ServiceBusListener] = []
         self._timers: list[TimerRunner] = []
         self._invoker: Invoker | None = None
+        self._worker: LanguageWorker | None = None
+        self._locks = MessageLocks()
         self.stopped = threading.Event()
 
     @property
@@ -82,7 +89,7 @@ class LocalHost:
             log.info(
                 "Skipping '%s' from local settings as it's already defined in the environment", name
             )
-        all_functions = load_functions(self.options.script_root)
+        all_functions, invoker = self._start_worker()
         self.functions = [f for f in all_functions if self._enabled(f)]
         for spec in all_functions:
             if spec.trigger_type not in SUPPORTED_TRIGGERS:
@@ -91,8 +98,7 @@ class LocalHost:
                     spec.name,
                     spec.trigger_type,
                 )
-        self._invoker = Invoker(self.config.function_timeout_s, str(self.options.script_root))
-        dispatcher = Dispatcher(self.functions, self._invoker, self.keys, self.config.route_prefix)
+        dispatcher = Dispatcher(self.functions, invoker, self.keys, self.config.route_prefix)
         port = self.config.local_http_port if self.options.port is None else self.options.port
         try:
             self._server = LocalHttpServer((self.options.bind, port), dispatcher)
@@ -112,14 +118,37 @@ class LocalHost:
         self._watcher.start()
         for spec in self.functions:
             if spec.trigger_type == "serviceBusTrigger":
-                listener = ServiceBusListener(spec, self._invoker, self.config.service_bus)
+                listener = ServiceBusListener(spec, invoker, self.config.service_bus, self._locks)
                 self._listeners.append(listener)
                 listener.start()
             elif spec.trigger_type == "timerTrigger":
-                runner = TimerRunner(spec, self._invoker)
+                runner = TimerRunner(spec, invoker)
                 self._timers.append(runner)
                 runner.start()
         self._log_functions()
+
+    def _start_worker(self) -> tuple[list[FunctionSpec], Invoker]:
+        """Start the worker (the runtime indexes the app), then read and load the functions."""
+        printer = WorkerLogPrinter()
+        settlement = SettlementService(self._locks)
+        self._worker = LanguageWorker(
+            self.options.script_root, printer.print, services=[settlement.register]
+        )
+        self._worker.start()
+        specs: list[FunctionSpec] = []
+        for metadata in self._worker.functions_metadata():
+            spec = spec_from_metadata(metadata)
+            if spec is None:
+                continue
+            try:
+                self._worker.load(metadata)
+            except WorkerError as error:
+                log.error("Function '%s' failed to load: %s", spec.name, error)
+                continue
+            specs.append(spec)
+        self._invoker = Invoker(self._worker, self.config.function_timeout_s)
+        printer.names = self._invoker.names
+        return specs, self._invoker
 
     def _log_functions(self) -> None:
         lines = ["Functions:"]
@@ -179,8 +208,8 @@ class LocalHost:
         if self._server is not None:
             self._server.wait_idle(5)
             self._server.server_close()
-        if self._invoker is not None:
-            self._invoker.close()
+        if self._worker is not None:
+            self._worker.stop()
         log.info("Host stopped")
 
 

@@ -1,8 +1,7 @@
 """The HTTP front door: HTTP-triggered functions, the webhooks and two admin endpoints.
 
 A stdlib ``ThreadingHTTPServer`` speaking HTTP/1.1 with keep-alive: each connection has
-its own thread, which waits while the invoker runs the function (sync functions in the
-worker pool, async ones on the worker event loop). Paths:
+its own thread, which waits while the worker runs the function. Paths:
 
 * ``/<routePrefix>/<route>``: HTTP triggers, with the auth level of each function;
 * ``/runtime/webhooks/eventgrid`` and ``/runtime/webhooks/blobs``: see webhooks.py;
@@ -21,12 +20,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from devtools.host.app_loader import FunctionSpec
+from devtools.host.functions import FunctionSpec
 from devtools.host.http_messages import (
     IncomingRequest,
     OutgoingResponse,
-    from_function_result,
-    to_function_request,
+    from_return_value,
+    to_rpc_http,
 )
 from devtools.host.invocation import HostStoppingError, Invoker
 from devtools.host.keys import HostKeys
@@ -98,15 +97,15 @@ class Dispatcher:
     def _invoke_http(
         self, spec: FunctionSpec, request: IncomingRequest, route_params: dict[str, str]
     ) -> OutgoingResponse:
-        arguments = {spec.trigger_parameter: to_function_request(request, route_params)}
+        inputs = {spec.trigger_parameter: to_rpc_http(request, route_params)}
         try:
-            result = self._invoker.invoke(spec, arguments)
+            result = self._invoker.invoke(spec, inputs, trace_parent=request.header("traceparent"))
         except HostStoppingError:
             return OutgoingResponse(503, [("Retry-After", "5")])
         except Exception:
             return OutgoingResponse(500)
         try:
-            return from_function_result(result)
+            return from_return_value(result)
         except Exception:
             log.exception("function %s returned a value that is not an HTTP response", spec.name)
             return OutgoingResponse(500)

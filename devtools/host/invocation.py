@@ -1,25 +1,29 @@
-"""Running user functions: thread pool for sync, one event loop for async, timeouts, logs.
+"""Invocations: an ``InvocationRequest`` to the worker, its response, timeouts and logs.
 
-Like the Python worker, sync functions run in a thread pool
-(``PYTHON_THREADPOOL_THREAD_COUNT``, default ``min(32, cpus + 4)``) and coroutine
-functions on a single event loop in its own thread. Every invocation gets an id, honours
-host.json ``functionTimeout`` and ends with exactly one log line in the host's words:
-``Executed 'Functions.<name>' (Succeeded|Failed, Id=<id>, Duration=<ms>ms)``.
+The host builds the request (trigger data as ``TypedData``, trigger metadata, trace
+context) and the runtime in the worker does the rest: binding conversion, the call,
+return values. Each invocation ends with one line in the host's words:
+``Executed 'Functions.<name>' (Succeeded|Failed, Id=<id>, Duration=<ms>ms)``, and a
+failure is logged with the exception the worker reported. host.json ``functionTimeout``
+bounds the wait; as in the Python worker a running call cannot be stopped, so a timed-out
+invocation fails while the worker finishes it in the background (the platform would
+restart the worker instead).
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import logging
-import os
+import re
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
-from devtools.host.app_loader import FunctionSpec
+from devtools.host.functions import FunctionSpec
+from devtools.host.language_worker import LanguageWorker, describe_failure
+from devtools.host.protos import messages
 
 log = logging.getLogger("host.invocation")
 
@@ -32,109 +36,75 @@ class HostStoppingError(Exception):
     """The host is draining and accepts no new invocations."""
 
 
-@dataclass(frozen=True)
-class TraceContext:
-    trace_parent: str
-    trace_state: str
-    attributes: dict[str, str]
+class FunctionInvocationError(Exception):
+    """The worker reported the invocation as failed (the message is the worker's)."""
 
 
-@dataclass(frozen=True)
-class RetryContext:
-    retry_count: int = 0
-    max_retry_count: int = 0
-    exception: Any = None
+_TRACE_PARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 
-class InvocationContext:
-    """What the worker passes to a ``context`` parameter (``azure.functions.Context``)."""
-
-    def __init__(self, invocation_id: str, function_name: str, function_directory: str) -> None:
-        self.invocation_id = invocation_id
-        self.function_name = function_name
-        self.function_directory = function_directory
-        self.thread_local_storage = threading.local()
-        self.trace_context = TraceContext(
-            f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01", "", {}
-        )
-        self.retry_context = RetryContext()
-
-
-def default_thread_count() -> int:
-    configured = os.environ.get("PYTHON_THREADPOOL_THREAD_COUNT")
-    if configured and configured.isdigit() and int(configured) > 0:
-        return int(configured)
-    return min(32, (os.cpu_count() or 1) + 4)
+def trace_parent_for(incoming: str | None) -> str:
+    """The caller's W3C traceparent when it is well formed, else a new trace."""
+    if incoming and _TRACE_PARENT.fullmatch(incoming.strip()):
+        return incoming.strip()
+    return f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"
 
 
 class Invoker:
-    """Runs invocations and knows how many are in flight (for a graceful drain)."""
+    """Sends invocations to the worker and knows how many are in flight (for the drain)."""
 
-    def __init__(self, function_timeout_s: float | None, script_root: str) -> None:
+    def __init__(self, worker: LanguageWorker, function_timeout_s: float | None) -> None:
+        self._worker = worker
         self._timeout = function_timeout_s
-        self._script_root = script_root
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=default_thread_count(), thread_name_prefix="function"
-        )
-        self._loop = asyncio.new_event_loop()
-        self._loop_thread = threading.Thread(
-            target=self._run_loop, name="function-event-loop", daemon=True
-        )
-        self._loop_thread.start()
         self._in_flight = 0
         self._idle = threading.Condition()
         self._stopping = False
-
-    def _run_loop(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._loop.run_forever()
-        except Exception:  # pragma: no cover - the loop only stops when asked
-            log.exception("function event loop crashed")
-
-    def _start(
-        self, spec: FunctionSpec, arguments: dict[str, Any]
-    ) -> concurrent.futures.Future[Any]:
-        if spec.is_async:
-            coroutine = spec.user_function(**arguments)
-            return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
-        return self._pool.submit(spec.user_function, **arguments)
+        self.names: dict[str, str] = {}  # invocation id -> function name, for the worker's logs
 
     def invoke(
         self,
         spec: FunctionSpec,
-        arguments: dict[str, Any],
+        inputs: Mapping[str, Any],
+        trigger_metadata: Mapping[str, Any] | None = None,
+        trace_parent: str | None = None,
     ) -> Any:
-        """Run one invocation to its end and return its result, or raise what it raised.
+        """Run one invocation; returns its ``$return`` TypedData (or None), raises on failure.
 
-        ``arguments`` are the trigger/binding parameters; a ``context`` parameter is added
-        when the function declares one. Raises HostStoppingError while draining.
+        ``inputs`` maps parameter names to TypedData. Raises HostStoppingError while
+        draining, FunctionTimeoutError past ``functionTimeout`` and FunctionInvocationError
+        when the function raised.
         """
         with self._idle:
             if self._stopping:
                 raise HostStoppingError(f"host is stopping: {spec.name} not invoked")
             self._in_flight += 1
         invocation_id = str(uuid.uuid4())
-        context = InvocationContext(invocation_id, spec.name, self._script_root)
-        call_arguments = dict(arguments)
-        if spec.wants_context:
-            call_arguments["context"] = context
+        self.names[invocation_id] = spec.name
+        request = messages.InvocationRequest(
+            invocation_id=invocation_id,
+            function_id=spec.function_id,
+            input_data=[messages.ParameterBinding(name=n, data=d) for n, d in inputs.items()],
+            trigger_metadata=dict(trigger_metadata or {}),
+            trace_context=messages.RpcTraceContext(trace_parent=trace_parent_for(trace_parent)),
+            retry_context=messages.RetryContext(),
+        )
+        log.debug("Executing 'Functions.%s' (Id=%s)", spec.name, invocation_id)
         started = time.perf_counter()
         outcome = "Failed"
         try:
-            future = self._start(spec, call_arguments)
             try:
-                result = future.result(timeout=self._timeout)
+                response = self._worker.stream.invoke(request, self._timeout)
             except concurrent.futures.TimeoutError as error:
-                future.cancel()  # cancels a coroutine; a running thread cannot be stopped
                 raise FunctionTimeoutError(
                     f"Timeout value of {self._timeout:.0f}s exceeded by function "
                     f"'Functions.{spec.name}' (Id: '{invocation_id}')"
                 ) from error
+            if response.result.status != messages.StatusResult.Success:
+                raise FunctionInvocationError(describe_failure(response.result))
             outcome = "Succeeded"
-            return result
-        except Exception:
-            log.exception("Executing 'Functions.%s' failed (Id=%s)", spec.name, invocation_id)
+            return response.return_value if response.HasField("return_value") else None
+        except Exception as error:
+            log.error("Executed 'Functions.%s' failed (Id=%s): %s", spec.name, invocation_id, error)
             raise
         finally:
             duration_ms = (time.perf_counter() - started) * 1000
@@ -145,6 +115,7 @@ class Invoker:
                 invocation_id,
                 duration_ms,
             )
+            self.names.pop(invocation_id, None)
             with self._idle:
                 self._in_flight -= 1
                 self._idle.notify_all()
@@ -169,8 +140,3 @@ class Invoker:
                     return False
                 self._idle.wait(remaining)
         return True
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._loop_thread.join(timeout=5)

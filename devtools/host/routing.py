@@ -12,9 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Generic, TypeVar
-
-T = TypeVar("T")
 
 _CONSTRAINT_PATTERNS = {
     "int": r"-?\d+",
@@ -56,7 +53,7 @@ def _segment_pattern(segment: str) -> tuple[str, bool, bool]:
 
 
 @dataclass(frozen=True)
-class Route(Generic[T]):
+class Route[T]:
     template: str
     regex: re.Pattern[str]
     methods: frozenset[str] | None
@@ -72,7 +69,7 @@ class Route(Generic[T]):
         return {key: value for key, value in found.groupdict().items() if value is not None}
 
 
-def compile_route(
+def compile_route[T](
     template: str, methods: list[str] | None, target: T, prefix: str = ""
 ) -> Route[T]:
     """Compile ``template`` under ``prefix`` (both without leading or trailing slashes)."""
@@ -88,7 +85,7 @@ def compile_route(
     return Route(template, regex, allowed, literals, target)
 
 
-class RouteTable(Generic[T]):
+class RouteTable[T]:
     """Routes in ASP.NET precedence order: more literal segments first."""
 
     def __init__(self) -> None:

@@ -6,22 +6,24 @@ minimum, then dispatches what it has. Single-message functions get up to
 ``maxConcurrentCalls`` messages dispatched concurrently, one invocation each. Session
 triggers hold one session at a time and process its messages in order, one by one.
 
-Settlement follows extension 5.x: with ``autoCompleteMessages`` (binding value, else
-host.json, default true) every message the function did not settle is completed after
-success and abandoned after an exception; with false the function settles and unsettled
-messages return when their locks expire. Not done here: automatic lock renewal
-(``maxAutoLockRenewalDuration``) and message-count based scaling.
+Trigger data is what the Functions host sends (servicebus_binding.py): model binding data
+for SDK types, body and metadata otherwise. While an invocation runs, its messages (and
+session) are registered with the Settlement service, so ``ServiceBusMessageActions`` in
+the worker settles them through this receiver. Settlement follows extension 5.x: with
+``autoCompleteMessages`` (binding value, else host.json, default true) every message the
+function did not settle is completed after success and abandoned after an exception; with
+false the function settles and unsettled messages return when their locks expire. Not
+done here: automatic lock renewal (``maxAutoLockRenewalDuration``) and message-count
+based scaling.
 """
 
 from __future__ import annotations
 
-import collections.abc
 import concurrent.futures
 import logging
 import os
 import threading
 import time
-import typing
 from typing import Any
 
 from azure.servicebus import (
@@ -32,34 +34,19 @@ from azure.servicebus import (
     ServiceBusReceiver,
 )
 
-from devtools.host.app_loader import FunctionSpec
-from devtools.host.config import ServiceBusOptions
+from devtools.host.config import HostConfigError, ServiceBusOptions
+from devtools.host.functions import FunctionSpec
 from devtools.host.invocation import HostStoppingError, Invoker
-from devtools.host.servicebus_actions import LocalMessageActions
-from devtools.host.servicebus_convert import to_function_message
+from devtools.host.protos import messages as rpc
+from devtools.host.servicebus_binding import (
+    message_body,
+    message_trigger_metadata,
+    sdk_trigger_data,
+)
+from devtools.host.settlement import HeldSession, MessageLocks
 
 log = logging.getLogger("host.servicebus")
 POLL_S = 1.0
-
-try:
-    from azurefunctions.extensions.bindings import servicebus as _extension
-except ImportError:  # pragma: no cover
-    _extension = None
-
-
-def _is_sdk_message_type(annotation: Any) -> bool:
-    candidates: tuple[type, ...] = (ServiceBusReceivedMessage,)
-    if _extension is not None:
-        candidates += (_extension.ServiceBusReceivedMessage,)
-    origin = typing.get_origin(annotation)
-    if (
-        origin is not None
-        and isinstance(origin, type)
-        and issubclass(origin, collections.abc.Iterable)
-    ):
-        args = typing.get_args(annotation)
-        return len(args) == 1 and _is_sdk_message_type(args[0])
-    return isinstance(annotation, type) and issubclass(annotation, candidates)
 
 
 def open_client(connection: str) -> ServiceBusClient:
@@ -78,12 +65,26 @@ def open_client(connection: str) -> ServiceBusClient:
 
 
 class ServiceBusListener:
-    def __init__(self, spec: FunctionSpec, invoker: Invoker, options: ServiceBusOptions) -> None:
+    def __init__(
+        self,
+        spec: FunctionSpec,
+        invoker: Invoker,
+        options: ServiceBusOptions,
+        locks: MessageLocks,
+    ) -> None:
         trigger = spec.trigger
         self.spec = spec
         self._invoker = invoker
         self._options = options
+        self._locks = locks
         self._many = str(trigger.get("cardinality", "one")).lower() == "many"
+        self._sdk_types = spec.supports_deferred_binding
+        if self._many and not self._sdk_types:
+            raise HostConfigError(
+                f"function {spec.name}: batches (cardinality many) need SDK-type parameters "
+                "(azurefunctions.extensions.bindings.servicebus.ServiceBusReceivedMessage) "
+                "on this host"
+            )
         auto = trigger.get("autoCompleteMessages")
         self._auto_complete = options.auto_complete_messages if auto is None else bool(auto)
         self._sessions = bool(trigger.get("isSessionsEnabled"))
@@ -91,10 +92,6 @@ class ServiceBusListener:
         self._topic = trigger.get("topicName")
         self._subscription = trigger.get("subscriptionName")
         self._connection = str(trigger.get("connection") or "AzureWebJobsServiceBus")
-        self._sdk_types = _is_sdk_message_type(spec.annotations.get(spec.trigger_parameter))
-        self._actions_parameter = (
-            spec.parameter_of_type(_extension.ServiceBusMessageActions) if _extension else None
-        )
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._guarded_run, name=f"servicebus-{spec.name}", daemon=True
@@ -160,29 +157,44 @@ class ServiceBusListener:
         lock = threading.Lock()
         try:
             with receiver:
-                while not self._stop.is_set():
-                    batch = self._receive_batch(receiver, lock)
-                    if not batch:
-                        if self._sessions:
-                            return  # let another session have a turn
-                        continue
-                    if self._many:
-                        self._process(receiver, lock, batch)
-                    elif self._sessions:
-                        # One message at a time within a session (the extension's
-                        # maxConcurrentCallsPerSession default), so order is kept.
-                        for message in batch:
-                            self._process(receiver, lock, [message])
-                    else:
-                        futures = [
-                            self._dispatch.submit(self._process, receiver, lock, [message])
-                            for message in batch
-                        ]
-                        concurrent.futures.wait(futures)
+                session_id = receiver.session.session_id if self._sessions else None
+                session = (
+                    self._locks.hold_session(session_id, receiver, lock) if session_id else None
+                )
+                try:
+                    self._dispatch_until_idle(receiver, lock, session)
+                finally:
+                    if session_id:
+                        self._locks.release_session(session_id)
         except Exception as error:
             if self._sessions and type(error).__name__ == "OperationTimeoutError":
                 return  # no session available right now
             raise
+
+    def _dispatch_until_idle(
+        self, receiver: ServiceBusReceiver, lock: threading.Lock, session: HeldSession | None
+    ) -> None:
+        while not self._stop.is_set():
+            if session is not None and session.released.is_set():
+                return  # the function called release_session
+            batch = self._receive_batch(receiver, lock)
+            if not batch:
+                if self._sessions:
+                    return  # let another session have a turn
+                continue
+            if self._many:
+                self._process(receiver, lock, batch)
+            elif self._sessions:
+                # One message at a time within a session (the extension's
+                # maxConcurrentCallsPerSession default), so order is kept.
+                for message in batch:
+                    self._process(receiver, lock, [message])
+            else:
+                futures = [
+                    self._dispatch.submit(self._process, receiver, lock, [message])
+                    for message in batch
+                ]
+                concurrent.futures.wait(futures)
 
     def _receive_batch(
         self, receiver: ServiceBusReceiver, lock: threading.Lock
@@ -208,51 +220,62 @@ class ServiceBusListener:
                 break
         return batch
 
-    def _arguments(
-        self, messages: list[ServiceBusReceivedMessage], actions: LocalMessageActions
-    ) -> dict[str, Any]:
-        values: list[Any] = (
-            messages if self._sdk_types else [to_function_message(m) for m in messages]
-        )
-        arguments: dict[str, Any] = {
-            self.spec.trigger_parameter: values if self._many else values[0]
-        }
-        if self._actions_parameter:
-            arguments[self._actions_parameter] = actions
-        return arguments
+    def _trigger_input(
+        self, batch: list[ServiceBusReceivedMessage]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(inputs, trigger metadata) of one invocation, as the Functions host sends them."""
+        if self._sdk_types:
+            return {self.spec.trigger_parameter: sdk_trigger_data(batch, self._many)}, {}
+        message = batch[0]
+        data = rpc.TypedData(bytes=message_body(message))
+        return {self.spec.trigger_parameter: data}, message_trigger_metadata(message)
 
     def _process(
         self,
         receiver: ServiceBusReceiver,
         lock: threading.Lock,
-        messages: list[ServiceBusReceivedMessage],
+        batch: list[ServiceBusReceivedMessage],
     ) -> None:
-        actions = LocalMessageActions(receiver, lock)
+        held = self._locks.hold(receiver, batch, lock)
         succeeded = False
         try:
-            self._invoker.invoke(self.spec, self._arguments(messages, actions))
+            inputs, metadata = self._trigger_input(batch)
+            trace_parent = _trace_parent_of(batch[0]) if len(batch) == 1 else None
+            self._invoker.invoke(self.spec, inputs, metadata, trace_parent=trace_parent)
             succeeded = True
         except HostStoppingError:
             pass  # not invoked: abandoned below with auto-complete, else left to lock expiry
         except Exception as error:
             # The invoker logged it; the settlement below decides what the broker sees.
             log.debug("%s failed: %r", self.spec.name, error)
+        finally:
+            self._locks.release(held)
         if not self._auto_complete:
             return
-        for message in messages:
-            if actions.was_settled(message):
+        for entry in held:
+            if entry.settled:
                 continue
             try:
                 with lock:
                     if succeeded:
-                        receiver.complete_message(message)
+                        receiver.complete_message(entry.message)
                     else:
-                        receiver.abandon_message(message)
+                        receiver.abandon_message(entry.message)
             except Exception as error:
                 log.warning(
                     "could not %s message %s of %s: %r",
                     "complete" if succeeded else "abandon",
-                    message.message_id,
+                    entry.message.message_id,
                     self.spec.name,
                     error,
                 )
+
+
+def _trace_parent_of(message: ServiceBusReceivedMessage) -> str | None:
+    """The trace a single message continues (``Diagnostic-Id``, else ``traceparent``)."""
+    properties = message.application_properties or {}
+    for key in (b"Diagnostic-Id", "Diagnostic-Id", b"traceparent", "traceparent"):
+        value = properties.get(key)
+        if value:
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return None

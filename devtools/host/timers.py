@@ -3,20 +3,21 @@
 As in the host, executions of one timer never overlap (the next occurrence is computed
 after the previous invocation ends), ``run_on_startup`` fires once when the host starts,
 and ``past_due`` is true when an invocation starts well after its scheduled time.
-The object passed is an ``azure.functions.TimerRequest``.
+The host sends the timer's JSON (``Schedule``, ``ScheduleStatus``, ``IsPastDue``); the
+runtime turns it into an ``azure.functions.TimerRequest``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from datetime import UTC, datetime, timedelta
 
-from azure.functions.timer import TimerRequest  # noqa: TID251 (the worker's own type)
-
-from devtools.host.app_loader import FunctionSpec
+from devtools.host.functions import FunctionSpec
 from devtools.host.invocation import HostStoppingError, Invoker
 from devtools.host.ncrontab import parse_schedule
+from devtools.host.protos import messages
 
 log = logging.getLogger("host.timers")
 PAST_DUE_AFTER = timedelta(seconds=5)
@@ -49,11 +50,15 @@ class TimerRunner:
             "Next": self._schedule.next_after(now).isoformat(),
             "LastUpdated": now.isoformat(),
         }
-        request = TimerRequest(
-            past_due=past_due, schedule_status=status, schedule={"AdjustForDST": True}
-        )
+        # The JSON the host sends a timer trigger (the worker builds the TimerRequest).
+        document = {
+            "Schedule": {"AdjustForDST": True},
+            "ScheduleStatus": status,
+            "IsPastDue": past_due,
+        }
         try:
-            self._invoker.invoke(self.spec, {self.spec.trigger_parameter: request})
+            data = messages.TypedData(json=json.dumps(document))
+            self._invoker.invoke(self.spec, {self.spec.trigger_parameter: data})
         except HostStoppingError:
             self._stop.set()
         except Exception as error:

@@ -5,11 +5,13 @@ Both answer Event Grid's validation handshakes (Event Grid schema: header
 CloudEvents: ``OPTIONS`` with ``WebHook-Request-Origin`` -> ``WebHook-Allowed-Origin``)
 and require the extension's system key (``code=``), as the host does.
 
-Event Grid trigger: each event of the posted array is one invocation with an
-``azure.functions.EventGridEvent``; 200 when every invocation succeeded, 500 otherwise so
-Event Grid retries. Blob trigger (``source="EventGrid"``): each ``BlobCreated`` event of a
-container the trigger's path names is one invocation with an ``azure.functions.InputStream``
-read from storage through the binding's connection; 202 when done, 500 on failure.
+Event Grid trigger: each event of the posted array is one invocation, the event's JSON
+as the trigger data (the runtime builds the ``EventGridEvent`` or ``CloudEvent``); 200
+when every invocation succeeded, 500 otherwise so Event Grid retries. Blob trigger
+(``source="EventGrid"``): each ``BlobCreated`` event of a container the trigger's path
+names is one invocation, the blob read through the binding's connection and sent as bytes
+with the host's trigger metadata (``BlobTrigger``, ``Uri``, ``Properties``, ``Metadata``
+and the path's parameters, e.g. ``name``); 202 when done, 500 on failure.
 (The real host queues blob work internally and retries it itself; here the failure goes
 back to the sender, whose retry schedule then applies.)
 """
@@ -18,60 +20,44 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime
+import re
 from typing import Any
 from urllib.parse import unquote
 
-import azure.functions as func  # noqa: TID251 (the host must speak the worker's types)
-from azure.functions.blob import InputStream  # noqa: TID251
-
-from devtools.host.app_loader import FunctionSpec
+from devtools.host.functions import FunctionSpec
 from devtools.host.http_messages import IncomingRequest, OutgoingResponse
 from devtools.host.invocation import HostStoppingError, Invoker
 from devtools.host.keys import HostKeys
-from devtools.host.storage import BlobReader, container_of_path
+from devtools.host.protos import messages
+from devtools.host.storage import BlobContent, BlobReader, container_of_path
 
 log = logging.getLogger("host.webhooks")
 VALIDATION_EVENT = "Microsoft.EventGrid.SubscriptionValidationEvent"
 BLOB_CREATED = "Microsoft.Storage.BlobCreated"
 
 
-def _parse_time(text: Any) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+def blob_trigger_metadata(
+    spec: FunctionSpec, container: str, blob_name: str, blob: BlobContent
+) -> dict[str, Any]:
+    """What the host tells a blob trigger besides the content (names as the host uses them)."""
+    path = str(spec.trigger.get("path", ""))
+    metadata = {
+        "BlobTrigger": messages.TypedData(string=f"{container}/{blob_name}"),
+        "Uri": messages.TypedData(string=blob.url),
+        "Properties": messages.TypedData(json=json.dumps(blob.properties, default=str)),
+        "Metadata": messages.TypedData(json=json.dumps(blob.metadata)),
+    }
+    for name, value in path_parameters(path, blob_name).items():
+        metadata[name] = messages.TypedData(string=value)
+    return metadata
 
 
-def to_event_grid_event(event: dict[str, Any]) -> func.EventGridEvent:
-    """Event Grid schema, or a CloudEvent mapped onto the same fields."""
-    names = _CLOUDEVENT_NAMES if "specversion" in event else _EVENTGRID_NAMES
-    return func.EventGridEvent(
-        id=str(event.get("id", "")),
-        data=event.get("data"),  # type: ignore[arg-type]
-        topic=str(event.get(names["topic"], "")),
-        subject=str(event.get("subject", "")),
-        event_type=str(event.get(names["event_type"], "")),
-        event_time=_parse_time(event.get(names["event_time"])),
-        data_version=str(event.get(names["data_version"], "")),
-    )
-
-
-# Where each EventGridEvent field lives in the two schemas.
-_EVENTGRID_NAMES = {
-    "topic": "topic",
-    "event_type": "eventType",
-    "event_time": "eventTime",
-    "data_version": "dataVersion",
-}
-_CLOUDEVENT_NAMES = {
-    "topic": "source",
-    "event_type": "type",
-    "event_time": "time",
-    "data_version": "dataschema",
-}
+def path_parameters(path: str, blob_name: str) -> dict[str, str]:
+    """Values of a blob path's ``{name}`` parameters (``incoming/{name}`` -> name)."""
+    pattern = path.split("/", 1)[1] if "/" in path else ""
+    regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>.+)", re.escape(pattern))
+    match = re.fullmatch(regex, blob_name) if pattern else None
+    return dict(match.groupdict()) if match else {}
 
 
 def _events_of(request: IncomingRequest) -> list[dict[str, Any]] | None:
@@ -147,7 +133,8 @@ class WebhookHandler:
         failed = 0
         for event in events:
             try:
-                self._invoker.invoke(spec, {spec.trigger_parameter: to_event_grid_event(event)})
+                data = messages.TypedData(json=json.dumps(event))
+                self._invoker.invoke(spec, {spec.trigger_parameter: data})
             except HostStoppingError:
                 raise
             except Exception:
@@ -178,16 +165,10 @@ class WebhookHandler:
             if blob is None:
                 log.warning("blob %s/%s is gone; %s not invoked", container, blob_name, spec.name)
                 continue
-            stream = InputStream(
-                data=blob.content,
-                name=f"{container}/{blob_name}",
-                uri=blob.url,
-                length=len(blob.content),
-                blob_properties=blob.properties,
-                metadata=blob.metadata,
-            )
+            data = messages.TypedData(bytes=blob.content)
+            metadata = blob_trigger_metadata(spec, container, blob_name, blob)
             try:
-                self._invoker.invoke(spec, {spec.trigger_parameter: stream})
+                self._invoker.invoke(spec, {spec.trigger_parameter: data}, metadata)
             except HostStoppingError:
                 raise
             except Exception:

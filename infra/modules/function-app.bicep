@@ -1,6 +1,10 @@
-// Function App on the Flex Consumption plan (Linux, Python 3.11), running as a
+// Function App on the Flex Consumption plan (Linux, Python 3.13), running as a
 // user-assigned managed identity. Every connection is identity-based: no keys or
 // connection strings are stored in app settings.
+//
+// Python 3.13 on Flex Consumption: https://learn.microsoft.com/azure/azure-functions/flex-consumption-plan#supported-language-stack-versions
+// From 3.13 the worker isolates the app's dependencies by default, so the 3.11-era
+// PYTHON_ISOLATE_WORKER_DEPENDENCIES setting is not set.
 
 import { dataContainers, queueNames, resultsTopicName } from 'catalog.bicep'
 import { roleDefinitionIds } from 'role-definitions.bicep'
@@ -31,6 +35,9 @@ param deploymentContainerUrl string
 
 @description('Blob endpoint of the data storage account (https://<account>.blob.core.windows.net/).')
 param dataBlobEndpoint string
+
+@description('Queue endpoint of the data storage account (https://<account>.queue.core.windows.net/); the blob trigger writes poison-blob messages there.')
+param dataQueueEndpoint string
 
 @description('Fully qualified Service Bus namespace (<namespace>.servicebus.windows.net).')
 param serviceBusFullyQualifiedNamespace string
@@ -99,6 +106,9 @@ param appSettingOverrides object = {}
 @description('Tags applied to every resource.')
 param tags object = {}
 
+@description('Tags of the Function App alone, such as azd-service-name (azd deploy looks the app up by it, so no other resource may carry it).')
+param siteTags object = {}
+
 resource appInsights 'Microsoft.Insights/components@2020-02-02' existing = {
   name: appInsightsName
 }
@@ -120,7 +130,7 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
 resource site 'Microsoft.Web/sites@2024-04-01' = {
   name: appName
   location: location
-  tags: tags
+  tags: union(tags, siteTags)
   kind: 'functionapp,linux'
   identity: {
     type: 'UserAssigned'
@@ -159,7 +169,7 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
       }
       runtime: {
         name: 'python'
-        version: '3.11'
+        version: '3.13'
       }
     }
   }
@@ -194,8 +204,11 @@ var appSettings = {
   // Telemetry; the authentication string makes ingestion use the app identity.
   APPLICATIONINSIGHTS_CONNECTION_STRING: appInsights.properties.ConnectionString
   APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${appIdentityClientId};Authorization=AAD'
-  // Connection "Storage" (blob bindings and the app's blob client).
+  // Connection "Storage" (blob bindings and the app's blob client). With blobServiceUri the
+  // blob trigger also needs queueServiceUri: it writes poison blobs to a queue of the same
+  // account (host-only: the app's own blob client reads blobServiceUri alone).
   Storage__blobServiceUri: dataBlobEndpoint
+  Storage__queueServiceUri: dataQueueEndpoint
   Storage__credential: 'managedidentity'
   Storage__clientId: appIdentityClientId
   // Connection "ServiceBusConnection" (trigger, output and the app's sender).

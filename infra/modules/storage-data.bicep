@@ -2,6 +2,13 @@
 // idempotency records, ledgers) and the Event Grid dead-letter container.
 // The app identity is Storage Blob Data Contributor on each app container, never on the
 // account; Event Grid's identity may write only to the dead-letter container.
+//
+// The blob trigger (connection "Storage", source EventGrid) adds what Microsoft documents for
+// an identity-based blob trigger: Storage Blob Data Owner and Storage Queue Data Contributor.
+// https://learn.microsoft.com/azure/azure-functions/functions-bindings-storage-blob-trigger#identity-based-connections
+// Owner is scoped to the one container the trigger reads (incoming); the queue role is on
+// this account, where the blobs extension creates its poison queue (webjobs-blobtrigger-poison)
+// on demand. Receipts and the trigger's own work queue live in the host account.
 
 import { appContainerNames, dataContainers } from 'catalog.bicep'
 import { roleDefinitionIds } from 'role-definitions.bicep'
@@ -77,6 +84,12 @@ resource appContainers 'Microsoft.Storage/storageAccounts/blobServices/container
     }
   }
 ]
+
+// The container the blob trigger watches, created by appContainers above.
+resource incomingContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2024-01-01' existing = {
+  parent: blobService
+  name: dataContainers.incoming
+}
 
 resource deadLetterContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2024-01-01' = {
   parent: blobService
@@ -199,6 +212,33 @@ resource appContainerContributor 'Microsoft.Authorization/roleAssignments@2022-0
   }
 ]
 
+// Blob trigger on "incoming" (identity-based connection): the documented trigger role, on
+// that container alone.
+resource blobTriggerOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(incomingContainer.id, appPrincipalId, roleDefinitionIds.storageBlobDataOwner)
+  scope: incomingContainer
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleDefinitionIds.storageBlobDataOwner)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+  dependsOn: [
+    appContainers
+  ]
+}
+
+// Blob trigger poison queue (Storage__queueServiceUri points at this account). The account
+// holds no other queue.
+resource blobTriggerQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(account.id, appPrincipalId, roleDefinitionIds.storageQueueDataContributor)
+  scope: account
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleDefinitionIds.storageQueueDataContributor)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
 resource deadLetterWriter 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(deadLetterContainer.id, eventGridPrincipalId, roleDefinitionIds.storageBlobDataContributor)
   scope: deadLetterContainer
@@ -212,3 +252,4 @@ resource deadLetterWriter 'Microsoft.Authorization/roleAssignments@2022-04-01' =
 output id string = account.id
 output name string = account.name
 output blobEndpoint string = account.properties.primaryEndpoints.blob
+output queueEndpoint string = account.properties.primaryEndpoints.queue

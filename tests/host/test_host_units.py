@@ -2,32 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
+import json
+import re
 import socket
-import time
-from collections.abc import Callable
-from typing import Any
+import sys
+from pathlib import Path
 
 import pytest
 
-from devtools.host.app_loader import FunctionSpec
 from devtools.host.config import HostConfigError, parse_timespan, resolve_binding
 from devtools.host.eventgrid_delivery import RetryPolicy
-from devtools.host.invocation import FunctionTimeoutError, HostStoppingError, Invoker
-from devtools.processes import describe_port
+from devtools.host.functions import spec_from_metadata
+from devtools.host.http_messages import from_return_value
+from devtools.host.invocation import trace_parent_for
+from devtools.host.protos import messages
+from devtools.host.webhooks import path_parameters
+from devtools.processes import Child, describe_port
 from devtools.stack import servicebus_endpoint, storage_ports
-
-
-def spec(function: Callable[..., Any], name: str = "f") -> FunctionSpec:
-    return FunctionSpec(
-        name=name,
-        trigger_type="httpTrigger",
-        trigger={"name": "req", "type": "httpTrigger"},
-        bindings=[],
-        user_function=function,
-        is_async=asyncio.iscoroutinefunction(function),
-        parameters=("req",),
-    )
 
 
 def test_event_grid_retry_schedule() -> None:
@@ -57,28 +48,6 @@ def test_timespans_and_setting_references() -> None:
         resolve_binding({"path": "%Missing%/{name}"}, environ)
 
 
-def test_invoker_runs_sync_and_async_functions_and_enforces_the_timeout() -> None:
-    async def coroutine_function(req: str) -> str:
-        await asyncio.sleep(0)
-        return f"async {req}"
-
-    def slow(req: str) -> None:
-        time.sleep(1)
-
-    invoker = Invoker(function_timeout_s=0.2, script_root=".")
-    try:
-        assert invoker.invoke(spec(lambda req: f"sync {req}"), {"req": "a"}) == "sync a"
-        assert invoker.invoke(spec(coroutine_function), {"req": "b"}) == "async b"
-        with pytest.raises(FunctionTimeoutError):
-            invoker.invoke(spec(slow), {"req": "c"})
-        invoker.stop_accepting()
-        with pytest.raises(HostStoppingError):
-            invoker.invoke(spec(lambda req: None), {"req": "d"})
-        assert invoker.drain(5)
-    finally:
-        invoker.close()
-
-
 def test_stack_reads_ports_from_connection_strings() -> None:
     values = {
         "AzureWebJobsStorage": (
@@ -101,3 +70,78 @@ def test_stack_tells_a_free_port_from_a_foreign_listener() -> None:
         listener.listen()
         # Accepts connections but neither answers HTTP nor AMQP.
         assert describe_port(port) == "other"
+
+
+def _metadata(name: str, *bindings: dict[str, object]) -> object:
+    return messages.RpcFunctionMetadata(
+        name=name, function_id=f"id-{name}", raw_bindings=[json.dumps(b) for b in bindings]
+    )
+
+
+def test_function_specs_come_from_the_workers_metadata_with_settings_resolved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("Queue", "requests")
+    trigger = {
+        "type": "serviceBusTrigger",
+        "name": "messages",
+        "queueName": "%Queue%",
+        "properties": {"SupportsDeferredBinding": True},
+    }
+
+    spec = spec_from_metadata(_metadata("process", trigger))
+
+    assert spec is not None
+    assert (spec.function_id, spec.trigger_type, spec.trigger_parameter) == (
+        "id-process",
+        "serviceBusTrigger",
+        "messages",
+    )
+    assert spec.trigger["queueName"] == "requests"
+    assert spec.supports_deferred_binding
+    # A missing setting puts that function (only) in an error state.
+    assert spec_from_metadata(_metadata("broken", {**trigger, "queueName": "%Nope%"})) is None
+    assert spec_from_metadata(_metadata("no_trigger", {"type": "blob", "name": "b"})) is None
+
+
+def test_http_return_values_become_responses() -> None:
+    cookie = messages.RpcHttpCookie(name="a", value="1", same_site=messages.RpcHttpCookie.Lax)
+    cookie.path.value = "/api"
+    cookie.domain.value = ""
+    cookie.http_only.value = True
+    http = messages.RpcHttp(
+        status_code="201",
+        headers={"content-type": "text/csv"},
+        body=messages.TypedData(bytes=b"a,b"),
+        cookies=[cookie],
+    )
+
+    response = from_return_value(messages.TypedData(http=http))
+
+    assert (response.status, response.body) == (201, b"a,b")
+    assert ("Set-Cookie", "a=1; Path=/api; HttpOnly; SameSite=Lax") in response.headers
+    assert from_return_value(messages.TypedData(string="hi")).body == b"hi"
+    assert from_return_value(None).status == 204
+
+
+def test_blob_path_parameters_and_trace_parents() -> None:
+    assert path_parameters("incoming/{name}", "contoso/a b.pdf") == {"name": "contoso/a b.pdf"}
+    assert path_parameters("c/{tenant}/{file}.txt", "t1/x.txt") == {"tenant": "t1", "file": "x"}
+    assert path_parameters("c/{tenant}/{file}.txt", "t1/x.pdf") == {}
+    caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    assert trace_parent_for(caller) == caller
+    assert trace_parent_for("not-a-trace") != "not-a-trace"
+    assert trace_parent_for(None).startswith("00-")
+
+
+def test_a_restarted_child_is_not_ready_because_of_an_earlier_runs_log(tmp_path: Path) -> None:
+    log_path = tmp_path / "emulator.log"
+    log_path.write_text("ready amqp=127.0.0.1:5672 admin=http://127.0.0.1:1111\n")
+    ready = re.compile(r"ready amqp=\S+ admin=(http://\S+)")
+    script = "import time; time.sleep(0.3); print('ready amqp=x admin=http://127.0.0.1:2222')"
+    child = Child("emulator", [sys.executable, "-c", script], log_path)
+    try:
+        assert child.wait_for(ready, timeout=30).group(1) == "http://127.0.0.1:2222"
+    finally:
+        child.stop()
+    assert "1111" in log_path.read_text()  # the earlier run's lines are kept, just not read

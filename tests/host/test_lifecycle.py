@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import BlobServiceClient
 
-from tests.host.hostproc import HostProcess, http, wait_for
+from tests.host.hostproc import REPO_ROOT, HostProcess, http, wait_for
 
 pytestmark = pytest.mark.integration
 # These hosts need no Service Bus listeners (which would compete with the session host's).
@@ -75,3 +77,37 @@ def test_blob_is_not_delivered_again_after_a_restart(
         second.stop()
     names = [r["name"] for r in second.records("on_blob")]
     assert names.count(f"{container}/{name}") == 1
+
+
+def test_an_app_the_runtime_rejects_does_not_start(tmp_path: Path) -> None:
+    """One function the runtime cannot index fails the whole app, as it does in Azure."""
+    (tmp_path / "host.json").write_text('{"version": "2.0"}')
+    (tmp_path / "function_app.py").write_text(
+        "import azure.functions as func\n"
+        "import azurefunctions.extensions.bindings.servicebus as servicebus\n\n"
+        "app = func.FunctionApp()\n\n\n"
+        '@app.route(route="ok", auth_level=func.AuthLevel.ANONYMOUS)\n'
+        "def ok(req: func.HttpRequest) -> func.HttpResponse:\n"
+        '    return func.HttpResponse("ok")\n\n\n'
+        '@app.service_bus_queue_trigger(arg_name="messages", queue_name="q", connection="C",'
+        ' cardinality="many")\n'
+        "def batch(messages: list[servicebus.ServiceBusReceivedMessage]) -> None:\n"
+        "    pass\n"
+    )
+    settings = tmp_path / "local.settings.json"
+    settings.write_text('{"Values": {"FUNCTIONS_WORKER_RUNTIME": "python"}}')
+
+    finished = subprocess.run(
+        [
+            sys.executable, "-m", "devtools.host", "--script-root", str(tmp_path),
+            "--settings", str(settings), "--keys-file", str(tmp_path / "keys.json"),
+            "--port", "0",
+        ],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+    output = finished.stdout + finished.stderr
+    assert finished.returncode == 2, output
+    assert "Worker failed to index functions" in output
+    assert "binding messages has invalid non-type annotation" in output
+    assert "Host started" not in output

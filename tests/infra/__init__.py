@@ -368,6 +368,24 @@ def resources_of_type(text: str, resource_type: str) -> list[Resource]:
     ]
 
 
+def module_params(text: str, symbol: str) -> dict[str, Any]:
+    """The ``params`` object of ``module <symbol> '<file>' = { ... }``."""
+    match = re.search(rf"^module\s+{symbol}\s+'[^']+'\s*=\s*", text, re.MULTILINE)
+    if match is None:
+        raise BicepReadError(f"module {symbol} is not declared")
+    body, _ = parse_value(text, match.end())
+    if not isinstance(body, dict) or "params" not in body:
+        raise BicepReadError(f"module {symbol} has no params object")
+    module_parameters: dict[str, Any] = body["params"]
+    return module_parameters
+
+
+def outputs(text: str) -> dict[str, str]:
+    """Every one-line ``output name type = value``: name -> the value's source text."""
+    pattern = re.compile(r"^output\s+(\w+)\s+\w+\s*=\s*(.+)$", re.MULTILINE)
+    return {match.group(1): match.group(2).strip() for match in pattern.finditer(text)}
+
+
 def imports(text: str) -> dict[str, str]:
     """``import { a, b } from 'file.bicep'`` statements: imported name -> file."""
     found: dict[str, str] = {}

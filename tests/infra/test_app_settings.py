@@ -17,6 +17,8 @@ from tests.infra import (
     Expression,
     Unresolved,
     constants,
+    module_params,
+    outputs,
     read,
     resolve,
     resources_of_type,
@@ -24,6 +26,8 @@ from tests.infra import (
 )
 
 FUNCTION_APP = MODULES / "function-app.bicep"
+DATA_STORAGE = MODULES / "storage-data.bicep"
+MAIN = REPO_ROOT / "infra" / "main.bicep"
 LOCAL_SAMPLE = REPO_ROOT / "local.settings.sample.json"
 
 # Settings Flex Consumption rejects or ignores: the runtime lives in functionAppConfig and
@@ -159,15 +163,55 @@ def test_application_insights_is_wired() -> None:
     assert auth == "ClientId=X;Authorization=AAD"
 
 
+def test_blob_trigger_connection_names_the_blob_and_queue_services() -> None:
+    """Identity-based ``Storage`` for a blob trigger needs both service URIs, one account.
+
+    The blobs extension writes poison blobs to a queue of the connection's account, so
+    with ``__blobServiceUri`` it requires ``__queueServiceUri`` as well (a host-only
+    setting: the app's own blob client reads the blob endpoint alone).
+    https://learn.microsoft.com/azure/azure-functions/functions-bindings-storage-blob-trigger#identity-based-connections
+    """
+    settings = bicep_app_settings()
+    assert settings["Storage__blobServiceUri"] == Expression("dataBlobEndpoint")
+    assert settings["Storage__queueServiceUri"] == Expression("dataQueueEndpoint")
+    module = module_params(read(MAIN), "functionApp")
+    assert module["dataBlobEndpoint"] == Expression("dataStorage.outputs.blobEndpoint")
+    assert module["dataQueueEndpoint"] == Expression("dataStorage.outputs.queueEndpoint")
+    data_outputs = outputs(read(DATA_STORAGE))
+    assert data_outputs["blobEndpoint"] == "account.properties.primaryEndpoints.blob"
+    assert data_outputs["queueEndpoint"] == "account.properties.primaryEndpoints.queue"
+
+
+def test_local_storage_connection_string_reaches_blobs_and_queues_of_one_account() -> None:
+    """Locally ``Storage`` is Azurite's connection string; the blob trigger's poison queue
+    needs its queue endpoint too (without it the SDK derives *.queue.core.windows.net)."""
+    values = json.loads(LOCAL_SAMPLE.read_text(encoding="utf-8"))["Values"]
+    parts = dict(item.split("=", 1) for item in values["Storage"].split(";") if "=" in item)
+    account = parts["AccountName"]
+    assert parts["BlobEndpoint"].startswith("http://127.0.0.1:")
+    assert parts["QueueEndpoint"].startswith("http://127.0.0.1:")
+    assert parts["BlobEndpoint"].endswith(f"/{account}")
+    assert parts["QueueEndpoint"].endswith(f"/{account}")
+
+
+def test_no_dependency_isolation_setting_on_313() -> None:
+    """Python 3.13 isolates the app's dependencies by default; the 3.11 switch is gone."""
+    assert "PYTHON_ISOLATE_WORKER_DEPENDENCIES" not in bicep_app_settings()
+
+
 def test_no_flex_deprecated_settings() -> None:
     present = FLEX_DEPRECATED & set(bicep_app_settings())
     assert not present, f"not valid on Flex Consumption: {sorted(present)}"
 
 
-def test_runtime_is_python_311_in_function_app_config() -> None:
+def test_runtime_is_python_313_in_function_app_config() -> None:
+    """Flex Consumption serves Python 3.13 (functionAppConfig.runtime, not app settings).
+
+    https://learn.microsoft.com/azure/azure-functions/flex-consumption-plan#supported-language-stack-versions
+    """
     (site,) = resources_of_type(read(FUNCTION_APP), "Microsoft.Web/sites")
     config = site.body["properties"]["functionAppConfig"]
-    assert config["runtime"] == {"name": "python", "version": "3.11"}
+    assert config["runtime"] == {"name": "python", "version": "3.13"}
     storage = config["deployment"]["storage"]
     assert storage["type"] == "blobContainer"
     assert storage["authentication"]["type"] == "UserAssignedIdentity"

@@ -52,7 +52,11 @@ ALLOWED_SCOPES = {
         "Microsoft.ServiceBus/namespaces/topics",
     },
     "serviceBusDataOwner": {"Microsoft.ServiceBus/namespaces/queues"},
-    "storageBlobDataOwner": {"Microsoft.Storage/storageAccounts"},
+    # The host account (Functions host) and the container the blob trigger reads.
+    "storageBlobDataOwner": {
+        "Microsoft.Storage/storageAccounts",
+        "Microsoft.Storage/storageAccounts/blobServices/containers",
+    },
     "storageQueueDataContributor": {"Microsoft.Storage/storageAccounts"},
     "storageBlobDataContributor": {"Microsoft.Storage/storageAccounts/blobServices/containers"},
     "eventGridDataSender": {"Microsoft.EventGrid/topics"},
@@ -122,13 +126,59 @@ def test_assignment_uses_a_constant_at_an_allowed_scope(
     assert assignment.body["properties"]["principalType"] == "ServicePrincipal"
 
 
-def test_blob_data_owner_only_on_the_host_account() -> None:
-    owners = [
-        path.name
-        for path, assignment, _ in role_assignments()
-        if "storageBlobDataOwner" in assignment.body["properties"]["roleDefinitionId"].text
+def _grants(constant: str) -> list[tuple[str, Resource]]:
+    """(file name, scope resource) of every assignment of one role constant."""
+    found = []
+    for path, assignment, symbols in role_assignments():
+        if (
+            f"roleDefinitionIds.{constant})"
+            in assignment.body["properties"]["roleDefinitionId"].text
+        ):
+            scope = re.sub(r"\[\w+\]$", "", assignment.body["scope"].text)
+            found.append((path.name, symbols[scope]))
+    return found
+
+
+def test_blob_data_owner_on_the_host_account_and_the_trigger_container_only() -> None:
+    """Owner where the Functions host needs it, and where the blob trigger reads.
+
+    Microsoft documents Storage Blob Data Owner for an identity-based blob trigger; the
+    trigger reads one container of the data account, so the grant stops there.
+    """
+    owners = sorted((name, scope.type) for name, scope in _grants("storageBlobDataOwner"))
+    assert owners == [
+        ("storage-data.bicep", "Microsoft.Storage/storageAccounts/blobServices/containers"),
+        ("storage-host.bicep", "Microsoft.Storage/storageAccounts"),
     ]
-    assert owners == ["storage-host.bicep"]
+    (data_scope,) = [scope for name, scope in _grants("storageBlobDataOwner") if "data" in name]
+    assert data_scope.body["name"] == Expression("dataContainers.incoming")
+
+
+def test_queue_data_contributor_on_both_accounts_for_the_host_and_the_blob_trigger() -> None:
+    """The host's queues (AzureWebJobsStorage) and the blob trigger's poison queue, which
+    the blobs extension keeps in the account of the trigger's connection."""
+    contributors = sorted(
+        (name, scope.type) for name, scope in _grants("storageQueueDataContributor")
+    )
+    assert contributors == [
+        ("storage-data.bicep", "Microsoft.Storage/storageAccounts"),
+        ("storage-host.bicep", "Microsoft.Storage/storageAccounts"),
+    ]
+
+
+def test_trigger_container_is_the_incoming_container_and_waits_for_it() -> None:
+    text = read(MODULES / "storage-data.bicep")
+    symbols = {resource.symbol: resource for resource in resources(text)}
+    container = symbols["incomingContainer"]
+    assert container.existing
+    assert container.body["name"] == Expression("dataContainers.incoming")
+    (owner,) = [
+        a
+        for a in resources_of_type(text, "Microsoft.Authorization/roleAssignments")
+        if a.symbol == "blobTriggerOwner"
+    ]
+    # An existing reference carries no dependency on the loop that creates the container.
+    assert owner.body["dependsOn"] == [Expression("appContainers")]
 
 
 def test_app_containers_get_contributor_one_by_one() -> None:

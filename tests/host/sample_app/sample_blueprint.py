@@ -3,6 +3,7 @@
 import asyncio
 import json
 import time
+import typing
 
 import azure.functions as func
 from azurefunctions.extensions.bindings import servicebus
@@ -94,7 +95,7 @@ def on_blob(blob: func.InputStream) -> None:
     auto_complete_messages=False,
 )
 def settle_batch(
-    messages: list[servicebus.ServiceBusReceivedMessage],
+    messages: typing.List[servicebus.ServiceBusReceivedMessage],  # noqa: UP006 (runtime rule)
     message_actions: servicebus.ServiceBusMessageActions,
 ) -> None:
     bodies = []

@@ -36,12 +36,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from shared.adapters.local_model import LocalModel  # noqa: E402
-from shared.announcements import Announcer  # noqa: E402
-from shared.claimcheck import ClaimChecks  # noqa: E402
 from shared.contracts import ClaimCheck, Job, RequestMessage  # noqa: E402
-from shared.inbound import InboundMessage  # noqa: E402
+from shared.events.announcements import Announcer  # noqa: E402
+from shared.intake.claim_checks import ClaimChecks  # noqa: E402
 from shared.jobs import JobRepository  # noqa: E402
-from shared.processing import MessageProcessor, ProcessingPolicy  # noqa: E402
+from shared.processing.inbound import InboundMessage  # noqa: E402
+from shared.processing.pipeline import MessageProcessor, ProcessingPolicy  # noqa: E402
 from shared.results import ResultStore  # noqa: E402
 from tests.fakes import (  # noqa: E402
     InMemoryBlobStore,
@@ -204,7 +204,7 @@ def _settings_values(storage: str, emulator: Any) -> dict[str, str]:
 
 def _submit(services: Any, count: int) -> float:
     """Submit ``count`` requests through intake; returns the intake rate (req/s)."""
-    from shared.intake import InlineContent, Submission
+    from shared.intake.submissions import InlineContent, Submission
 
     tenant = f"bench-{uuid.uuid4().hex[:6]}"
     started = time.perf_counter()

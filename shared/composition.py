@@ -14,23 +14,23 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from shared.announcements import Announcer, EventPublisher
-from shared.backlog import BacklogGate, BacklogProbe
-from shared.backlog_report import QueueObserver
-from shared.batch import BatchProcessor
-from shared.claimcheck import BlobStore, ClaimChecks
 from shared.clock import Clock, utc_now
-from shared.deferral import DeferralLedger, DeferredSource, DeferredSweeper
-from shared.event_intake import EventIntake
-from shared.idempotency import IdempotencyGuard
+from shared.events.announcements import Announcer, EventPublisher
+from shared.events.intake import EventIntake
+from shared.events.webhook_auth import TokenValidator
 from shared.inference import ModelClient
-from shared.intake import Intake, IntakePolicy
+from shared.intake.backpressure import BacklogGate, BacklogProbe
+from shared.intake.claim_checks import BlobStore, ClaimChecks
+from shared.intake.idempotency import IdempotencyGuard
+from shared.intake.submissions import Intake, IntakePolicy
 from shared.jobs import JobRepository
 from shared.messaging import MessageSender
-from shared.processing import MessageProcessor, ProcessingPolicy
+from shared.ops.backlog_report import QueueObserver
+from shared.processing.batches import BatchProcessor
+from shared.processing.deferral import DeferralLedger, DeferredSource, DeferredSweeper
+from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
 from shared.results import ResultStore
 from shared.settings import Settings, get_settings
-from shared.webhook_auth import TokenValidator
 
 DeferredSourceFactory = Callable[[], AbstractContextManager[DeferredSource]]
 

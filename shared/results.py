@@ -12,11 +12,11 @@ import json
 import logging
 from collections.abc import Callable
 
-from shared.claimcheck import BlobStore
 from shared.clock import Clock, utc_now
 from shared.contracts import RequestMessage
 from shared.errors import PolicyRefusal
 from shared.inference import InferenceInput, ModelClient, ResultDocument
+from shared.intake.claim_checks import BlobStore
 
 log = logging.getLogger(__name__)
 

@@ -12,15 +12,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from shared.announcements import CloudEventSpec
-from shared.claimcheck import BlobInfo
 from shared.contracts import Job
-from shared.deferral import DeferredEntry
 from shared.errors import ConcurrencyConflict, TransientError
-from shared.idempotency import IdempotencyRecord
-from shared.inbound import InboundMessage
+from shared.events.announcements import CloudEventSpec
+from shared.intake.claim_checks import BlobInfo
+from shared.intake.idempotency import IdempotencyRecord
 from shared.jobs import Versioned
 from shared.messaging import OutgoingMessage
+from shared.processing.deferral import DeferredEntry
+from shared.processing.inbound import InboundMessage
 
 _etags = itertools.count(1)
 

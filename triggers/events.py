@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import azure.functions as func
 
-from shared import workers
-from shared.api import events as events_api
-from shared.events import IncomingEvent
+from shared import entry_points
+from shared.events import webhook as events_api
+from shared.events.incoming import IncomingEvent
 from triggers.http_adapter import serve
 
 bp = func.Blueprint()
@@ -26,13 +26,13 @@ bp = func.Blueprint()
     source=func.BlobSource.EVENT_GRID,
 )
 def blob_intake(blob: func.InputStream) -> None:
-    workers.handle_new_blob(blob.name or "", blob.read)
+    entry_points.handle_new_blob(blob.name or "", blob.read)
 
 
 @bp.function_name("eventgrid_intake")
 @bp.event_grid_trigger(arg_name="event")
 def eventgrid_intake(event: func.EventGridEvent) -> None:
-    workers.handle_event(
+    entry_points.handle_event(
         IncomingEvent(
             id=event.id,
             type=event.event_type,

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import azure.functions as func
 
-from shared.api.http import ApiRequest, ApiResponse, guarded
+from shared.intake.http import ApiRequest, ApiResponse, guarded
 
 
 def to_api_request(req: func.HttpRequest) -> ApiRequest:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import azure.functions as func
 
-from shared.api import requests as api
+from shared.intake import request_api as api
 from triggers.http_adapter import serve
 
 bp = func.Blueprint()

@@ -11,7 +11,7 @@ import typing
 import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
-from shared import workers
+from shared import entry_points
 
 bp = func.Blueprint()
 
@@ -34,16 +34,16 @@ def process_requests(
     messages: ReceivedMessages,
     message_actions: servicebus.ServiceBusMessageActions,
 ) -> None:
-    workers.handle_request_batch(messages, message_actions)
+    entry_points.handle_request_batch(messages, message_actions)
 
 
 @bp.function_name("report_backlog")
 @bp.timer_trigger(arg_name="timer", schedule="%BacklogReportSchedule%", run_on_startup=False)
 def report_backlog(timer: func.TimerRequest) -> None:
-    workers.report_backlog()
+    entry_points.report_backlog()
 
 
 @bp.function_name("sweep_deferred")
 @bp.timer_trigger(arg_name="timer", schedule="%DeferredSweepSchedule%", run_on_startup=False)
 def sweep_deferred(timer: func.TimerRequest) -> None:
-    workers.sweep_deferred()
+    entry_points.sweep_deferred()

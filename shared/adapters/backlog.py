@@ -19,9 +19,9 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessageState
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from shared.adapters.identity import azure_credential
-from shared.backlog import BacklogProbe
-from shared.backlog_report import QueueObserver, QueueSnapshot
 from shared.errors import ConfigurationError
+from shared.intake.backpressure import BacklogProbe
+from shared.ops.backlog_report import QueueObserver, QueueSnapshot
 from shared.settings import Settings
 
 

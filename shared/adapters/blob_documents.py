@@ -12,7 +12,7 @@ from datetime import datetime
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.contracts import Job
 from shared.errors import PermanentError
-from shared.idempotency import IdempotencyRecord
+from shared.intake.idempotency import IdempotencyRecord
 from shared.jobs import Versioned
 
 

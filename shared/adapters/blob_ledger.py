@@ -10,7 +10,7 @@ import json
 from datetime import datetime
 
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.deferral import DeferredEntry
+from shared.processing.deferral import DeferredEntry
 
 
 def _document(entry: DeferredEntry) -> dict[str, object]:

@@ -24,8 +24,8 @@ from azure.core.exceptions import (
 from azure.storage.blob import BlobServiceClient, ContentSettings, LinearRetry
 
 from shared.adapters.identity import azure_credential
-from shared.claimcheck import BlobInfo
 from shared.errors import ConcurrencyConflict, ConfigurationError, TransientError
+from shared.intake.claim_checks import BlobInfo
 from shared.settings import Settings
 
 JSON_CONTENT = ContentSettings(content_type="application/json")

@@ -19,8 +19,8 @@ from azure.core.messaging import CloudEvent
 from azure.eventgrid import EventGridPublisherClient
 
 from shared.adapters.identity import azure_credential
-from shared.announcements import CloudEventSpec
 from shared.errors import ConfigurationError, PermanentError, TransientError
+from shared.events.announcements import CloudEventSpec
 from shared.settings import Settings
 
 MAX_BATCH_BYTES = 900_000  # below the 1 MB request limit, leaving room for the envelope

@@ -18,7 +18,7 @@ from typing import Any
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver
 
 from shared.adapters.servicebus import servicebus_errors
-from shared.inbound import InboundMessage, normalise_properties
+from shared.processing.inbound import InboundMessage, normalise_properties
 
 
 def _text(value: Any) -> str | None:

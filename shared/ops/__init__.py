@@ -1,1 +1,5 @@
-"""Operations commands (``python -m shared.ops``): tools for the people who run Inferbus."""
+"""Operations (``python -m shared.ops``): Event Grid dead-letter replay and the backlog report.
+
+Commands wire their own services through ``shared.composition`` like the app does. May
+import every capability of ``shared``; SDK calls stay in ``adapters``.
+"""

@@ -16,14 +16,14 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from shared.deadletters import (
+from shared.errors import ConfigurationError, TransientError
+from shared.ops.eventgrid_deadletters import (
     DeadLetteredEvent,
     DeadLetterReplay,
     ReplayResult,
     newest_first,
     summarise,
 )
-from shared.errors import ConfigurationError, TransientError
 
 
 def _replay_service() -> tuple[DeadLetterReplay, str]:

@@ -13,7 +13,7 @@ import pytest
 from azure.servicebus import ServiceBusClient
 from azure.storage.blob import BlobServiceClient, ContentSettings
 
-from shared.inbound import normalise_properties
+from shared.processing.inbound import normalise_properties
 from tests.e2e.conftest import Stack
 
 pytestmark = pytest.mark.e2e

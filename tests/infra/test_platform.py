@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from shared.backlog_report import REPORT_PREFIX, QueueSnapshot, report_line
+from shared.ops.backlog_report import REPORT_PREFIX, QueueSnapshot, report_line
 from tests.infra import INFRA, MODULES, Expression, params, parse_value, read, resources_of_type
 
 MAIN = INFRA / "main.bicep"

@@ -9,9 +9,9 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from shared.adapters.backlog import EmulatorBacklogProbe, EmulatorQueueObserver, backlog_probe_for
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.backlog_report import report_backlog
 from shared.composition import build_services, use_services
 from shared.errors import ConfigurationError
+from shared.ops.backlog_report import report_backlog
 from tests.fixtures.azurite import Azurite
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import Call, json_body, make_settings

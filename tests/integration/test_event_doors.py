@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.composition import Services, build_services, use_services
-from shared.inbound import normalise_properties
+from shared.processing.inbound import normalise_properties
 from tests.fixtures.azurite import Azurite, free_port
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import indexed_functions, make_settings

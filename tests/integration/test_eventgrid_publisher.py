@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from shared.adapters.eventgrid import event_grid_publisher
-from shared.announcements import Announcement, cloud_events
 from shared.errors import ConfigurationError, PermanentError, TransientError
+from shared.events.announcements import Announcement, cloud_events
 from shared.settings import Settings
 from tests.support.http_recorder import Recorder, Reply, recording_server
 

@@ -22,12 +22,12 @@ from azure.servicebus import (
     ServiceBusReceiver,
 )
 
-from shared import workers
+from shared import entry_points
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.announcements import event_id
 from shared.composition import Services, build_services, use_services
 from shared.contracts import JobStatus
-from shared.inbound import normalise_properties
+from shared.events.announcements import event_id
+from shared.processing.inbound import normalise_properties
 from tests.fixtures.azurite import Azurite
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import Call, indexed_functions, json_body, make_settings
@@ -131,7 +131,7 @@ def wait_until_terminal(
         if all(services.jobs.get(tenant, i).status.is_terminal for i in ids):
             return
         run_trigger(receiver)
-        workers.sweep_deferred()
+        entry_points.sweep_deferred()
     states = {i: services.jobs.get(tenant, i).status.value for i in ids}
     raise AssertionError(f"jobs not terminal in time: {states}")
 

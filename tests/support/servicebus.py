@@ -9,7 +9,7 @@ from typing import Any
 
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver
 
-from shared.inbound import normalise_properties
+from shared.processing.inbound import normalise_properties
 
 
 class ReceiverMessageActions:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from shared.adapters.local_model import LocalModel
-from shared.announcements import Announcement, cloud_events, event_id, topic_message
 from shared.errors import PermanentError, PolicyRefusal, TransientError
+from shared.events.announcements import Announcement, cloud_events, event_id, topic_message
 from shared.inference import InferenceInput
 
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from shared.backoff import retry_delay
+from shared.processing.backoff import retry_delay
 
 
 def highest(low: float, high: float) -> float:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.claimcheck import BlobLocation, ClaimChecks
 from shared.errors import InvalidInput
+from shared.intake.claim_checks import BlobLocation, ClaimChecks
 
 ACCOUNT = "https://acct.blob.core.windows.net"
 

@@ -6,9 +6,9 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
-from shared.batch import BatchProcessor
-from shared.deferral import DeferredEntry, DeferredSweeper
-from shared.inbound import InboundMessage
+from shared.processing.batches import BatchProcessor
+from shared.processing.deferral import DeferredEntry, DeferredSweeper
+from shared.processing.inbound import InboundMessage
 from tests.fakes import InMemoryLedger, RecordingSettler
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

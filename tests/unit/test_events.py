@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from shared.deadletters import parse_dead_letter_blob
 from shared.errors import Forbidden, InvalidInput, PayloadTooLarge, Unauthenticated
-from shared.events import IncomingEvent, ValidationRequest, parse_delivery
-from shared.webhook_auth import authenticate_delivery
+from shared.events.incoming import IncomingEvent, ValidationRequest, parse_delivery
+from shared.events.webhook_auth import authenticate_delivery
+from shared.ops.eventgrid_deadletters import parse_dead_letter_blob
 
 # Shapes as documented for Event Grid (storage BlobCreated and the validation event).
 BLOB_CREATED = {

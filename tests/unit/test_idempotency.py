@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.errors import Conflict, InvalidInput
-from shared.idempotency import Claimed, IdempotencyGuard, Replay, hash_key
+from shared.intake.idempotency import Claimed, IdempotencyGuard, Replay, hash_key
 from tests.fakes import InMemoryIdempotencyStore
 
 

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from shared.backlog import BacklogGate
 from shared.errors import (
     ConfigurationError,
     Conflict,
@@ -21,7 +20,8 @@ from shared.errors import (
     UnknownModel,
     UnsupportedMediaType,
 )
-from shared.problems import problem_for
+from shared.intake.backpressure import BacklogGate
+from shared.intake.problems import problem_for
 from tests.fakes import FixedBacklog
 
 

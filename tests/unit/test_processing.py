@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from shared.adapters.local_model import LocalModel
-from shared.announcements import Announcer
-from shared.claimcheck import ClaimChecks
 from shared.contracts import ClaimCheck, Job, JobStatus, RequestMessage
 from shared.errors import PermanentError, TransientError
-from shared.inbound import InboundMessage
+from shared.events.announcements import Announcer
 from shared.inference import InferenceInput, InferenceResult
+from shared.intake.claim_checks import ClaimChecks
 from shared.jobs import JobRepository
-from shared.processing import MessageProcessor, ProcessingPolicy
+from shared.processing.inbound import InboundMessage
+from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
 from shared.results import ResultStore
 from tests.fakes import (
     InMemoryBlobStore,

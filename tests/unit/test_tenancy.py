@@ -8,7 +8,7 @@ import json
 import pytest
 
 from shared.errors import Unauthenticated
-from shared.tenancy import resolve_tenant
+from shared.intake.tenancy import resolve_tenant
 
 CLAIMS = ("tid", "http://schemas.microsoft.com/identity/claims/tenantid")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from shared.inbound import InboundMessage
 from shared.messaging import OutgoingMessage
+from shared.processing.inbound import InboundMessage
 
 
 def retry_copy(

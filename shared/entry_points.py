@@ -13,8 +13,8 @@ from typing import Any
 
 from shared.composition import get_services
 from shared.errors import InvalidInput
-from shared.event_intake import NotOurs
-from shared.events import IncomingEvent
+from shared.events.incoming import IncomingEvent
+from shared.events.intake import NotOurs
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def handle_event(event: IncomingEvent) -> None:
 
 def report_backlog() -> None:
     """Log the request queue's counts and oldest message age (see shared/backlog_report.py)."""
-    from shared.backlog_report import report_backlog as report
+    from shared.ops.backlog_report import report_backlog as report
 
     try:
         services = get_services()

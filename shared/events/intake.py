@@ -23,12 +23,12 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
-from shared.claimcheck import BlobStore, ClaimChecks
 from shared.contracts import BlobReferenceInput, ModelName, Priority, TextInput
 from shared.errors import FieldError, InvalidInput, PayloadTooLarge
-from shared.events import BLOB_CREATED, INFERENCE_REQUESTED, IncomingEvent
-from shared.intake import Accepted, BlobReference, InlineContent, Intake, Submission
-from shared.tenancy import TENANT_ID_PATTERN
+from shared.events.incoming import BLOB_CREATED, INFERENCE_REQUESTED, IncomingEvent
+from shared.intake.claim_checks import BlobStore, ClaimChecks
+from shared.intake.submissions import Accepted, BlobReference, InlineContent, Intake, Submission
+from shared.intake.tenancy import TENANT_ID_PATTERN
 from shared.tracing import continue_or_start
 
 log = logging.getLogger(__name__)

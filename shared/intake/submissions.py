@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.backlog import BacklogGate
-from shared.claimcheck import ClaimChecks
 from shared.clock import Clock, utc_now
 from shared.contracts import ClaimCheck, InlineText, Job, Priority, RequestMessage
 from shared.errors import (
@@ -29,7 +27,9 @@ from shared.errors import (
     TransientError,
     UnknownModel,
 )
-from shared.idempotency import Claimed, IdempotencyGuard, Replay
+from shared.intake.backpressure import BacklogGate
+from shared.intake.claim_checks import ClaimChecks
+from shared.intake.idempotency import Claimed, IdempotencyGuard, Replay
 from shared.jobs import JobRepository, fail
 from shared.messaging import MessageSender, request_envelope
 from shared.tracing import TraceContext, continue_or_start

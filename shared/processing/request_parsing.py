@@ -11,7 +11,7 @@ import json
 from pydantic import ValidationError
 
 from shared.contracts import REQUEST_MESSAGE_SCHEMA, RequestMessage
-from shared.inbound import InboundMessage
+from shared.processing.inbound import InboundMessage
 
 
 class InvalidPayload(Exception):

@@ -17,9 +17,9 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from shared.inbound import InboundMessage
-from shared.processing import MessageProcessor
-from shared.settlement import Settler
+from shared.processing.inbound import InboundMessage
+from shared.processing.pipeline import MessageProcessor
+from shared.processing.settlement import Settler
 
 log = logging.getLogger(__name__)
 

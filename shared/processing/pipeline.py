@@ -14,9 +14,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from shared.announcements import Announcer, announcement_for
-from shared.backoff import retry_delay
-from shared.claimcheck import ClaimChecks
 from shared.clock import Clock, utc_now
 from shared.contracts import (
     ClaimCheck,
@@ -24,16 +21,19 @@ from shared.contracts import (
     JobStatus,
     RequestMessage,
 )
-from shared.deferral import DeferralLedger, DeferredEntry
 from shared.errors import ClaimCheckInvalid, Conflict, PermanentError, TransientError
-from shared.inbound import InboundMessage
+from shared.events.announcements import Announcer, announcement_for
 from shared.inference import ModelClient
+from shared.intake.claim_checks import ClaimChecks
 from shared.jobs import JobRepository, fail, transition
 from shared.messaging import MessageSender
-from shared.request_parsing import InvalidPayload, parse_request
+from shared.processing.backoff import retry_delay
+from shared.processing.deferral import DeferralLedger, DeferredEntry
+from shared.processing.inbound import InboundMessage
+from shared.processing.request_parsing import InvalidPayload, parse_request
+from shared.processing.retries import retry_copy
+from shared.processing.settlement import MAX_DESCRIPTION_CHARS, DeadLetterReason, Settler
 from shared.results import ResultStore, summary_of
-from shared.retries import retry_copy
-from shared.settlement import MAX_DESCRIPTION_CHARS, DeadLetterReason, Settler
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shared.api.http import ApiRequest, ApiResponse, json_response
 from shared.composition import Services, get_services
 from shared.contracts import (
     BlobReferenceInput,
@@ -34,9 +33,10 @@ from shared.errors import (
     PayloadTooLarge,
     UnsupportedMediaType,
 )
-from shared.intake import BlobReference, InlineContent, Submission
+from shared.intake.http import ApiRequest, ApiResponse, json_response
+from shared.intake.submissions import BlobReference, InlineContent, Submission
+from shared.intake.tenancy import resolve_tenant
 from shared.jobs import transition
-from shared.tenancy import resolve_tenant
 from shared.tracing import continue_or_start
 
 JSON_ENVELOPE_ALLOWANCE = 65_536  # room for the JSON around the largest allowed inline text

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.errors import InferbusError
-from shared.problems import PROBLEM_CONTENT_TYPE, Problem, problem_for, unexpected_problem
+from shared.intake.problems import PROBLEM_CONTENT_TYPE, Problem, problem_for, unexpected_problem
 
 log = logging.getLogger(__name__)
 

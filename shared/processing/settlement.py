@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Protocol
 
-from shared.inbound import InboundMessage
+from shared.processing.inbound import InboundMessage
 
 
 class DeadLetterReason(StrEnum):

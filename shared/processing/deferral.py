@@ -16,8 +16,8 @@ from datetime import datetime
 from typing import Protocol
 
 from shared.clock import Clock, utc_now
-from shared.inbound import InboundMessage
-from shared.settlement import Settler
+from shared.processing.inbound import InboundMessage
+from shared.processing.settlement import Settler
 
 log = logging.getLogger(__name__)
 

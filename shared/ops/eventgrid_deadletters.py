@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from shared.claimcheck import BlobStore
 from shared.clock import Clock, utc_now
 from shared.errors import InvalidInput
-from shared.event_intake import EventIntake, EventOutcome
-from shared.events import IncomingEvent, event_from_cloudevent, event_from_eventgrid
+from shared.events.incoming import IncomingEvent, event_from_cloudevent, event_from_eventgrid
+from shared.events.intake import EventIntake, EventOutcome
+from shared.intake.claim_checks import BlobStore
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from shared.api.http import ApiRequest, ApiResponse, json_response
 from shared.composition import get_services
 from shared.errors import FieldError, InvalidInput
-from shared.events import ValidationRequest, parse_delivery
-from shared.webhook_auth import authenticate_delivery
+from shared.events.incoming import ValidationRequest, parse_delivery
+from shared.events.webhook_auth import authenticate_delivery
+from shared.intake.http import ApiRequest, ApiResponse, json_response
 
 
 def abuse_protection_handshake(request: ApiRequest) -> ApiResponse:

@@ -3,10 +3,10 @@
 1. Per-message overhead of the pipeline with in-memory ports (no I/O): parse, job CAS
    updates, claim-check verification, the local model, result and announcements.
 2. Throughput through the Service Bus emulator and Azurite with the local model, A/B
-   interleaved over repeats (medians printed): A receives batches with the SDK and calls
-   the registered trigger function directly; B is the local host with the real Functions
-   runtime (the worker process decodes model binding data, settlement goes over gRPC to
-   the host's receiver), timed from "Host started" until the queue is empty.
+   interleaved over repeats (medians printed): A receives batches with the SDK and runs
+   the batch use case in-process (what the trigger calls); B is the local host with the
+   real Functions runtime (the worker process decodes model binding data, settlement goes
+   over gRPC to the host's receiver), timed from "Host started" until the queue is empty.
 3. Work amplification with 2% poison messages: per-message settlement versus an
    all-or-nothing batch baseline, where one poison message sends the whole batch back
    (healthy messages reprocessed per poison message).
@@ -20,8 +20,6 @@ import argparse
 import contextlib
 import hashlib
 import json
-import re
-import signal
 import statistics
 import sys
 import tempfile
@@ -35,22 +33,22 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from shared.adapters.in_memory import (  # noqa: E402
+    InMemoryBlobs,
+    InMemoryDocuments,
+    RecordingPublisher,
+    RecordingSender,
+    RecordingSettler,
+)
 from shared.adapters.local_model import LocalModel  # noqa: E402
 from shared.contracts import ClaimCheck, Job, RequestMessage  # noqa: E402
 from shared.events.announcements import Announcer  # noqa: E402
 from shared.intake.claim_checks import ClaimChecks  # noqa: E402
-from shared.jobs import JobRepository  # noqa: E402
+from shared.jobs import DocumentJobStore, JobRepository  # noqa: E402
+from shared.processing.deferral import DocumentDeferralLedger  # noqa: E402
 from shared.processing.inbound import InboundMessage  # noqa: E402
 from shared.processing.pipeline import MessageProcessor, ProcessingPolicy  # noqa: E402
 from shared.results import ResultStore  # noqa: E402
-from tests.fakes import (  # noqa: E402
-    InMemoryBlobStore,
-    InMemoryJobStore,
-    InMemoryLedger,
-    RecordingEvents,
-    RecordingSender,
-    RecordingSettler,
-)
 
 TEXT = (
     "Invoice 2291 for consulting services. The total amount due is 4,200 EUR, payable within "
@@ -62,16 +60,18 @@ def in_memory_processor(
     count: int,
 ) -> tuple[MessageProcessor, list[InboundMessage], RecordingSettler]:
     now = datetime.now(UTC)
-    blobs, store = InMemoryBlobStore(), InMemoryJobStore()
+    blobs = InMemoryBlobs()
+    documents = InMemoryDocuments(blobs)
+    store = DocumentJobStore(documents, "jobs")
     processor = MessageProcessor(
         policy=ProcessingPolicy("q", ("local-analyzer",), 3, 1.0, 10.0),
         jobs=JobRepository(store),
         claim_checks=ClaimChecks(blobs, "inputs", ("inputs",), 1 << 20),
         model=LocalModel(),
         results=ResultStore(blobs, "results"),
-        announcer=Announcer(RecordingEvents(), RecordingSender()),
+        announcer=Announcer(RecordingPublisher(), RecordingSender()),
         retry_sender=RecordingSender(),
-        ledger=InMemoryLedger(),
+        ledger=DocumentDeferralLedger(documents, "ledgers"),
     )
     messages = []
     for n in range(count):
@@ -176,18 +176,12 @@ def bench_amplification(count: int, batch_size: int, poison_rate: float = 0.02) 
 @contextlib.contextmanager
 def local_stack() -> Iterator[tuple[str, Any]]:
     """Azurite and the Service Bus emulator on free ports (as the test fixtures start them)."""
-    from tests.fixtures import servicebus_emulator as emulator_fixture
-    from tests.fixtures.azurite import run_azurite
+    from devtools.stack import EMULATOR_CONFIG
+    from local_processes import run_azurite
+    from servicebus_emulator.process import run_emulator
 
-    workdir = Path(tempfile.mkdtemp(prefix="inferbus-bench-"))
-    with run_azurite() as storage:
-        emulator = emulator_fixture._EmulatorProcess(
-            emulator_fixture.DEFAULT_CONFIG, workdir / "emulator.log"
-        )
-        try:
-            yield storage.connection_string, emulator.info
-        finally:
-            emulator.stop()
+    with run_azurite(REPO) as storage, run_emulator(EMULATOR_CONFIG) as emulator:
+        yield storage.connection_string, emulator
 
 
 def _settings_values(storage: str, emulator: Any) -> dict[str, str]:
@@ -219,20 +213,14 @@ def _submit(services: Any, count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
-def _batch_trigger() -> Any:
-    """The registered batch function (an app's functions can be built only once)."""
-    import function_app
-
-    return next(
-        f for f in function_app.app.get_functions() if f.get_function_name() == "process_requests"
-    ).get_user_function()
-
-
-def _direct_run(trigger: Any, settings: Any, emulator: Any, count: int, batch_size: int) -> float:
-    """A: SDK receiver + the trigger function called in this process; msg/s."""
+def _direct_run(settings: Any, emulator: Any, count: int, batch_size: int) -> float:
+    """A: an SDK receiver and the batch use case in this process (what the trigger calls,
+    with the receiver's settler in place of ServiceBusMessageActions); msg/s."""
     from azure.servicebus import ServiceBusClient
 
-    from tests.support.servicebus import ReceiverMessageActions
+    from shared import entry_points
+    from shared.adapters.servicebus_inbound import ReceiverSettler, from_sdk
+    from shared.composition import get_services
 
     processed = 0
     started = time.perf_counter()
@@ -240,30 +228,29 @@ def _direct_run(trigger: Any, settings: Any, emulator: Any, count: int, batch_si
         ServiceBusClient.from_connection_string(emulator.connection_string) as client,
         client.get_queue_receiver(settings.requests_queue_name) as receiver,
     ):
+        settler = ReceiverSettler(receiver)
         while processed < count:
             messages = receiver.receive_messages(max_message_count=batch_size, max_wait_time=5)
             if not messages:
                 break
-            trigger(messages=messages, message_actions=ReceiverMessageActions(receiver))
+            inbound = [from_sdk(message) for message in messages]
+            entry_points.handle_request_batch(get_services, inbound, settler)
             processed += len(messages)
     return processed / (time.perf_counter() - started)
 
 
 def _host_run(settings_path: Path, emulator: Any, queue: str, count: int, log: Path) -> float:
     """B: the local host with the real runtime drains the queue; msg/s from "Host started"."""
-    from devtools.processes import Child
+    from functions_host.process import HostProcess
 
     others = ("submit_request", "get_request", "get_request_result", "cancel_request",
               "event_webhook", "report_backlog", "sweep_deferred", "blob_intake",
               "eventgrid_intake")  # fmt: skip
-    command = [
-        sys.executable, "-m", "devtools.host", "--script-root", str(REPO),
-        "--settings", str(settings_path), "--keys-file", str(log.with_suffix(".keys")),
-        "--port", "0", *(arg for name in others for arg in ("--disable", name)),
-    ]  # fmt: skip
-    host = Child("host", command, log)
+    disabled = [arg for name in others for arg in ("--disable", name)]
+    host = HostProcess(REPO, settings_path, log, keys_path=log.with_suffix(".keys"),
+                       extra_args=disabled)  # fmt: skip
     try:
-        host.wait_for(re.compile(r"Host started: "), timeout=90)
+        host.wait_started(timeout=90)
         started = time.perf_counter()
         deadline = started + 600
         while time.perf_counter() < deadline:
@@ -273,11 +260,11 @@ def _host_run(settings_path: Path, emulator: Any, queue: str, count: int, log: P
             time.sleep(0.05)
         return count / (time.perf_counter() - started)
     finally:
-        host.stop(signal.SIGINT, timeout=40)
+        host.stop(timeout=40)
 
 
 def bench_throughput(count: int, repeats: int) -> None:
-    from shared.composition import build_services, use_services
+    from shared.composition import azure_ports, build_services, use_services
     from shared.settings import Settings
 
     host_json = json.loads((REPO / "host.json").read_text())
@@ -288,16 +275,15 @@ def bench_throughput(count: int, repeats: int) -> None:
         settings = Settings.model_validate(values)
         settings_path = workdir / "local.settings.json"
         settings_path.write_text(json.dumps({"IsEncrypted": False, "Values": values}))
-        services = build_services(settings, events=None)
+        services = build_services(settings, azure_ports(settings))
         services.blobs.ensure_containers(settings.container_names())  # type: ignore[attr-defined]
         use_services(services)
         intake: list[float] = []
         direct: list[float] = []
         hosted: list[float] = []
-        trigger = _batch_trigger()
         for repeat in range(repeats):
             intake.append(_submit(services, count))
-            direct.append(_direct_run(trigger, settings, emulator, count, batch_size))
+            direct.append(_direct_run(settings, emulator, count, batch_size))
             intake.append(_submit(services, count))
             log = workdir / f"host-{repeat}.log"
             hosted.append(
@@ -310,7 +296,7 @@ def bench_throughput(count: int, repeats: int) -> None:
         f"batches of {batch_size} (host.json), ModelConcurrency 8, {repeats} repeats, medians:"
     )
     print(f"  intake (claim check + job + send): {statistics.median(intake):,.0f} req/s")
-    print(f"  A trigger called in-process (SDK receiver): {a:,.1f} msg/s")
+    print(f"  A batch use case in-process (SDK receiver): {a:,.1f} msg/s")
     print(f"  B local host + real runtime (gRPC settlement): {b:,.1f} msg/s")
     print(
         f"  B/A {b / a:.2f} (runs A {[round(x, 1) for x in direct]}, "

@@ -1,11 +1,12 @@
 """Intake latency and throughput of the local host serving the real Inferbus app.
 
 Starts what it needs on free loopback ports (Azurite in memory, the Service Bus emulator
-with infra/local, the local host twice: the Inferbus app and the sample app whose
-anonymous ``ping`` function is the ceiling of the host itself), then for each concurrency
-level runs a fixed-duration closed loop of ``POST /api/v1/requests`` and of ``GET /api/ping``
-and prints p50/p95/p99 latency and throughput. When the app has a Service Bus trigger it
-also submits a burst and polls ``GET /api/v1/requests/{id}`` until every request is terminal.
+with infra/local, the local host twice: the Inferbus app and the host benchmark's ping
+app, whose anonymous ``ping`` function is the ceiling of the host itself), then for each
+concurrency level runs a fixed-duration closed loop of ``POST /api/v1/requests`` and of
+``GET /api/ping`` and prints p50/p95/p99 latency and throughput. When the app has a Service
+Bus trigger it also submits a burst and polls ``GET /api/v1/requests/{id}`` until every
+request is terminal.
 
 Figures only, never assertions. ``python bench/intake_http.py --help`` for the knobs.
 """
@@ -15,8 +16,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import re
-import signal
 import statistics
 import sys
 import tempfile
@@ -27,29 +26,32 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from functions_host.process import HostProcess
+from local_processes import run_azurite
+from servicebus_emulator.process import run_emulator
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from devtools.processes import Child  # noqa: E402
-from devtools.stack import ensure_containers  # noqa: E402
-from tests.fixtures.azurite import run_azurite  # noqa: E402
-from tests.fixtures.servicebus_emulator import DEFAULT_CONFIG, _EmulatorProcess  # noqa: E402
+from devtools.stack import EMULATOR_CONFIG, ensure_containers  # noqa: E402
 
 TERMINAL = {"completed", "failed", "expired", "cancelled"}
 SUBMIT_BODY = json.dumps({"model": "local-analyzer", "input": {"text": "hello"}}).encode()
-SAMPLE_DISABLED = ("on_blob", "settle_batch", "handle_single", "yearly", "on_event")
+# The host's own ceiling: its benchmark's app, one anonymous function answering "pong".
+PING_APP = REPO_ROOT / "tools" / "functions-host" / "bench" / "ping_app"
 
 
 @contextmanager
-def process(
-    command: list[str], log: Path, ready: re.Pattern[str], timeout: float = 60
-) -> Iterator[re.Match[str]]:
-    """A child process until its ``ready`` line appears; SIGINT (graceful) on exit."""
-    child = Child(" ".join(command[1:3]), command, log)
+def host(script_root: Path, settings: Path, work: Path, name: str) -> Iterator[HostProcess]:
+    """The local host on ``script_root`` until its ``Host started`` line; Ctrl-C on exit."""
+    process = HostProcess(script_root, settings, work / f"host-{name}.log",
+                          keys_path=work / f"keys-{name}.json",
+                          extra_args=["--log-level", "warning"])  # fmt: skip
     try:
-        yield child.wait_for(ready, timeout)
+        process.wait_started(timeout=60)
+        yield process
     finally:
-        child.stop(signal.SIGINT, timeout=40)
+        process.stop(timeout=40)
 
 
 def request(
@@ -209,44 +211,25 @@ class Stack:
 
 def start_stack(stack: ExitStack, work: Path, backlog_check: bool) -> Stack:
     """Azurite, the emulator and both hosts on free loopback ports, stopped by ``stack``."""
-    python = sys.executable
-    storage = stack.enter_context(run_azurite()).connection_string
-    emulator = _EmulatorProcess(DEFAULT_CONFIG, work / "emulator.log")
-    stack.callback(emulator.stop)
-    servicebus = emulator.info.connection_string
+    storage = stack.enter_context(run_azurite(REPO_ROOT)).connection_string
+    emulator = stack.enter_context(run_emulator(EMULATOR_CONFIG, work))
     values = json.loads((REPO_ROOT / "local.settings.sample.json").read_text())["Values"]
     values |= {
         "AzureWebJobsStorage": storage,
         "Storage": storage,
-        "ServiceBusConnection": servicebus,
-    }
-    # What the sample app's bindings name (its Service Bus and blob functions are disabled).
-    values |= {
-        "WatchedContainer": "bench-watched",
-        "BatchQueue": "inference-requests",
-        "EventsTopic": "inference-results",
-        "EventsSubscription": "audit",
-        "SAMPLE_RECORD_FILE": str(work / "record.jsonl"),
+        "ServiceBusConnection": emulator.connection_string,
     }
     if not backlog_check:
         values["MaxQueueBacklog"] = "0"
     settings = work / "local.settings.json"
     settings.write_text(json.dumps({"IsEncrypted": False, "Values": values}))
     ensure_containers(settings, values)
-    started = re.compile(r"Host started: http://[\d.]+:(\d+)")
-    common = ["--settings", str(settings), "--port", "0", "--log-level", "warning"]
-    app_command = [python, "-m", "devtools.host", "--script-root", str(REPO_ROOT), *common]
-    app_command += ["--keys-file", str(work / "keys.json")]
-    app = stack.enter_context(process(app_command, work / "host-app.log", started))
-    sample_root = str(REPO_ROOT / "tests" / "host" / "sample_app")
-    ceiling_command = [python, "-m", "devtools.host", "--script-root", sample_root, *common]
-    ceiling_command += ["--keys-file", str(work / "keys-sample.json")]
-    ceiling_command += [arg for name in SAMPLE_DISABLED for arg in ("--disable", name)]
-    ceiling = stack.enter_context(process(ceiling_command, work / "host-sample.log", started))
-    keys = json.loads((work / "keys.json").read_text())
+    app = stack.enter_context(host(REPO_ROOT, settings, work, "app"))
+    ceiling = stack.enter_context(host(PING_APP, settings, work, "ping"))
+    keys = app.keys
     return Stack(
-        app_port=int(app.group(1)),
-        ceiling_port=int(ceiling.group(1)),
+        app_port=int(app.base_url.rsplit(":", 1)[1]),
+        ceiling_port=int(ceiling.base_url.rsplit(":", 1)[1]),
         function_key=keys["functionKeys"]["default"],
         master_key=keys["masterKey"],
     )

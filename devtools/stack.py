@@ -22,20 +22,18 @@ import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from devtools.processes import (
-    PORT_OWNERS,
-    REPO_ROOT,
-    Child,
-    StackError,
-    describe_port,
-    wait_for_ports,
-)
+from functions_host.process import HostProcess
+from local_processes import PORT_OWNERS, Child, StartError, describe_port, start_azurite
+from servicebus_emulator.process import EmulatorProcess
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCAL_DIR = REPO_ROOT / ".local"
 EMULATOR_CONFIG = REPO_ROOT / "infra" / "local" / "servicebus-emulator.json"
 DEFAULT_STORAGE_PORTS = {"Blob": 10000, "Queue": 10001, "Table": 10002}
-_HOST_STARTED = re.compile(r"Host started: (http://\S+)")
-_EMULATOR_READY = re.compile(r"ready amqp=\S+ admin=(http://\S+)")
+
+
+class StackError(Exception):
+    """The stack cannot start; the message says what to do."""
 
 
 def connection_parts(connection_string: str) -> dict[str, str]:
@@ -62,7 +60,7 @@ def servicebus_endpoint(values: dict[str, str]) -> tuple[int, str | None]:
     return (int(match.group(1)) if match else 5672), parts.get("SharedAccessKey")
 
 
-def start_azurite(ports: dict[str, int], in_memory: bool, started: list[Child]) -> None:
+def ensure_azurite(ports: dict[str, int], in_memory: bool, started: list[Child]) -> None:
     states = {service: describe_port(port) for service, port in ports.items()}
     for service, state in states.items():
         if state not in ("free", "azurite"):
@@ -76,21 +74,9 @@ def start_azurite(ports: dict[str, int], in_memory: bool, started: list[Child]) 
         return
     if any(state == "azurite" for state in states.values()):
         raise StackError(f"an Azurite answers on some of {sorted(ports.values())} but not on blob")
-    executable = REPO_ROOT / "node_modules" / ".bin" / "azurite"
-    if not executable.exists():
-        raise StackError("Azurite is not installed: run `npm ci` (make run does it)")
-    command = [str(executable), "--blobHost", "127.0.0.1", "--queueHost", "127.0.0.1",
-               "--tableHost", "127.0.0.1", "--blobPort", str(ports["Blob"]),
-               "--queuePort", str(ports["Queue"]), "--tablePort", str(ports["Table"]),
-               "--skipApiVersionCheck", "--loose", "--disableTelemetry"]  # fmt: skip
-    if in_memory:
-        command.append("--inMemoryPersistence")
-    else:
-        (LOCAL_DIR / "azurite").mkdir(parents=True, exist_ok=True)
-        command += ["--location", str(LOCAL_DIR / "azurite")]
-    child = Child("Azurite", command, LOCAL_DIR / "logs" / "azurite.log")
-    started.append(child)
-    wait_for_ports(list(ports.values()), child)
+    location = None if in_memory else LOCAL_DIR / "azurite"
+    log_path = LOCAL_DIR / "logs" / "azurite.log"
+    started.append(start_azurite(ports, log_path, location=location, root=REPO_ROOT))
     print(
         f"Started Azurite on ports {ports['Blob']}-{ports['Table']} (log .local/logs/azurite.log)"
     )
@@ -102,7 +88,7 @@ def runtime_counts_port(values: dict[str, str]) -> int:
     return urlsplit(url).port or 0 if url else 0
 
 
-def start_emulator(
+def ensure_emulator(
     port: int, sas_key: str | None, admin_port: int, started: list[Child]
 ) -> str | None:
     """Start (or reuse) the emulator; returns its admin URL when started here."""
@@ -116,18 +102,16 @@ def start_emulator(
             f"(it looks like {PORT_OWNERS[state]}); free it or change ServiceBusConnection in "
             "local.settings.json (or use --no-emulator)"
         )
-    command = [sys.executable, "-m", "devtools.servicebus_emulator", "--config",
-               str(EMULATOR_CONFIG), "--host", "127.0.0.1", "--port", str(port),
-               "--admin-port", str(admin_port)]  # fmt: skip
-    if sas_key:
-        command += ["--sas-key", sas_key]
-    child = Child("Service Bus emulator", command, LOCAL_DIR / "logs" / "servicebus-emulator.log")
-    started.append(child)
-    match = child.wait_for(_EMULATOR_READY, timeout=30)
+    log_path = LOCAL_DIR / "logs" / "servicebus-emulator.log"
+    emulator = EmulatorProcess(
+        EMULATOR_CONFIG, log_path, port=port, admin_port=admin_port, sas_key=sas_key
+    )
+    started.append(emulator.child)
+    admin_url = emulator.wait_ready(timeout=30).admin_url
     print(
         f"Started the Service Bus emulator on port {port} (log .local/logs/servicebus-emulator.log)"
     )
-    return match.group(1)
+    return admin_url
 
 
 def ensure_containers(settings_path: Path, values: dict[str, str]) -> list[str]:
@@ -194,20 +178,16 @@ def main(argv: list[str] | None = None) -> int:
             owner = PORT_OWNERS.get(http_state, http_state)
             raise StackError(f"port {http_port} is taken by {owner}: stop it or use --port")
         if not args.no_azurite:
-            start_azurite(storage_ports(values), args.in_memory, started)
+            ensure_azurite(storage_ports(values), args.in_memory, started)
         admin_url = None
         if not args.no_emulator:
             port, key = servicebus_endpoint(values)
-            admin_url = start_emulator(port, key, runtime_counts_port(values), started)
+            admin_url = ensure_emulator(port, key, runtime_counts_port(values), started)
         containers = ensure_containers(settings_path, values)
-        host_command = [sys.executable, "-m", "devtools.host", "--script-root", str(REPO_ROOT)]
-        host_command += ["--settings", str(settings_path), "--port", str(http_port)]
-        host = Child("host", host_command, None)
-        started.append(host)
-        base_url = host.wait_for(_HOST_STARTED, timeout=60).group(1)
-        key = json.loads((REPO_ROOT / ".local" / "host-keys.json").read_text())["functionKeys"][
-            "default"
-        ]
+        host = HostProcess(REPO_ROOT, settings_path, None, port=http_port)
+        started.append(host.child)
+        base_url = host.wait_started(timeout=60)
+        key = host.keys["functionKeys"]["default"]
         print_banner(base_url, key, containers, admin_url)
         ready.set()
         while not stop.wait(0.5):
@@ -215,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                 crashed = [c.name for c in started if c.process.poll() is not None]
                 raise StackError(f"{', '.join(crashed)} stopped unexpectedly (logs in .local/logs)")
         return 0
-    except StackError as error:
+    except (StackError, StartError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -10,8 +10,6 @@
 // The keys are read here with listKeys and handed to the module as @secure() parameters,
 // so they never appear in deployment inputs, outputs or history.
 
-import { resourceNames } from 'modules/catalog.bicep'
-
 @description('The environmentName given to main.bicep (resource names derive from it).')
 @minLength(2)
 @maxLength(20)
@@ -30,7 +28,15 @@ param subscribeEventsWebhook bool = true
 param webhookEntraApplicationIdOrUri string = ''
 
 var token = toLower(uniqueString(subscription().id, resourceGroup().id, environmentName))
-var names = resourceNames(environmentName, token)
+// The names of main.bicep that this stage needs, derived the same way (tests/infra/test_azd.py
+// fails if a derivation here differs from main.bicep's).
+var names = {
+  eventGridIdentity: 'id-${environmentName}-eventgrid'
+  dataStorage: take('stdata${token}', 24)
+  eventGridSystemTopic: 'evgst-${environmentName}-storage'
+  eventGridTopic: 'evgt-${environmentName}-${token}'
+  functionApp: 'func-${environmentName}-${token}'
+}
 
 resource site 'Microsoft.Web/sites@2024-04-01' existing = {
   name: names.functionApp

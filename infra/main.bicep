@@ -8,8 +8,6 @@
 // webhook endpoints and the blobs extension key exist only then (azd runs it as its
 // postdeploy hook, infra/hooks/). See infra/README.md.
 
-import { resourceNames } from 'modules/catalog.bicep'
-
 // azd deploys a resource-group scoped template into AZURE_RESOURCE_GROUP.
 targetScope = 'resourceGroup'
 
@@ -128,7 +126,22 @@ param appInsightsDisableLocalAuth bool = false
 param tags object = {}
 
 var token = toLower(uniqueString(subscription().id, resourceGroup().id, environmentName))
-var names = resourceNames(environmentName, token)
+// Every resource name derives from the environment name and a deterministic token, so this
+// template and the second stage (eventgrid-subscriptions.bicep, which repeats the names it
+// needs) agree without passing names around; tests/infra/test_azd.py keeps both in step.
+var names = {
+  appIdentity: 'id-${environmentName}-app'
+  eventGridIdentity: 'id-${environmentName}-eventgrid'
+  logAnalytics: 'log-${environmentName}-${token}'
+  appInsights: 'appi-${environmentName}-${token}'
+  hostStorage: take('sthost${token}', 24)
+  dataStorage: take('stdata${token}', 24)
+  serviceBus: 'sb-${environmentName}-${token}'
+  eventGridSystemTopic: 'evgst-${environmentName}-storage'
+  eventGridTopic: 'evgt-${environmentName}-${token}'
+  plan: 'plan-${environmentName}-${token}'
+  functionApp: 'func-${environmentName}-${token}'
+}
 var allTags = union(tags, {
   application: 'inferbus'
   environment: environmentName

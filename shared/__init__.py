@@ -8,10 +8,12 @@
   authentication, and the CloudEvents and topic messages announcing results.
 - ``ops/``: commands for operators (``python -m shared.ops``) and the backlog report.
 - ``adapters/``: the only modules that import Azure, OpenAI or other SDKs; each
-  implements a port defined elsewhere in this package.
+  implements a port defined elsewhere in this package (``in_memory`` implements them all
+  without I/O, with the same rules, for tests and benchmarks).
 - The root holds what every capability shares: contracts, errors, settings, clock,
-  tracing, the job lifecycle, results, the model and message-sender ports, the wiring
-  (``composition``) and the functions the triggers call (``entry_points``).
+  tracing, the job lifecycle, results, the JSON-document, model and message-sender ports,
+  the wiring (``composition``: ``build_services`` over explicit ``Ports``) and the
+  functions the triggers call (``entry_points``, which receive their services).
 
 Import rules (ruff enforces the SDK rule): nothing here imports ``azure.functions``;
 only ``adapters/`` imports SDKs; capabilities import the root and each other's ports,

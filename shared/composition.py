@@ -1,109 +1,92 @@
-"""Wiring: build the use cases with their adapters once per process, on first use.
+"""Wiring: the one place that picks adapters and builds the use cases from them.
 
-Triggers ask ``get_services()``; nothing is built at import time (the Functions host
-imports the app to index it before settings may be complete). Tests build their own
-``Services`` with ``build_services(settings, sender=..., model=...)`` to swap a port for a
-fake of our own, and install it with ``use_services``.
+``build_services(settings, ports)`` takes every port explicitly (``Ports``) and only
+wires; ``azure_ports(settings)`` chooses the real adapters and ``in_memory_ports`` the
+in-memory ones (unit tests, benchmarks). Swap a port with ``dataclasses.replace``::
+
+    services = build_services(settings, replace(azure_ports(settings), events=None))
+
+The Functions triggers and the ops CLI use the process-wide ``get_services()``, built on
+first use (the Functions host imports the app to index it before settings may be
+complete, so nothing is built at import time); tests install their own with
+``use_services``. Use-case code never reaches for it: handlers receive ``Services``.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
 
 from shared.clock import Clock, utc_now
+from shared.documents import JsonDocuments
 from shared.events.announcements import Announcer, EventPublisher
 from shared.events.intake import EventIntake
 from shared.events.webhook_auth import TokenValidator
 from shared.inference import ModelClient
 from shared.intake.backpressure import BacklogGate, BacklogProbe
 from shared.intake.claim_checks import BlobStore, ClaimChecks
-from shared.intake.idempotency import IdempotencyGuard
+from shared.intake.idempotency import DocumentIdempotencyStore, IdempotencyGuard
 from shared.intake.submissions import Intake, IntakePolicy
-from shared.jobs import JobRepository
+from shared.jobs import DocumentJobStore, JobRepository
 from shared.messaging import MessageSender
 from shared.ops.backlog_report import QueueObserver
+from shared.ops.eventgrid_deadletters import DeadLetterReplay
 from shared.processing.batches import BatchProcessor
-from shared.processing.deferral import DeferralLedger, DeferredSource, DeferredSweeper
+from shared.processing.deferral import (
+    DeferredSourceFactory,
+    DeferredSweeper,
+    DocumentDeferralLedger,
+)
 from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
 from shared.results import ResultStore
 from shared.settings import Settings, get_settings
 
-DeferredSourceFactory = Callable[[], AbstractContextManager[DeferredSource]]
+QueueObserverFactory = Callable[[], QueueObserver]
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Every port the use cases depend on (None switches an optional channel off)."""
+
+    blobs: BlobStore
+    documents: JsonDocuments
+    requests: MessageSender  # the request queue: intake's sends and scheduled retries
+    results_topic: MessageSender | None
+    events: EventPublisher | None
+    backlog: BacklogProbe | None  # None: no backpressure
+    model: ModelClient
+    deferred_source: DeferredSourceFactory
+    queue_observer: QueueObserverFactory
+    webhook_tokens: TokenValidator | None  # None: no bearer tokens required
+    clock: Clock
 
 
 @dataclass(frozen=True)
 class Services:
     settings: Settings
+    ports: Ports
     blobs: BlobStore
     jobs: JobRepository
     intake: Intake
     processor: MessageProcessor
     batch: BatchProcessor
-    ledger: DeferralLedger
+    ledger: DocumentDeferralLedger
     sweeper: DeferredSweeper
-    deferred_source: DeferredSourceFactory
     event_intake: EventIntake
-    webhook_tokens: TokenValidator | None
-    queue_observer: Callable[[], QueueObserver]
+    dead_letters: DeadLetterReplay
 
 
-def model_client_for(settings: Settings) -> ModelClient:
-    """The configured model: the local analyzer, or Azure OpenAI."""
-    if settings.model_provider == "azure_openai":
-        from shared.adapters.azure_openai import azure_openai_model
-
-        return azure_openai_model(settings)
-    from shared.adapters.local_model import LocalModel
-
-    return LocalModel(
-        refusal_terms=settings.local_model_refusal_terms,
-        latency_ms=settings.local_model_latency_ms,
-        transient_rate=settings.local_model_transient_rate,
-    )
+ServicesProvider = Callable[[], Services]
 
 
-def build_services(
-    settings: Settings,
-    *,
-    sender: MessageSender | None = None,
-    backlog_probe: BacklogProbe | None = None,
-    model: ModelClient | None = None,
-    events: EventPublisher | Any | None = ...,
-    topic: MessageSender | Any | None = ...,
-    clock: Clock = utc_now,
-) -> Services:
-    """Build the object graph; any port passed in replaces its real adapter.
-
-    The backlog probe is built only when MaxQueueBacklog is above zero, the Event Grid
-    publisher only when a topic endpoint is configured. Pass ``events=None`` or
-    ``topic=None`` to switch a publication channel off.
-    """
-    from shared.adapters.blob_documents import BlobIdempotencyStore, BlobJobStore
-    from shared.adapters.blob_ledger import BlobDeferralLedger
-    from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
-    from shared.adapters.servicebus import servicebus_client
-
-    blobs = AzureBlobStore(blob_service_client(settings))
-    jobs = JobRepository(BlobJobStore(blobs, settings.jobs_container), clock)
-    bus = _Lazy(lambda: servicebus_client(settings))
-    if sender is None:
-        sender = _queue_sender(bus, settings.requests_queue_name)
-    if backlog_probe is None:
-        from shared.adapters.backlog import backlog_probe_for
-
-        backlog_probe = backlog_probe_for(settings)
-    if events is ...:
-        from shared.adapters.eventgrid import event_grid_publisher
-
-        events = event_grid_publisher(settings)
-    if topic is ...:
-        topic = _queue_sender(bus, settings.results_topic_name, topic=True)
+def build_services(settings: Settings, ports: Ports) -> Services:
+    """The object graph of the use cases over ``ports``; no adapter is chosen here."""
+    clock = ports.clock
+    jobs = JobRepository(DocumentJobStore(ports.documents, settings.jobs_container), clock)
     claim_checks = ClaimChecks(
-        blobs,
+        ports.blobs,
         settings.inputs_container,
         settings.allowed_input_containers,
         settings.max_upload_bytes,
@@ -113,22 +96,23 @@ def build_services(
             allowed_models=settings.allowed_models,
             default_deadline_seconds=settings.default_deadline_seconds,
             max_deadline_seconds=settings.max_deadline_seconds,
+            simulated_faults=settings.simulated_faults_allowed,
         ),
         jobs=jobs,
         claim_checks=claim_checks,
         idempotency=IdempotencyGuard(
-            BlobIdempotencyStore(blobs, settings.idempotency_container), clock
+            DocumentIdempotencyStore(ports.documents, settings.idempotency_container), clock
         ),
-        sender=sender,
+        sender=ports.requests,
         backlog=BacklogGate(
-            backlog_probe,
+            ports.backlog,
             settings.max_queue_backlog,
             settings.backlog_cache_seconds,
             retry_after=max(5, settings.status_poll_seconds),
         ),
         clock=clock,
     )
-    ledger = BlobDeferralLedger(blobs, settings.ledger_container)
+    ledger = DocumentDeferralLedger(ports.documents, settings.ledger_container)
     processor = MessageProcessor(
         policy=ProcessingPolicy(
             queue_name=settings.requests_queue_name,
@@ -139,33 +123,25 @@ def build_services(
         ),
         jobs=jobs,
         claim_checks=claim_checks,
-        model=model or model_client_for(settings),
-        results=ResultStore(blobs, settings.results_container, clock),
-        announcer=Announcer(events, topic),
-        retry_sender=sender,
+        model=ports.model,
+        results=ResultStore(ports.blobs, settings.results_container, clock),
+        announcer=Announcer(ports.events, ports.results_topic),
+        retry_sender=ports.requests,
         ledger=ledger,
         clock=clock,
     )
     event_intake = EventIntake(
         intake=intake,
-        blobs=blobs,
+        blobs=ports.blobs,
         claim_checks=claim_checks,
         incoming_container=settings.incoming_container,
         default_model=settings.model_for_untagged_work,
         max_inline_text_bytes=settings.max_inline_text_bytes,
     )
-    webhook_tokens: TokenValidator | None = None
-    if settings.webhook_token_audience and settings.webhook_token_issuer:
-        from shared.adapters.entra_tokens import JwtValidator
-
-        webhook_tokens = JwtValidator(
-            settings.webhook_token_audience,
-            settings.webhook_token_issuer,
-            settings.webhook_jwks_uri,
-        )
     return Services(
         settings=settings,
-        blobs=blobs,
+        ports=ports,
+        blobs=ports.blobs,
         jobs=jobs,
         intake=intake,
         processor=processor,
@@ -177,57 +153,148 @@ def build_services(
         ),
         ledger=ledger,
         sweeper=DeferredSweeper(ledger, processor, clock),
-        deferred_source=lambda: _deferred_source(bus, settings.requests_queue_name),
-        queue_observer=_Lazy(lambda: _queue_observer(settings, bus)).get,
         event_intake=event_intake,
-        webhook_tokens=webhook_tokens,
+        dead_letters=DeadLetterReplay(
+            ports.blobs,
+            settings.event_grid_dead_letter_container,
+            settings.ledger_container,
+            event_intake,
+            clock,
+        ),
     )
 
 
-class _Lazy:
-    """A Service Bus client made on first use: HTTP-only processes never open one."""
+# --- choosing adapters -------------------------------------------------------------------
 
-    def __init__(self, factory: Callable[[], Any]) -> None:
+
+def model_client_for(settings: Settings) -> ModelClient:
+    """The configured model: the local analyzer, or Azure OpenAI."""
+    if settings.model_provider == "azure_openai":
+        from shared.adapters.azure_openai import azure_openai_model
+
+        return azure_openai_model(settings)
+    return local_model_for(settings)
+
+
+def local_model_for(settings: Settings) -> ModelClient:
+    from shared.adapters.local_model import LocalModel
+
+    return LocalModel(
+        refusal_terms=settings.local_model_refusal_terms,
+        latency_ms=settings.local_model_latency_ms,
+        transient_rate=settings.local_model_transient_rate,
+        simulate_on_request=settings.simulated_faults_allowed,
+    )
+
+
+def webhook_tokens_for(settings: Settings) -> TokenValidator | None:
+    """Entra token validation of webhook deliveries, when an audience is configured."""
+    if not (settings.webhook_token_audience and settings.webhook_token_issuer):
+        return None
+    from shared.adapters.entra_tokens import JwtValidator
+
+    return JwtValidator(
+        settings.webhook_token_audience, settings.webhook_token_issuer, settings.webhook_jwks_uri
+    )
+
+
+def azure_ports(settings: Settings) -> Ports:
+    """The real adapters: Blob storage, Service Bus, Event Grid, the configured model.
+
+    Clients are created once here and reused; the Service Bus client is opened on first
+    use (HTTP-only processes never open one). The backlog probe exists only when
+    MaxQueueBacklog is above zero, the Event Grid publisher only when a topic endpoint is
+    configured.
+    """
+    from shared.adapters.backlog import backlog_probe_for
+    from shared.adapters.blob_documents import BlobJsonDocuments
+    from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
+    from shared.adapters.eventgrid import event_grid_publisher
+    from shared.adapters.servicebus import LazyServiceBusSender, servicebus_client
+    from shared.adapters.servicebus_inbound import deferred_source
+
+    storage = blob_service_client(settings)
+    bus = _Lazy(lambda: servicebus_client(settings))
+    queue = settings.requests_queue_name
+
+    def observer() -> QueueObserver:
+        from shared.adapters.backlog import queue_observer_for
+
+        return queue_observer_for(settings, bus.get())
+
+    return Ports(
+        blobs=AzureBlobStore(storage),
+        documents=BlobJsonDocuments(storage),
+        requests=LazyServiceBusSender(bus.get, queue),
+        results_topic=LazyServiceBusSender(bus.get, settings.results_topic_name, topic=True),
+        events=event_grid_publisher(settings),
+        backlog=backlog_probe_for(settings),
+        model=model_client_for(settings),
+        deferred_source=lambda: deferred_source(bus.get(), queue),
+        queue_observer=_Lazy(observer).get,
+        webhook_tokens=webhook_tokens_for(settings),
+        clock=utc_now,
+    )
+
+
+def in_memory_ports(settings: Settings, *, clock: Clock = utc_now) -> Ports:
+    """In-memory adapters with the real adapters' rules (``adapters.in_memory``): storage,
+    recording sender, topic and publisher, no backpressure, the local model."""
+    from shared.adapters.in_memory import (
+        FixedQueueObserver,
+        InMemoryBlobs,
+        InMemoryDeferredSource,
+        InMemoryDocuments,
+        RecordingPublisher,
+        RecordingSender,
+    )
+
+    blobs = InMemoryBlobs()
+    source = InMemoryDeferredSource()
+    observer = FixedQueueObserver()
+    return Ports(
+        blobs=blobs,
+        documents=InMemoryDocuments(blobs),
+        requests=RecordingSender(),
+        results_topic=RecordingSender(),
+        events=RecordingPublisher(),
+        backlog=None,
+        model=local_model_for(settings),
+        deferred_source=lambda: nullcontext(source),
+        queue_observer=lambda: observer,
+        webhook_tokens=None,
+        clock=clock,
+    )
+
+
+class _Lazy[T]:
+    """A value made on first use, once, whichever thread asks first."""
+
+    def __init__(self, factory: Callable[[], T]) -> None:
         self._factory = factory
-        self._value: Any = None
+        self._value: T | None = None
         self._lock = threading.Lock()
 
-    def get(self) -> Any:
+    def get(self) -> T:
         with self._lock:
             if self._value is None:
                 self._value = self._factory()
             return self._value
 
 
-def _queue_sender(bus: _Lazy, entity: str, *, topic: bool = False) -> MessageSender:
-    from shared.adapters.servicebus import LazyServiceBusSender
-
-    return LazyServiceBusSender(bus.get, entity, topic=topic)
-
-
-def _queue_observer(settings: Settings, bus: _Lazy) -> QueueObserver:
-    from shared.adapters.backlog import queue_observer_for
-
-    return queue_observer_for(settings, bus.get())
-
-
-def _deferred_source(bus: _Lazy, queue: str) -> AbstractContextManager[DeferredSource]:
-    from shared.adapters.servicebus_inbound import deferred_source
-
-    source: AbstractContextManager[DeferredSource] = deferred_source(bus.get(), queue)
-    return source
-
+# --- the process-wide services (triggers and the ops CLI) -------------------------------
 
 _lock = threading.Lock()
 _services: Services | None = None
 
 
 def get_services() -> Services:
-    """The process-wide services, built on first use."""
+    """The process-wide services over the real adapters, built on first use."""
     global _services
     with _lock:
         if _services is None:
-            _services = build_services(get_settings())
+            settings = get_settings()
+            _services = build_services(settings, azure_ports(settings))
         return _services
 
 

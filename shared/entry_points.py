@@ -1,7 +1,10 @@
 """Entry points of the non-HTTP triggers: thin enough to keep triggers/ at a few lines.
 
-Each entry point contains every failure: a batch function that raised would make the
-host abandon messages the processor already settled or meant to leave to lock expiry.
+Triggers decode their bindings into the app's own types (``InboundMessage``, a
+``Settler``, ``IncomingEvent``) and pass the process-wide services in. The batch and
+timer entry points take a ``ServicesProvider`` rather than built ``Services`` so that even
+a failure to build them is contained: a batch function that raised would make the host
+abandon messages the processor already settled or meant to leave to lock expiry.
 """
 
 from __future__ import annotations
@@ -9,43 +12,42 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from typing import Any
 
-from shared.composition import get_services
+from shared.composition import Services, ServicesProvider
 from shared.errors import InvalidInput
 from shared.events.incoming import IncomingEvent
 from shared.events.intake import NotOurs
+from shared.processing.inbound import InboundMessage
+from shared.processing.settlement import Settler
 
 log = logging.getLogger(__name__)
 
 
-def handle_request_batch(messages: list[Any], message_actions: Any) -> None:
+def handle_request_batch(
+    provider: ServicesProvider, messages: list[InboundMessage], settler: Settler
+) -> None:
     """Process a batch from the Service Bus trigger; settle each message on its own."""
-    from shared.adapters.servicebus_inbound import ActionsSettler, from_sdk
-
     try:
-        services = get_services()
-        settler = ActionsSettler(message_actions)
-        services.batch.process([from_sdk(message) for message in messages], settler)
+        provider().batch.process(messages, settler)
     except Exception:
         log.exception(
             "batch of %d messages failed before processing; locks will lapse", len(messages)
         )
 
 
-def sweep_deferred() -> None:
+def sweep_deferred(provider: ServicesProvider) -> None:
     """Receive due deferred messages by sequence number and run them through the pipeline."""
     try:
-        services = get_services()
-        with services.deferred_source() as source:
-            report = services.sweeper.sweep(services.settings.requests_queue_name, source)
+        services = provider()
+        queue = services.settings.requests_queue_name
+        report = services.sweeper.sweep(queue, services.ports.deferred_source)
         if report.missing:
             log.warning("deferred messages missing from the queue: %s", report.missing)
     except Exception:
         log.exception("deferred sweep failed; it runs again on the next schedule")
 
 
-def handle_new_blob(path: str, read: Callable[[int], bytes]) -> None:
+def handle_new_blob(services: Services, path: str, read: Callable[[int], bytes]) -> None:
     """A document landed in the incoming container (``path`` is ``container/name``).
 
     The SHA-256 is computed while streaming the binding's content. Invalid documents are
@@ -56,7 +58,6 @@ def handle_new_blob(path: str, read: Callable[[int], bytes]) -> None:
     digest = hashlib.sha256()
     while chunk := read(1 << 20):
         digest.update(chunk)
-    services = get_services()
     try:
         accepted = services.event_intake.accept_blob(container, name, sha256=digest.hexdigest())
     except NotOurs as reason:
@@ -73,19 +74,19 @@ def handle_new_blob(path: str, read: Callable[[int], bytes]) -> None:
     )
 
 
-def handle_event(event: IncomingEvent) -> None:
+def handle_event(services: Services, event: IncomingEvent) -> None:
     """An event from the Event Grid trigger; transient failures raise for a redelivery."""
-    outcome = get_services().event_intake.accept_event(event, source="eventgrid")
+    outcome = services.event_intake.accept_event(event, source="eventgrid")
     if outcome.status == "rejected":
         log.error("event %s (%s) rejected: %s", event.id, event.type, outcome.reason)
 
 
-def report_backlog() -> None:
-    """Log the request queue's counts and oldest message age (see shared/backlog_report.py)."""
+def report_backlog(provider: ServicesProvider) -> None:
+    """Log the request queue's counts and oldest message age (see ops/backlog_report.py)."""
     from shared.ops.backlog_report import report_backlog as report
 
     try:
-        services = get_services()
-        report(services.settings.requests_queue_name, services.queue_observer())
+        services = provider()
+        report(services.settings.requests_queue_name, services.ports.queue_observer())
     except Exception:
         log.exception("backlog report failed; it runs again on the next schedule")

@@ -17,7 +17,8 @@ from typing import Any, Protocol
 
 from shared.clock import Clock, utc_now
 from shared.contracts import Job, JobError, JobStatus
-from shared.errors import ConcurrencyConflict, Conflict, NotFound
+from shared.documents import JsonDocuments
+from shared.errors import ConcurrencyConflict, Conflict, NotFound, PermanentError
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class Versioned:
 
 
 class JobStore(Protocol):
-    """Durable job documents keyed by tenant and id (adapters: Blob storage)."""
+    """Durable job documents keyed by tenant and id (``DocumentJobStore``)."""
 
     def create(self, job: Job) -> bool:
         """Store a new job; False when one with the same id already exists."""
@@ -94,6 +95,43 @@ class JobStore(Protocol):
     def replace(self, job: Job, etag: str) -> str:
         """Overwrite if the ETag still matches (else ConcurrencyConflict); the new ETag."""
         ...
+
+
+class DocumentJobStore:
+    """Implements ``JobStore`` as ``<JobsContainer>/<tenant>/<request_id>.json`` documents.
+
+    The tenant prefix keeps tenants apart by construction and lets lifecycle rules or
+    operators act per tenant.
+    """
+
+    def __init__(self, documents: JsonDocuments, container: str) -> None:
+        self._documents = documents
+        self._container = container
+
+    @staticmethod
+    def _name(tenant_id: str, job_id: str) -> str:
+        return f"{tenant_id}/{job_id}.json"
+
+    def create(self, job: Job) -> bool:
+        document = job.model_dump(mode="json", by_alias=True)
+        name = self._name(job.tenant_id, job.id)
+        return self._documents.create(self._container, name, document) is not None
+
+    def load(self, tenant_id: str, job_id: str) -> Versioned | None:
+        if not job_id or "/" in job_id or job_id in (".", ".."):
+            return None
+        found = self._documents.load(self._container, self._name(tenant_id, job_id))
+        if found is None:
+            return None
+        document, etag = found
+        if document.get("schema") != "inferbus.job/v1":
+            raise PermanentError(f"job {job_id} has unknown schema {document.get('schema')!r}")
+        return Versioned(Job.model_validate(document), etag)
+
+    def replace(self, job: Job, etag: str) -> str:
+        document = job.model_dump(mode="json", by_alias=True)
+        name = self._name(job.tenant_id, job.id)
+        return self._documents.replace(self._container, name, document, etag)
 
 
 class JobRepository:

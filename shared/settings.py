@@ -145,6 +145,9 @@ class Settings(BaseModel):
     local_model_latency_ms: int = Field(0, ge=0, alias="LocalModelLatencyMs")
     local_model_transient_rate: float = Field(0.0, ge=0, le=1, alias="LocalModelTransientRate")
     local_model_refusal_terms: CsvList = Field((), alias="LocalModelRefusalTerms")
+    # Development stack only: lets a request's parameters.simulate inject model faults
+    # (tests/e2e needs it). Off by default, and meaningless unless ModelProvider=local.
+    local_model_faults: Flag = Field(False, alias="LocalModelFaults")
     azure_openai_endpoint: str | None = Field(None, alias="AzureOpenAI__endpoint")
     azure_openai_api_version: str = Field("2024-10-21", alias="AzureOpenAI__apiVersion")
     azure_openai_api_key: str | None = Field(
@@ -214,6 +217,11 @@ class Settings(BaseModel):
     def model_for_untagged_work(self) -> str:
         """The model for work that names none: DefaultModel, else the first allowed model."""
         return self.default_model or self.allowed_models[0]
+
+    @property
+    def simulated_faults_allowed(self) -> bool:
+        """Whether callers may ask the local model for faults (``parameters.simulate``)."""
+        return self.model_provider == "local" and self.local_model_faults
 
     @property
     def blob_service_uri(self) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import azure.functions as func
 
 from shared import entry_points
+from shared.composition import get_services
 from shared.events import webhook as events_api
 from shared.events.incoming import IncomingEvent
 from triggers.http_adapter import serve
@@ -26,13 +27,14 @@ bp = func.Blueprint()
     source=func.BlobSource.EVENT_GRID,
 )
 def blob_intake(blob: func.InputStream) -> None:
-    entry_points.handle_new_blob(blob.name or "", blob.read)
+    entry_points.handle_new_blob(get_services(), blob.name or "", blob.read)
 
 
 @bp.function_name("eventgrid_intake")
 @bp.event_grid_trigger(arg_name="event")
 def eventgrid_intake(event: func.EventGridEvent) -> None:
     entry_points.handle_event(
+        get_services(),
         IncomingEvent(
             id=event.id,
             type=event.event_type,
@@ -41,7 +43,7 @@ def eventgrid_intake(event: func.EventGridEvent) -> None:
             data=event.get_json(),
             schema="eventgrid",
             time=event.event_time.isoformat() if event.event_time else None,
-        )
+        ),
     )
 
 

@@ -1,4 +1,5 @@
-"""Conversion between ``azure.functions`` HTTP objects and the framework-free API types."""
+"""Conversion between ``azure.functions`` HTTP objects and the framework-free API types,
+and the hand-over of the process-wide services to the API handlers."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from collections.abc import Callable
 
 import azure.functions as func
 
+from shared.composition import Services, get_services
 from shared.intake.http import ApiRequest, ApiResponse, guarded
+
+Handler = Callable[[Services, ApiRequest], ApiResponse]
 
 
 def to_api_request(req: func.HttpRequest) -> ApiRequest:
@@ -26,6 +30,9 @@ def to_http_response(response: ApiResponse) -> func.HttpResponse:
     )
 
 
-def serve(handler: Callable[[ApiRequest], ApiResponse], req: func.HttpRequest) -> func.HttpResponse:
-    """Run an API handler for a Functions HTTP request; errors become problem+json."""
-    return to_http_response(guarded(handler, to_api_request(req)))
+def serve(handler: Handler, req: func.HttpRequest) -> func.HttpResponse:
+    """Run an API handler with the process-wide services; errors (a failure to build the
+    services included) become problem+json."""
+    return to_http_response(
+        guarded(lambda request: handler(get_services(), request), to_api_request(req))
+    )

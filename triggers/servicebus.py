@@ -2,6 +2,9 @@
 
 ``auto_complete_messages=False`` because every message is settled on its own by the
 processor (complete, abandon, dead-letter, defer); batch size and wait are in host.json.
+The batch trigger decodes its binding into the app's own types before ``shared`` sees
+it: each ``ServiceBusReceivedMessage`` becomes an ``InboundMessage`` and the
+``ServiceBusMessageActions`` are wrapped in the ``Settler`` port.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
 from shared import entry_points
+from shared.adapters.servicebus_inbound import ActionsSettler, from_sdk
+from shared.composition import get_services
 
 bp = func.Blueprint()
 
@@ -34,16 +39,17 @@ def process_requests(
     messages: ReceivedMessages,
     message_actions: servicebus.ServiceBusMessageActions,
 ) -> None:
-    entry_points.handle_request_batch(messages, message_actions)
+    inbound = [from_sdk(message) for message in messages]
+    entry_points.handle_request_batch(get_services, inbound, ActionsSettler(message_actions))
 
 
 @bp.function_name("report_backlog")
 @bp.timer_trigger(arg_name="timer", schedule="%BacklogReportSchedule%", run_on_startup=False)
 def report_backlog(timer: func.TimerRequest) -> None:
-    entry_points.report_backlog()
+    entry_points.report_backlog(get_services)
 
 
 @bp.function_name("sweep_deferred")
 @bp.timer_trigger(arg_name="timer", schedule="%DeferredSweepSchedule%", run_on_startup=False)
 def sweep_deferred(timer: func.TimerRequest) -> None:
-    entry_points.sweep_deferred()
+    entry_points.sweep_deferred(get_services)

@@ -10,7 +10,8 @@
 //   (deadLetterWithResourceIdentity), which is Storage Blob Data Contributor on the
 //   dead-letter container only; the storage account accepts no keys.
 
-import { dataContainers } from 'catalog.bicep'
+// Shared constants, fixed at compile time (catalog.json).
+var dataContainers = loadJsonContent('catalog.json', '$.dataContainers')
 
 @description('Name of the storage system topic.')
 param systemTopicName string
@@ -92,12 +93,10 @@ var retryPolicy = {
   eventTimeToLiveInMinutes: eventTimeToLiveInMinutes
 }
 
-var entraDelivery = empty(webhookEntraApplicationIdOrUri)
-  ? {}
-  : {
-      azureActiveDirectoryTenantId: tenant().tenantId
-      azureActiveDirectoryApplicationIdOrUri: webhookEntraApplicationIdOrUri
-    }
+var entraDelivery = empty(webhookEntraApplicationIdOrUri) ? {} : {
+  azureActiveDirectoryTenantId: tenant().tenantId
+  azureActiveDirectoryApplicationIdOrUri: webhookEntraApplicationIdOrUri
+}
 
 // Only blobs created in the incoming container trigger intake: the app's own containers
 // (inputs, results, jobs...) never re-trigger it.
@@ -134,15 +133,12 @@ resource terminalResults 'Microsoft.EventGrid/topics/eventSubscriptions@2025-02-
   properties: {
     destination: {
       endpointType: 'WebHook'
-      properties: union(
-        {
-          endpointUrl: 'https://${appHostName}/api/${eventsRoute}?code=${functionKey}'
-          maxEventsPerBatch: 1
-          preferredBatchSizeInKilobytes: 64
-          minimumTlsVersionAllowed: '1.2'
-        },
-        entraDelivery
-      )
+      properties: union({
+        endpointUrl: 'https://${appHostName}/api/${eventsRoute}?code=${functionKey}'
+        maxEventsPerBatch: 1
+        preferredBatchSizeInKilobytes: 64
+        minimumTlsVersionAllowed: '1.2'
+      }, entraDelivery)
     }
     eventDeliverySchema: 'CloudEventSchemaV1_0'
     filter: {
@@ -175,15 +171,12 @@ resource reviewRequired 'Microsoft.EventGrid/topics/eventSubscriptions@2025-02-1
   properties: {
     destination: {
       endpointType: 'WebHook'
-      properties: union(
-        {
-          endpointUrl: 'https://${appHostName}/api/${eventsRoute}?code=${functionKey}'
-          maxEventsPerBatch: 1
-          preferredBatchSizeInKilobytes: 64
-          minimumTlsVersionAllowed: '1.2'
-        },
-        entraDelivery
-      )
+      properties: union({
+        endpointUrl: 'https://${appHostName}/api/${eventsRoute}?code=${functionKey}'
+        maxEventsPerBatch: 1
+        preferredBatchSizeInKilobytes: 64
+        minimumTlsVersionAllowed: '1.2'
+      }, entraDelivery)
     }
     eventDeliverySchema: 'CloudEventSchemaV1_0'
     filter: {

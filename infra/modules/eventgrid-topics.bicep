@@ -7,7 +7,8 @@
 //   authenticate with Microsoft Entra ID (EventGrid Data Sender at topic scope).
 // Both topics carry the Event Grid user-assigned identity, used to write dead-letters.
 
-import { roleDefinitionIds } from 'role-definitions.bicep'
+// Shared constants, fixed at compile time (role-definitions.json).
+var roleDefinitionIds = loadJsonContent('role-definitions.json', '$.roleDefinitionIds')
 
 @description('Azure region of the custom topic and the system topic (the data account region).')
 param location string

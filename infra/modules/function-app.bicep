@@ -6,8 +6,11 @@
 // From 3.13 the worker isolates the app's dependencies by default, so the 3.11-era
 // PYTHON_ISOLATE_WORKER_DEPENDENCIES setting is not set.
 
-import { dataContainers, queueNames, resultsTopicName } from 'catalog.bicep'
-import { roleDefinitionIds } from 'role-definitions.bicep'
+// Shared constants, fixed at compile time (catalog.json, role-definitions.json).
+var dataContainers = loadJsonContent('catalog.json', '$.dataContainers')
+var queueNames = loadJsonContent('catalog.json', '$.queueNames')
+var resultsTopicName = loadJsonContent('catalog.json', '$.resultsTopicName')
+var roleDefinitionIds = loadJsonContent('role-definitions.json', '$.roleDefinitionIds')
 
 @description('Azure region of the plan and the app.')
 param location string
@@ -255,6 +258,8 @@ var appSettings = {
   LocalModelLatencyMs: '0'
   LocalModelTransientRate: '0'
   LocalModelRefusalTerms: ''
+  // Per-request fault injection is a development-stack switch: never on in Azure.
+  LocalModelFaults: 'false'
   AzureOpenAI__endpoint: azureOpenAIEndpoint
   AzureOpenAI__apiVersion: '2024-10-21'
   AzureOpenAI__credential: 'managedidentity'
@@ -268,11 +273,9 @@ var appSettings = {
   WebhookTokenIssuer: webhookTokenIssuer
 }
 
-var concurrencySettings = serviceBusMaxConcurrentCalls > 0
-  ? {
-      AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentCalls: string(serviceBusMaxConcurrentCalls)
-    }
-  : {}
+var concurrencySettings = (serviceBusMaxConcurrentCalls > 0) ? {
+  AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentCalls: string(serviceBusMaxConcurrentCalls)
+} : {}
 
 resource settings 'Microsoft.Web/sites/config@2024-04-01' = {
   parent: site

@@ -86,13 +86,11 @@ resource alert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
         }
       ]
     }
-    actions: empty(actionGroupId)
-      ? []
-      : [
-          {
-            actionGroupId: actionGroupId
-          }
-        ]
+    actions: empty(actionGroupId) ? [] : [
+      {
+        actionGroupId: actionGroupId
+      }
+    ]
   }
 }
 

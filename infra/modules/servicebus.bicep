@@ -1,10 +1,13 @@
 // Service Bus namespace with the request queues and the results topic.
-// Entities, their properties and the subscription filters come from catalog.bicep, which
+// Entities, their properties and the subscription filters come from catalog.json, which
 // mirrors infra/local/servicebus-emulator.json. Local (SAS) auth is disabled: every client
 // authenticates with Microsoft Entra ID, and roles are granted per entity.
 
-import { queueNames, resultsTopic, serviceBusQueues } from 'catalog.bicep'
-import { roleDefinitionIds } from 'role-definitions.bicep'
+// Shared constants, fixed at compile time (catalog.json, role-definitions.json).
+var queueNames = loadJsonContent('catalog.json', '$.queueNames')
+var resultsTopic = loadJsonContent('catalog.json', '$.resultsTopic')
+var serviceBusQueues = loadJsonContent('catalog.json', '$.serviceBusQueues')
+var roleDefinitionIds = loadJsonContent('role-definitions.json', '$.roleDefinitionIds')
 
 @description('Azure region of the namespace.')
 param location string
@@ -45,7 +48,7 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
   sku: {
     name: skuName
     tier: skuName
-    capacity: skuName == 'Premium' ? premiumMessagingUnits : null
+    capacity: (skuName == 'Premium') ? premiumMessagingUnits : null
   }
   properties: {
     disableLocalAuth: true

@@ -10,8 +10,10 @@
 // this account, where the blobs extension creates its poison queue (webjobs-blobtrigger-poison)
 // on demand. Receipts and the trigger's own work queue live in the host account.
 
-import { appContainerNames, dataContainers } from 'catalog.bicep'
-import { roleDefinitionIds } from 'role-definitions.bicep'
+// Shared constants, fixed at compile time (catalog.json, role-definitions.json).
+var appContainerNames = loadJsonContent('catalog.json', '$.appContainerNames')
+var dataContainers = loadJsonContent('catalog.json', '$.dataContainers')
+var roleDefinitionIds = loadJsonContent('role-definitions.json', '$.roleDefinitionIds')
 
 @description('Azure region of the account.')
 param location string

@@ -2,8 +2,9 @@
 // deployment container. Nothing of the application's data lives here, so the app identity
 // can be Storage Blob Data Owner on this account without reaching application data.
 
-import { deploymentContainerName } from 'catalog.bicep'
-import { roleDefinitionIds } from 'role-definitions.bicep'
+// Shared constants, fixed at compile time (catalog.json, role-definitions.json).
+var deploymentContainerName = loadJsonContent('catalog.json', '$.deploymentContainerName')
+var roleDefinitionIds = loadJsonContent('role-definitions.json', '$.roleDefinitionIds')
 
 @description('Azure region of the account.')
 param location string

@@ -1,97 +1,94 @@
-"""Job documents and idempotency markers as JSON blobs (implements the two store ports).
+"""``documents.JsonDocuments`` as JSON blobs, with Blob storage's conditional requests.
 
-Names: ``<JobsContainer>/<tenant>/<request_id>.json`` and
-``<IdempotencyContainer>/<tenant>/<sha256(key)>.json``. The tenant prefix keeps tenants
-apart by construction and lets lifecycle rules or operators act per tenant.
+``If-None-Match: *`` makes creation exclusive and ``If-Match: <etag>`` makes replacement
+and deletion compare-and-swap; a failed precondition (412, or 404 for a document deleted
+meanwhile) becomes ``ConcurrencyConflict``, other SDK failures the usual transient or
+configuration errors (``blob_storage.storage_errors``).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import json
+from typing import Any
 
-from shared.adapters.blob_storage import AzureBlobStore
-from shared.contracts import Job
-from shared.errors import PermanentError
-from shared.intake.idempotency import IdempotencyRecord
-from shared.jobs import Versioned
+from azure.core import MatchConditions
+from azure.core.exceptions import (
+    ResourceExistsError,
+    ResourceModifiedError,
+    ResourceNotFoundError,
+)
+from azure.storage.blob import BlobServiceClient, ContentSettings
+
+from shared.adapters.blob_storage import storage_errors
+from shared.documents import Document
+from shared.errors import ConcurrencyConflict
+
+JSON_CONTENT = ContentSettings(content_type="application/json")
 
 
-class BlobJobStore:
-    def __init__(self, blobs: AzureBlobStore, container: str) -> None:
-        self._blobs = blobs
-        self._container = container
+def _encode(document: Document) -> bytes:
+    return json.dumps(document).encode("utf-8")
 
-    @staticmethod
-    def _name(tenant_id: str, job_id: str) -> str:
-        return f"{tenant_id}/{job_id}.json"
 
-    def create(self, job: Job) -> bool:
-        document = job.model_dump(mode="json", by_alias=True)
-        return (
-            self._blobs.create_json(self._container, self._name(job.tenant_id, job.id), document)
-            is not None
-        )
+class BlobJsonDocuments:
+    """Implements ``documents.JsonDocuments``."""
 
-    def load(self, tenant_id: str, job_id: str) -> Versioned | None:
-        if not job_id or "/" in job_id or job_id in (".", ".."):
+    def __init__(self, client: BlobServiceClient) -> None:
+        self._client = client
+
+    def create(self, container: str, name: str, document: Document) -> str | None:
+        try:
+            with storage_errors(f"creating {container}/{name}"):
+                result = self._client.get_blob_client(container, name).upload_blob(
+                    _encode(document), overwrite=False, content_settings=JSON_CONTENT
+                )
+        except ResourceExistsError:
             return None
-        found = self._blobs.load_json(self._container, self._name(tenant_id, job_id))
-        if found is None:
+        return str(result["etag"])
+
+    def load(self, container: str, name: str) -> tuple[Document, str] | None:
+        try:
+            with storage_errors(f"reading {container}/{name}"):
+                downloader = self._client.get_blob_client(container, name).download_blob()
+                content = downloader.readall()
+        except ResourceNotFoundError:
             return None
-        document, etag = found
-        if document.get("schema") != "inferbus.job/v1":
-            raise PermanentError(f"job {job_id} has unknown schema {document.get('schema')!r}")
-        return Versioned(Job.model_validate(document), etag)
+        return json.loads(content), str(downloader.properties.etag)
 
-    def replace(self, job: Job, etag: str) -> str:
-        document = job.model_dump(mode="json", by_alias=True)
-        return self._blobs.replace_json(
-            self._container, self._name(job.tenant_id, job.id), document, etag
-        )
+    def replace(self, container: str, name: str, document: Document, etag: str) -> str:
+        try:
+            with storage_errors(f"updating {container}/{name}"):
+                result = self._client.get_blob_client(container, name).upload_blob(
+                    _encode(document),
+                    overwrite=True,
+                    content_settings=JSON_CONTENT,
+                    etag=etag,
+                    match_condition=MatchConditions.IfNotModified,
+                )
+        except (ResourceModifiedError, ResourceNotFoundError) as error:
+            raise ConcurrencyConflict(f"{container}/{name} changed since it was read") from error
+        return str(result["etag"])
 
+    def put(self, container: str, name: str, document: Document) -> str:
+        with storage_errors(f"writing {container}/{name}"):
+            result = self._client.get_blob_client(container, name).upload_blob(
+                _encode(document), overwrite=True, content_settings=JSON_CONTENT
+            )
+        return str(result["etag"])
 
-class BlobIdempotencyStore:
-    def __init__(self, blobs: AzureBlobStore, container: str) -> None:
-        self._blobs = blobs
-        self._container = container
+    def delete(self, container: str, name: str, etag: str | None = None) -> None:
+        conditions: dict[str, Any] = {}
+        if etag:
+            conditions = {"etag": etag, "match_condition": MatchConditions.IfNotModified}
+        try:
+            with storage_errors(f"deleting {container}/{name}"):
+                self._client.get_blob_client(container, name).delete_blob(**conditions)
+        except ResourceNotFoundError:
+            return
+        except ResourceModifiedError as error:
+            raise ConcurrencyConflict(f"{container}/{name} changed since it was read") from error
 
-    @staticmethod
-    def _name(tenant_id: str, key_hash: str) -> str:
-        return f"{tenant_id}/{key_hash}.json"
-
-    @staticmethod
-    def _document(record: IdempotencyRecord) -> dict[str, str]:
-        return {
-            "tenant_id": record.tenant_id,
-            "key_hash": record.key_hash,
-            "request_hash": record.request_hash,
-            "request_id": record.request_id,
-            "state": record.state,
-            "created_at": record.created_at.isoformat(),
-        }
-
-    def try_create(self, record: IdempotencyRecord) -> str | None:
-        name = self._name(record.tenant_id, record.key_hash)
-        return self._blobs.create_json(self._container, name, self._document(record))
-
-    def load(self, tenant_id: str, key_hash: str) -> tuple[IdempotencyRecord, str] | None:
-        found = self._blobs.load_json(self._container, self._name(tenant_id, key_hash))
-        if found is None:
-            return None
-        document, etag = found
-        record = IdempotencyRecord(
-            tenant_id=document["tenant_id"],
-            key_hash=document["key_hash"],
-            request_hash=document["request_hash"],
-            request_id=document["request_id"],
-            state=document["state"],
-            created_at=datetime.fromisoformat(document["created_at"]),
-        )
-        return record, etag
-
-    def replace(self, record: IdempotencyRecord, etag: str) -> str:
-        name = self._name(record.tenant_id, record.key_hash)
-        return self._blobs.replace_json(self._container, name, self._document(record), etag)
-
-    def delete(self, tenant_id: str, key_hash: str, etag: str) -> None:
-        self._blobs.delete(self._container, self._name(tenant_id, key_hash), etag)
+    def list_names(self, container: str, prefix: str) -> list[str]:
+        with storage_errors(f"listing {container}/{prefix}"):
+            client = self._client.get_container_client(container)
+            return [blob.name for blob in client.list_blobs(name_starts_with=prefix)]

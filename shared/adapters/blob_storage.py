@@ -1,34 +1,27 @@
-"""Blob storage through azure-storage-blob: raw blobs and ETag-guarded JSON documents.
+"""Blob storage through azure-storage-blob: the client and raw blobs (``BlobStore``).
 
-Conditional requests give the guarantees the use cases rely on: ``If-None-Match: *``
-makes creation exclusive (one job per id, one idempotency marker per key) and
-``If-Match: <etag>`` makes updates compare-and-swap. SDK exceptions are translated here
+JSON documents with ETags live in ``blob_documents``. SDK exceptions are translated here
 into the application's error tree.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from azure.core import MatchConditions
 from azure.core.exceptions import (
     AzureError,
     HttpResponseError,
     ResourceExistsError,
-    ResourceModifiedError,
     ResourceNotFoundError,
 )
 from azure.storage.blob import BlobServiceClient, ContentSettings, LinearRetry
 
 from shared.adapters.identity import azure_credential
-from shared.errors import ConcurrencyConflict, ConfigurationError, TransientError
+from shared.errors import ConfigurationError, TransientError
 from shared.intake.claim_checks import BlobInfo
 from shared.settings import Settings
-
-JSON_CONTENT = ContentSettings(content_type="application/json")
 
 
 def blob_service_client(settings: Settings) -> BlobServiceClient:
@@ -69,7 +62,7 @@ def storage_errors(what: str) -> Iterator[None]:
 
 
 class AzureBlobStore:
-    """Implements ``claimcheck.BlobStore`` and ETag-guarded JSON documents."""
+    """Implements ``claim_checks.BlobStore``."""
 
     def __init__(self, client: BlobServiceClient) -> None:
         self._client = client
@@ -121,57 +114,13 @@ class AzureBlobStore:
             client = self._client.get_container_client(container)
             return [blob.name for blob in client.list_blobs(name_starts_with=prefix)]
 
-    # --- JSON documents with ETags -------------------------------------------------------
-
-    def create_json(self, container: str, name: str, document: dict[str, Any]) -> str | None:
-        """Create only if absent; the new ETag, or None when the blob exists."""
-        try:
-            with storage_errors(f"creating {container}/{name}"):
-                result = self._client.get_blob_client(container, name).upload_blob(
-                    json.dumps(document).encode("utf-8"),
-                    overwrite=False,
-                    content_settings=JSON_CONTENT,
-                )
-        except ResourceExistsError:
-            return None
-        return str(result["etag"])
-
-    def load_json(self, container: str, name: str) -> tuple[dict[str, Any], str] | None:
-        try:
-            with storage_errors(f"reading {container}/{name}"):
-                downloader = self._client.get_blob_client(container, name).download_blob()
-                content = downloader.readall()
-        except ResourceNotFoundError:
-            return None
-        return json.loads(content), str(downloader.properties.etag)
-
-    def replace_json(self, container: str, name: str, document: dict[str, Any], etag: str) -> str:
-        """Overwrite only if unchanged since ``etag`` was read; the new ETag."""
-        try:
-            with storage_errors(f"updating {container}/{name}"):
-                result = self._client.get_blob_client(container, name).upload_blob(
-                    json.dumps(document).encode("utf-8"),
-                    overwrite=True,
-                    content_settings=JSON_CONTENT,
-                    etag=etag,
-                    match_condition=MatchConditions.IfNotModified,
-                )
-        except (ResourceModifiedError, ResourceNotFoundError) as error:
-            raise ConcurrencyConflict(f"{container}/{name} changed since it was read") from error
-        return str(result["etag"])
-
-    def delete(self, container: str, name: str, etag: str | None = None) -> None:
-        """Delete, optionally only if unchanged; deleting a missing blob is not an error."""
-        conditions: dict[str, Any] = {}
-        if etag:
-            conditions = {"etag": etag, "match_condition": MatchConditions.IfNotModified}
+    def delete(self, container: str, name: str) -> None:
+        """Delete a blob; deleting a missing blob is not an error."""
         try:
             with storage_errors(f"deleting {container}/{name}"):
-                self._client.get_blob_client(container, name).delete_blob(**conditions)
+                self._client.get_blob_client(container, name).delete_blob()
         except ResourceNotFoundError:
             return
-        except ResourceModifiedError as error:
-            raise ConcurrencyConflict(f"{container}/{name} changed since it was read") from error
 
     def ensure_containers(self, names: list[str]) -> None:
         """Create containers that do not exist (local stack and tests; Bicep does it in Azure)."""

@@ -6,11 +6,14 @@ sentences whose words are most frequent in the document), a document-type classi
 with a confidence, a review flag and a priority suggestion, and a content policy that
 refuses documents containing configured terms.
 
-Latency and faults can be injected: ``latency_ms`` and ``transient_rate`` from settings
-(benchmarks), and per request through ``parameters.simulate`` (tests), e.g.
-``{"simulate": {"transient_attempts": 2, "retry_after": 1}}`` fails the first two
-attempts, ``{"simulate": {"permanent": true}}`` always fails permanently. The random
-fault draw is seeded by the request id and attempt, so a run is reproducible.
+Latency and faults are injected by settings only: ``latency_ms`` and ``transient_rate``
+(benchmarks; the random fault draw is seeded by the request id and attempt, so a run is
+reproducible), and ``simulate_on_request`` (``LocalModelFaults``, the development stack
+and its end-to-end tests), which alone lets a request's ``parameters.simulate`` ask for a
+fault: ``{"simulate": {"transient_attempts": 2, "retry_after": 1}}`` fails the first two
+attempts, ``{"always_transient": true}`` every attempt, ``{"permanent": true}`` fails
+permanently. With it off (the default), ``simulate`` is ignored here and intake refuses
+it with 400, so no caller can make the model fail.
 """
 
 from __future__ import annotations
@@ -99,11 +102,13 @@ class LocalModel:
         refusal_terms: tuple[str, ...] = (),
         latency_ms: int = 0,
         transient_rate: float = 0.0,
+        simulate_on_request: bool = False,
         review_threshold: float = 0.5,
     ) -> None:
         self._refusal_terms = tuple(t.lower() for t in refusal_terms if t)
         self._latency_s = latency_ms / 1000
         self._transient_rate = transient_rate
+        self._simulate_on_request = simulate_on_request
         self._review_threshold = review_threshold
 
     def infer(self, request: InferenceInput) -> InferenceResult:
@@ -155,7 +160,11 @@ class LocalModel:
         )
 
     def _simulate(self, request: InferenceInput) -> None:
-        spec: Any = request.parameters.get("simulate") or {}
+        # Without LocalModelFaults a request's simulate is not ours to honour (a direct
+        # Service Bus producer bypasses intake's 400): ignore it.
+        spec: Any = (
+            request.parameters.get("simulate") if self._simulate_on_request else None
+        ) or {}
         if not isinstance(spec, dict):
             raise PermanentError("parameters.simulate must be an object")
         retry_after = spec.get("retry_after")

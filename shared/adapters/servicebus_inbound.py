@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver
 
@@ -27,10 +27,26 @@ def _text(value: Any) -> str | None:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
+def _body(message: ServiceBusReceivedMessage) -> bytes:
+    body = message.body
+    if isinstance(body, bytes):
+        return body
+    try:
+        return b"".join(body)
+    except TypeError:
+        # An AMQP value or sequence body is no request of ours: an empty body makes the
+        # pipeline dead-letter it as InvalidPayload instead of failing the whole batch.
+        return b""
+
+
 def from_sdk(message: ServiceBusReceivedMessage) -> InboundMessage:
-    """The processor's view of an SDK message (the SDK message stays in ``handle``)."""
+    """The processor's view of an SDK message (the SDK message stays in ``handle``).
+
+    Messages of the Functions binding extension are SDK messages too (a subclass), so the
+    batch trigger converts its binding with this before anything else sees it.
+    """
     return InboundMessage(
-        body=b"".join(message.body) if not isinstance(message.body, bytes) else message.body,
+        body=_body(message),
         message_id=_text(message.message_id),
         sequence_number=message.sequence_number,
         delivery_count=message.delivery_count or 0,
@@ -44,10 +60,29 @@ def from_sdk(message: ServiceBusReceivedMessage) -> InboundMessage:
     )
 
 
+class MessageActions(Protocol):
+    """What ``ServiceBusMessageActions`` (binding extension 1.0.0b2) offers for settling."""
+
+    def complete(self, message: ServiceBusReceivedMessage) -> None: ...
+
+    def abandon(self, message: ServiceBusReceivedMessage) -> None: ...
+
+    def deadletter(
+        self,
+        message: ServiceBusReceivedMessage,
+        deadletter_reason: str | None = ...,
+        deadletter_error_description: str | None = ...,
+    ) -> None: ...
+
+    def defer(self, message: ServiceBusReceivedMessage) -> None: ...
+
+    def renew_message_lock(self, message: ServiceBusReceivedMessage) -> None: ...
+
+
 class ActionsSettler:
     """Implements ``settlement.Settler`` over the Functions ``ServiceBusMessageActions``."""
 
-    def __init__(self, actions: Any) -> None:
+    def __init__(self, actions: MessageActions) -> None:
         self._actions = actions
 
     def complete(self, message: InboundMessage) -> None:

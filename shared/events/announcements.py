@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from shared.contracts import RequestMessage
 from shared.inference import ResultDocument
-from shared.messaging import OutgoingMessage
+from shared.messaging import MessageSender, OutgoingMessage
 
 EVENT_SOURCE = "/inferbus/processor"
 COMPLETED = "com.inferbus.InferenceCompleted"
@@ -173,7 +173,7 @@ class EventPublisher(Protocol):
 class Announcer:
     """Publishes an announcement on both channels; any failure is transient for the caller."""
 
-    def __init__(self, events: EventPublisher | None, topic: Any) -> None:
+    def __init__(self, events: EventPublisher | None, topic: MessageSender | None) -> None:
         self._events = events
         self._topic = topic
 

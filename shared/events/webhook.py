@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from shared.composition import get_services
+from shared.composition import Services
 from shared.errors import FieldError, InvalidInput
 from shared.events.incoming import ValidationRequest, parse_delivery
 from shared.events.webhook_auth import authenticate_delivery
@@ -29,11 +29,10 @@ def abuse_protection_handshake(request: ApiRequest) -> ApiResponse:
     )
 
 
-def receive_events(request: ApiRequest) -> ApiResponse:
+def receive_events(services: Services, request: ApiRequest) -> ApiResponse:
     """``POST``: the validation handshake, or a delivery of one or more events."""
-    services = get_services()
     authenticate_delivery(
-        request.headers, services.settings.webhook_shared_secret, services.webhook_tokens
+        request.headers, services.settings.webhook_shared_secret, services.ports.webhook_tokens
     )
     delivery = parse_delivery(request.headers, request.body)
     if isinstance(delivery, ValidationRequest):
@@ -49,7 +48,7 @@ def receive_events(request: ApiRequest) -> ApiResponse:
     return json_response(202 if accepted else 200, {"events": [asdict(o) for o in outcomes]})
 
 
-def handle(request: ApiRequest) -> ApiResponse:
+def handle(services: Services, request: ApiRequest) -> ApiResponse:
     if request.method == "OPTIONS":
         return abuse_protection_handshake(request)
-    return receive_events(request)
+    return receive_events(services, request)

@@ -1,8 +1,9 @@
 """Plain HTTP request and response values and the helpers every handler shares.
 
-Handlers take an ``ApiRequest`` and return an ``ApiResponse``; ``triggers/`` converts them
-to and from ``azure.functions`` objects. This keeps the API testable without the Functions
-runtime and the triggers at a few lines each.
+Handlers take the ``Services`` they use and an ``ApiRequest``, and return an
+``ApiResponse``; ``triggers/`` converts them to and from ``azure.functions`` objects and
+passes the process-wide services in. This keeps the API testable without the Functions
+runtime (tests wire in-memory services) and the triggers at a few lines each.
 """
 
 from __future__ import annotations

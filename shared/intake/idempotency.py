@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from shared.clock import Clock, utc_now
+from shared.documents import JsonDocuments
 from shared.errors import ConcurrencyConflict, Conflict, FieldError, InvalidInput
 
 IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
@@ -42,7 +43,8 @@ class IdempotencyRecord:
 
 
 class IdempotencyStore(Protocol):
-    """Durable markers (adapters: Blob storage with if-none-match and ETags)."""
+    """Durable markers, created with if-none-match and changed by ETag
+    (``DocumentIdempotencyStore``)."""
 
     def try_create(self, record: IdempotencyRecord) -> str | None:
         """Create the marker; its ETag, or None when it already exists."""
@@ -55,6 +57,55 @@ class IdempotencyStore(Protocol):
         ...
 
     def delete(self, tenant_id: str, key_hash: str, etag: str) -> None: ...
+
+
+class DocumentIdempotencyStore:
+    """Implements ``IdempotencyStore`` as ``<IdempotencyContainer>/<tenant>/<sha256(key)>.json``."""
+
+    def __init__(self, documents: JsonDocuments, container: str) -> None:
+        self._documents = documents
+        self._container = container
+
+    @staticmethod
+    def _name(tenant_id: str, key_hash: str) -> str:
+        return f"{tenant_id}/{key_hash}.json"
+
+    @staticmethod
+    def _document(record: IdempotencyRecord) -> dict[str, str]:
+        return {
+            "tenant_id": record.tenant_id,
+            "key_hash": record.key_hash,
+            "request_hash": record.request_hash,
+            "request_id": record.request_id,
+            "state": record.state,
+            "created_at": record.created_at.isoformat(),
+        }
+
+    def try_create(self, record: IdempotencyRecord) -> str | None:
+        name = self._name(record.tenant_id, record.key_hash)
+        return self._documents.create(self._container, name, self._document(record))
+
+    def load(self, tenant_id: str, key_hash: str) -> tuple[IdempotencyRecord, str] | None:
+        found = self._documents.load(self._container, self._name(tenant_id, key_hash))
+        if found is None:
+            return None
+        document, etag = found
+        record = IdempotencyRecord(
+            tenant_id=document["tenant_id"],
+            key_hash=document["key_hash"],
+            request_hash=document["request_hash"],
+            request_id=document["request_id"],
+            state=document["state"],
+            created_at=datetime.fromisoformat(document["created_at"]),
+        )
+        return record, etag
+
+    def replace(self, record: IdempotencyRecord, etag: str) -> str:
+        name = self._name(record.tenant_id, record.key_hash)
+        return self._documents.replace(self._container, name, self._document(record), etag)
+
+    def delete(self, tenant_id: str, key_hash: str, etag: str) -> None:
+        self._documents.delete(self._container, self._name(tenant_id, key_hash), etag)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 The asynchronous request-reply pattern: ``POST`` answers ``202 Accepted`` with a
 ``Location`` to poll and a ``Retry-After`` saying how soon; the status document names the
-result URL once the job has completed.
+result URL once the job has completed. Each handler receives the ``Services`` it works
+with (the trigger passes the process-wide ones) and a framework-free ``ApiRequest``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shared.composition import Services, get_services
+from shared.composition import Services
 from shared.contracts import (
     BlobReferenceInput,
     Job,
@@ -175,9 +176,8 @@ def _upload_submission(request: ApiRequest, services: Services, tenant_id: str) 
     )
 
 
-def submit_request(request: ApiRequest) -> ApiResponse:
+def submit_request(services: Services, request: ApiRequest) -> ApiResponse:
     """``POST /api/v1/requests``: a JSON body, or a raw document with ``?model=``."""
-    services = get_services()
     tenant_id = _tenant(request, services)
     media_type = request.media_type
     if media_type == "application/json":
@@ -201,9 +201,8 @@ def submit_request(request: ApiRequest) -> ApiResponse:
     return json_response(202, body, headers)
 
 
-def get_request(request: ApiRequest) -> ApiResponse:
+def get_request(services: Services, request: ApiRequest) -> ApiResponse:
     """``GET /api/v1/requests/{id}``: the job as the caller may see it."""
-    services = get_services()
     job = services.jobs.get(_tenant(request, services), request.route_params.get("id", ""))
     headers = {}
     if not job.status.is_terminal:
@@ -211,9 +210,8 @@ def get_request(request: ApiRequest) -> ApiResponse:
     return json_response(200, job_view(job, _collection_url(request)), headers)
 
 
-def get_result(request: ApiRequest) -> ApiResponse:
+def get_result(services: Services, request: ApiRequest) -> ApiResponse:
     """``GET /api/v1/requests/{id}/result``: 409 with Retry-After until the job is done."""
-    services = get_services()
     job = services.jobs.get(_tenant(request, services), request.route_params.get("id", ""))
     if not job.status.is_terminal:
         raise Conflict(
@@ -229,9 +227,8 @@ def get_result(request: ApiRequest) -> ApiResponse:
     return ApiResponse(200, document, {"Content-Type": "application/json"})
 
 
-def cancel_request(request: ApiRequest) -> ApiResponse:
+def cancel_request(services: Services, request: ApiRequest) -> ApiResponse:
     """``DELETE /api/v1/requests/{id}``: cancel unless already terminal (then 409)."""
-    services = get_services()
     tenant_id = _tenant(request, services)
     job_id = request.route_params.get("id", "")
     job = services.jobs.update(

@@ -83,6 +83,9 @@ class IntakePolicy:
     allowed_models: tuple[str, ...]
     default_deadline_seconds: int
     max_deadline_seconds: int
+    # parameters.simulate asks the local model for a fault: only where the development
+    # stack enables it (LocalModelFaults); anywhere else such a request is invalid.
+    simulated_faults: bool = False
 
 
 class Intake:
@@ -143,6 +146,11 @@ class Intake:
         return Accepted(job)
 
     def _validate(self, submission: Submission) -> int:
+        if "simulate" in submission.parameters and not self._policy.simulated_faults:
+            raise InvalidInput(
+                "parameters.simulate (model fault injection) is not enabled on this service",
+                (FieldError("parameters.simulate", "fault injection is not enabled"),),
+            )
         if submission.model not in self._policy.allowed_models:
             raise UnknownModel(
                 f"model '{submission.model}' is not served here; use one of: "

@@ -1,5 +1,5 @@
 """Operations (``python -m shared.ops``): Event Grid dead-letter replay and the backlog report.
 
-Commands wire their own services through ``shared.composition`` like the app does. May
+Commands run on the services ``shared.composition`` builds for the app (``get_services``). May
 import every capability of ``shared``; SDK calls stay in ``adapters``.
 """

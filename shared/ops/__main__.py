@@ -16,28 +16,14 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from shared.composition import Services, ServicesProvider, get_services
 from shared.errors import ConfigurationError, TransientError
 from shared.ops.eventgrid_deadletters import (
     DeadLetteredEvent,
-    DeadLetterReplay,
     ReplayResult,
     newest_first,
     summarise,
 )
-
-
-def _replay_service() -> tuple[DeadLetterReplay, str]:
-    from shared.composition import get_services
-
-    services = get_services()
-    settings = services.settings
-    replay = DeadLetterReplay(
-        services.blobs,
-        settings.event_grid_dead_letter_container,
-        settings.ledger_container,
-        services.event_intake,
-    )
-    return replay, settings.event_grid_dead_letter_container
 
 
 def _line(item: DeadLetteredEvent, replayed: bool) -> str:
@@ -50,8 +36,9 @@ def _line(item: DeadLetteredEvent, replayed: bool) -> str:
     )
 
 
-def list_command(args: argparse.Namespace) -> int:
-    replay, container = _replay_service()
+def list_command(args: argparse.Namespace, services: Services) -> int:
+    replay = services.dead_letters
+    container = services.settings.event_grid_dead_letter_container
     items = newest_first(list(replay.events(args.prefix)))
     print(f"{len(items)} dead-lettered events in container '{container}'")
     for heading, counts in summarise(items).items():
@@ -90,11 +77,11 @@ def _progress(position: int, total: int, result: ReplayResult) -> None:
     print(f"[{position}/{total}] {item.event.id} ({item.event.type}) {told}", flush=True)
 
 
-def replay_command(args: argparse.Namespace) -> int:
+def replay_command(args: argparse.Namespace, services: Services) -> int:
     if not (args.all or args.event_id or args.reason or args.type):
         print("choose what to replay: --all, --event-id, --reason or --type", file=sys.stderr)
         return 2
-    replay, _ = _replay_service()
+    replay = services.dead_letters
     chosen = _chosen(list(replay.events(args.prefix)), args)
     pending = [i for i in chosen if not replay.replayed(i)]
     print(f"{len(chosen)} events chosen, {len(chosen) - len(pending)} already replayed")
@@ -139,11 +126,12 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, services: ServicesProvider = get_services) -> int:
+    """Run a command with the services the app composes (``composition.get_services``)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parser().parse_args(argv)
     try:
-        code: int = args.run(args)
+        code: int = args.run(args, services())
     except ConfigurationError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2

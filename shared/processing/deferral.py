@@ -11,11 +11,14 @@ apart for investigation rather than silently dropped.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
 from shared.clock import Clock, utc_now
+from shared.documents import Document, JsonDocuments
 from shared.processing.inbound import InboundMessage
 from shared.processing.settlement import Settler
 
@@ -49,6 +52,75 @@ class DeferralLedger(Protocol):
         ...
 
 
+def _document(entry: DeferredEntry) -> Document:
+    return {
+        "queue": entry.queue,
+        "sequence_number": entry.sequence_number,
+        "tenant_id": entry.tenant_id,
+        "request_id": entry.request_id,
+        "due_at": entry.due_at.isoformat(),
+        "reason": entry.reason,
+        "recorded_at": entry.recorded_at.isoformat(),
+    }
+
+
+def _entry(document: Document) -> DeferredEntry:
+    return DeferredEntry(
+        queue=str(document["queue"]),
+        sequence_number=int(document["sequence_number"]),
+        tenant_id=str(document["tenant_id"]),
+        request_id=str(document["request_id"]),
+        due_at=datetime.fromisoformat(str(document["due_at"])),
+        reason=str(document["reason"]),
+        recorded_at=datetime.fromisoformat(str(document["recorded_at"])),
+    )
+
+
+class DocumentDeferralLedger:
+    """Implements ``DeferralLedger`` as ``<LedgerContainer>/deferred/<queue>/<seq>.json``.
+
+    Entries whose message could not be received any more move to ``deferred-missing/``
+    so an operator can see them (and the sweeper does not report them forever).
+    """
+
+    def __init__(self, documents: JsonDocuments, container: str) -> None:
+        self._documents = documents
+        self._container = container
+
+    @staticmethod
+    def _name(prefix: str, queue: str, sequence_number: int) -> str:
+        return f"{prefix}/{queue}/{sequence_number:020d}.json"
+
+    def record(self, entry: DeferredEntry) -> None:
+        name = self._name("deferred", entry.queue, entry.sequence_number)
+        self._documents.put(self._container, name, _document(entry))
+
+    def due(self, queue: str, now: datetime) -> list[DeferredEntry]:
+        due = [e for e in self._entries(f"deferred/{queue}/") if e.due_at <= now]
+        return sorted(due, key=lambda e: e.due_at)
+
+    def remove(self, entry: DeferredEntry) -> None:
+        name = self._name("deferred", entry.queue, entry.sequence_number)
+        self._documents.delete(self._container, name)
+
+    def mark_missing(self, entry: DeferredEntry) -> None:
+        name = self._name("deferred-missing", entry.queue, entry.sequence_number)
+        self._documents.put(self._container, name, _document(entry))
+        self.remove(entry)
+
+    def missing(self, queue: str) -> list[DeferredEntry]:
+        """Entries whose message was gone when the sweeper came for it."""
+        return self._entries(f"deferred-missing/{queue}/")
+
+    def _entries(self, prefix: str) -> list[DeferredEntry]:
+        entries = []
+        for name in self._documents.list_names(self._container, prefix):
+            found = self._documents.load(self._container, name)
+            if found is not None:
+                entries.append(_entry(found[0]))
+        return entries
+
+
 class DeferredSource(Protocol):
     """Receives deferred messages by sequence number and settles them."""
 
@@ -56,6 +128,9 @@ class DeferredSource(Protocol):
 
     @property
     def settler(self) -> Settler: ...
+
+
+DeferredSourceFactory = Callable[[], AbstractContextManager[DeferredSource]]
 
 
 class MessageHandler(Protocol):
@@ -80,40 +155,49 @@ class DeferredSweeper:
         self._handler = handler
         self._clock = clock
 
-    def sweep(self, queue: str, source: DeferredSource) -> SweepReport:
-        """Run every due deferred message of ``queue`` through the pipeline once."""
+    def sweep(self, queue: str, open_source: DeferredSourceFactory) -> SweepReport:
+        """Run every due deferred message of ``queue`` through the pipeline once.
+
+        The source (a Service Bus receiver) is opened only when something is due.
+        """
         entries = self._ledger.due(queue, self._clock())
         report = SweepReport(due=len(entries))
-        for start in range(0, len(entries), self.BATCH):
-            chunk = entries[start : start + self.BATCH]
-            received = {
-                message.sequence_number: message
-                for message in source.receive_deferred([e.sequence_number for e in chunk])
-            }
-            for entry in chunk:
-                message = received.get(entry.sequence_number)
-                if message is None:
-                    log.warning(
-                        "deferred message %s (request %s) is gone; ledger entry kept aside",
-                        entry.sequence_number,
-                        entry.request_id,
-                    )
-                    self._ledger.mark_missing(entry)
-                    report.missing.append(entry.sequence_number)
-                    continue
-                outcome = self._handler.process(message, source.settler)
-                if outcome == "deferred":
-                    report.redeferred += 1
-                elif outcome != "abandoned":
-                    self._ledger.remove(entry)
-                    report.processed += 1
-        if report.due:
-            log.info(
-                "deferred sweep of %s: %d due, %d processed, %d deferred again, %d missing",
-                queue,
-                report.due,
-                report.processed,
-                report.redeferred,
-                len(report.missing),
-            )
+        if not entries:
+            return report
+        with open_source() as source:
+            for start in range(0, len(entries), self.BATCH):
+                self._sweep_chunk(entries[start : start + self.BATCH], source, report)
+        log.info(
+            "deferred sweep of %s: %d due, %d processed, %d deferred again, %d missing",
+            queue,
+            report.due,
+            report.processed,
+            report.redeferred,
+            len(report.missing),
+        )
         return report
+
+    def _sweep_chunk(
+        self, chunk: list[DeferredEntry], source: DeferredSource, report: SweepReport
+    ) -> None:
+        received = {
+            message.sequence_number: message
+            for message in source.receive_deferred([e.sequence_number for e in chunk])
+        }
+        for entry in chunk:
+            message = received.get(entry.sequence_number)
+            if message is None:
+                log.warning(
+                    "deferred message %s (request %s) is gone; ledger entry kept aside",
+                    entry.sequence_number,
+                    entry.request_id,
+                )
+                self._ledger.mark_missing(entry)
+                report.missing.append(entry.sequence_number)
+                continue
+            outcome = self._handler.process(message, source.settler)
+            if outcome == "deferred":
+                report.redeferred += 1
+            elif outcome != "abandoned":
+                self._ledger.remove(entry)
+                report.processed += 1

@@ -20,10 +20,8 @@ from typing import Any
 
 import pytest
 
-from devtools.processes import Child
-from tests.fixtures.azurite import ACCOUNT_KEY, ACCOUNT_NAME, free_port
+from local_processes import ACCOUNT_KEY, ACCOUNT_NAME, Child, free_port
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 90.0
 _STARTED = re.compile(r"Host started: (http://\S+)")
 _KEY = re.compile(r"Default function key: (\S+)")
@@ -69,8 +67,8 @@ class Stack:
             return error.code, dict(error.headers), error.read()
 
 
-def _settings(workdir: Path) -> tuple[Path, str, str]:
-    sample = json.loads((REPO_ROOT / "local.settings.sample.json").read_text())
+def _settings(root: Path, workdir: Path) -> tuple[Path, str, str]:
+    sample = json.loads((root / "local.settings.sample.json").read_text())
     blob, queue, table, bus, http, counts = (free_port() for _ in range(6))
     storage = (
         f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT_NAME};AccountKey={ACCOUNT_KEY};"
@@ -102,10 +100,10 @@ def _settings(workdir: Path) -> tuple[Path, str, str]:
 
 
 @pytest.fixture(scope="session")
-def stack() -> Iterator[Stack]:
+def stack(pytestconfig: pytest.Config) -> Iterator[Stack]:
     """``python -m devtools.stack`` with its own ports; stopped with Ctrl-C at the end."""
     workdir = Path(tempfile.mkdtemp(prefix="inferbus-e2e-"))
-    settings_path, storage, servicebus = _settings(workdir)
+    settings_path, storage, servicebus = _settings(pytestconfig.rootpath, workdir)
     log_path = workdir / "stack.log"
     command = [
         sys.executable,
@@ -115,7 +113,7 @@ def stack() -> Iterator[Stack]:
         str(settings_path),
         "--in-memory",
     ]
-    stack_process = Child("stack", command, log_path)
+    stack_process = Child("stack", command, log_path, cwd=pytestconfig.rootpath)
     try:
         stack_process.wait_for(_RUNNING, STARTUP_TIMEOUT_S)
         text = stack_process.output()

@@ -1,463 +1,412 @@
-"""Readers for the Bicep templates under ``infra/``, shared by the infra tests.
+"""The Bicep templates under ``infra/`` as pycep-parser reads them, for the infra tests.
 
-The Bicep compiler is not available where the tests run, so these helpers read the
-subset of Bicep the templates use: ``param``/``var``/``resource``/``import`` statements,
-multi-line object and array literals, strings (with ``${...}`` interpolation), numbers and
-booleans. Anything else (function calls, ternaries, property access) is kept as an
-:class:`Expression` holding its source text, so a test can still look at it, and
-:func:`resolve` turns references to known constants back into values.
+pycep-parser (https://github.com/Gijsreyn/pycep) is the Bicep parser checkov uses; the tests
+pin the version checkov pins (requirements-dev.txt), so a template the tests can read is a
+template checkov scans, and one pycep cannot parse fails here loudly.
 
-The reader is strict on purpose: an unterminated literal or a statement it cannot find
-raises :class:`BicepReadError` instead of returning something plausible.
+pycep turns a template into JSON-like data: ``parameters``, ``variables``, ``resources``,
+``modules`` and ``outputs`` keyed by symbolic name. In values, a reference to a symbol is a
+:class:`BicepElement` (a ``str`` subclass) while a string literal is a plain ``str`` (raw:
+escapes and ``${...}`` holes as written); calls and operators are ``{"function": ...}`` and
+``{"operator": ...}`` nodes. The helpers below only look at that output: :func:`render` writes
+a value back as canonical Bicep text, :func:`resolve` evaluates the compile-time part
+(references to constants, ``loadJsonContent``, interpolation, ``take``, ``string``).
 """
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
+
+from pycep import BicepParser
+from pycep.transformer import BicepElement
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INFRA = REPO_ROOT / "infra"
 MODULES = INFRA / "modules"
+CATALOG = MODULES / "catalog.json"
+ROLE_DEFINITIONS = MODULES / "role-definitions.json"
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_NUMBER = re.compile(r"-?\d+")
-_REFERENCE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\d+\])*$")
-
-
-class BicepReadError(ValueError):
-    """The text is not the Bicep subset these helpers understand."""
-
-
-@dataclass(frozen=True)
-class Expression:
-    """A Bicep expression kept as source text (a call, a reference, a ternary...)."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class Interpolated:
-    """A string with ``${...}`` holes: literal parts and expressions, in order."""
-
-    parts: tuple[str | Expression, ...]
-
-
-@dataclass
-class Resource:
-    """A ``resource`` statement: symbolic name, type, API version and parsed body."""
-
-    symbol: str
-    type: str
-    api_version: str
-    body: dict[str, Any]
-    is_loop: bool = False
-    existing: bool = False
-
-
-@dataclass
-class Param:
-    """A ``param`` statement with its decorators (raw text) and default value."""
-
-    name: str
-    type: str
-    default: Any = None
-    has_default: bool = False
-    decorators: list[str] = field(default_factory=list)
-
-
-# --- lexical helpers --------------------------------------------------------------------
-
-
-def _skip_space(text: str, pos: int, *, newlines: bool = True) -> int:
-    """Skip spaces and comments; newlines too unless ``newlines`` is False."""
-    while pos < len(text):
-        char = text[pos]
-        if char in " \t\r" or (newlines and char == "\n"):
-            pos += 1
-        elif text.startswith("//", pos):
-            end = text.find("\n", pos)
-            pos = len(text) if end == -1 else end
-        elif text.startswith("/*", pos):
-            end = text.find("*/", pos + 2)
-            if end == -1:
-                raise BicepReadError("unterminated block comment")
-            pos = end + 2
-        else:
-            break
-    return pos
-
-
-def _string_end(text: str, pos: int) -> int:
-    """Index just past the single-quoted string that starts at ``pos``."""
-    if text.startswith("'''", pos):
-        end = text.find("'''", pos + 3)
-        if end == -1:
-            raise BicepReadError("unterminated multi-line string")
-        return end + 3
-    index = pos + 1
-    depth = 0
-    while index < len(text):
-        char = text[index]
-        if char == "\\":
-            index += 2
-            continue
-        if depth == 0 and text.startswith("${", index):
-            depth = 1
-            index += 2
-            continue
-        if depth:
-            if char == "{":
-                depth += 1
-            elif char == "}":
-                depth -= 1
-            elif char == "'":
-                index = _string_end(text, index)
-                continue
-        elif char == "'":
-            return index + 1
-        elif char == "\n":
-            raise BicepReadError(f"newline inside string at offset {pos}")
-        index += 1
-    raise BicepReadError(f"unterminated string at offset {pos}")
-
-
-def _expression_end(text: str, pos: int) -> int:
-    """End of an expression: the end of its line, continuing across open brackets."""
-    depth = 0
-    index = pos
-    while index < len(text):
-        char = text[index]
-        if char == "'":
-            index = _string_end(text, index)
-            continue
-        if text.startswith("//", index) and depth == 0:
-            break
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            if depth == 0:
-                break
-            depth -= 1
-        elif char == "\n" and depth == 0:
-            following = _skip_space(text, index)
-            if not text.startswith(("?", ":", "&&", "||"), following):
-                break  # a ternary may continue on the next lines
-            index = following
-            continue
-        elif char == "," and depth == 0:
-            break
-        index += 1
-    if depth:
-        raise BicepReadError(f"unbalanced brackets in expression at offset {pos}")
-    return index
-
-
-_ESCAPES = {"\\": "\\", "'": "'", "n": "\n", "r": "\r", "t": "\t", "$": "$"}
-
-
-def _decode_string(raw: str) -> str | Interpolated:
-    """Decode a quoted Bicep string; interpolations become :class:`Interpolated`."""
-    if raw.startswith("'''"):
-        return raw[3:-3]
-    body = raw[1:-1]
-    parts: list[str | Expression] = []
-    buffer: list[str] = []
-    index = 0
-    while index < len(body):
-        char = body[index]
-        if char == "\\":
-            escaped = body[index + 1]
-            if escaped not in _ESCAPES:
-                raise BicepReadError(f"unknown escape \\{escaped} in {raw}")
-            buffer.append(_ESCAPES[escaped])
-            index += 2
-        elif body.startswith("${", index):
-            depth, end = 1, index + 2
-            while depth:
-                if body[end] == "'":
-                    end = _string_end(body, end)
-                    continue
-                depth += {"{": 1, "}": -1}.get(body[end], 0)
-                end += 1
-            if buffer:
-                parts.append("".join(buffer))
-                buffer = []
-            parts.append(Expression(body[index + 2 : end - 1].strip()))
-            index = end
-        else:
-            buffer.append(char)
-            index += 1
-    if buffer:
-        parts.append("".join(buffer))
-    if any(isinstance(part, Expression) for part in parts):
-        return Interpolated(tuple(parts))
-    return "".join(part for part in parts if isinstance(part, str))
-
-
-# --- values -----------------------------------------------------------------------------
-
-
-def parse_value(text: str, pos: int) -> tuple[Any, int]:
-    """Parse the Bicep value starting at ``pos``; return it and the index after it."""
-    pos = _skip_space(text, pos, newlines=False)
-    if pos >= len(text):
-        raise BicepReadError("value expected at end of text")
-    char = text[pos]
-    if char == "{":
-        return _parse_object(text, pos)
-    if char == "[" and not re.match(r"\[\s*for\b", text[pos:]):
-        return _parse_array(text, pos)
-    literal: Any
-    end: int
-    if char == "'":
-        end = _string_end(text, pos)
-        literal = _decode_string(text[pos:end])
-    elif (match := _NUMBER.match(text, pos)) and not _IDENT.match(text, match.end()):
-        literal, end = int(match.group()), match.end()
-    elif (match := _IDENT.match(text, pos)) and match.group() in ("true", "false", "null"):
-        literal = {"true": True, "false": False, "null": None}[match.group()]
-        end = match.end()
-    else:
-        end = _expression_end(text, pos)
-        return Expression(text[pos:end].strip()), end
-    after = _skip_space(text, end, newlines=False)
-    if after >= len(text) or text[after] in "\n,}]":
-        return literal, end
-    end = _expression_end(text, pos)  # e.g. 'a' == b ? x : y
-    return Expression(text[pos:end].strip()), end
-
-
-def _parse_object(text: str, pos: int) -> tuple[dict[str, Any], int]:
-    result: dict[str, Any] = {}
-    pos += 1
-    while True:
-        pos = _skip_space(text, pos)
-        while pos < len(text) and text[pos] == ",":
-            pos = _skip_space(text, pos + 1)
-        if pos >= len(text):
-            raise BicepReadError("unterminated object")
-        if text[pos] == "}":
-            return result, pos + 1
-        if text[pos] == "'":
-            end = _string_end(text, pos)
-            decoded = _decode_string(text[pos:end])
-            # An interpolated key (an identity resource id) is kept as its source text.
-            key = decoded if isinstance(decoded, str) else text[pos + 1 : end - 1]
-        elif match := _IDENT.match(text, pos):
-            key, end = match.group(), match.end()
-        else:
-            raise BicepReadError(f"object key expected at offset {pos}: {text[pos : pos + 30]!r}")
-        pos = _skip_space(text, end, newlines=False)
-        if pos >= len(text) or text[pos] != ":":
-            raise BicepReadError(f"':' expected after key {key!r}")
-        if key in result:
-            raise BicepReadError(f"duplicate key {key!r}")
-        result[key], pos = parse_value(text, pos + 1)
-
-
-def _parse_array(text: str, pos: int) -> tuple[list[Any], int]:
-    result: list[Any] = []
-    pos += 1
-    while True:
-        pos = _skip_space(text, pos)
-        while pos < len(text) and text[pos] == ",":
-            pos = _skip_space(text, pos + 1)
-        if pos >= len(text):
-            raise BicepReadError("unterminated array")
-        if text[pos] == "]":
-            return result, pos + 1
-        item, pos = parse_value(text, pos)
-        result.append(item)
-
-
-# --- statements -------------------------------------------------------------------------
+__all__ = [
+    "CATALOG",
+    "INFRA",
+    "MODULES",
+    "REPO_ROOT",
+    "ROLE_DEFINITIONS",
+    "BicepElement",
+    "Unresolved",
+    "bicep_files",
+    "constants",
+    "declares_target_scope",
+    "decorator",
+    "has_default",
+    "is_loop",
+    "is_reference",
+    "literal",
+    "module",
+    "modules",
+    "outputs",
+    "params",
+    "read",
+    "render",
+    "resolve",
+    "resource_body",
+    "resources",
+    "resources_of_type",
+    "template",
+    "variables",
+    "walk",
+]
 
 
 def read(path: Path) -> str:
-    """The text of a template; a missing file is an error, not an empty template."""
+    """The text of a file; a missing file is an error, not an empty template."""
     if not path.is_file():
-        raise BicepReadError(f"{path} does not exist")
+        raise FileNotFoundError(path)
     return path.read_text(encoding="utf-8")
 
 
-def variables(text: str) -> dict[str, Any]:
-    """Every top-level ``var name = value`` of a template, parsed."""
-    found: dict[str, Any] = {}
-    for match in re.finditer(r"^var\s+(\w+)\s*=\s*", text, re.MULTILINE):
-        value, _ = parse_value(text, match.end())
-        found[match.group(1)] = value
+@cache
+def _parser(*, line_numbers: bool = False) -> BicepParser:
+    return BicepParser(add_line_numbers=line_numbers)
+
+
+@cache
+def template(path: Path) -> dict[str, Any]:
+    """pycep's reading of a template (parse errors propagate: they are test failures)."""
+    read(path)
+    parsed: dict[str, Any] = _parser().parse(file_path=path)
+    return parsed
+
+
+def bicep_files() -> list[Path]:
+    """Every Bicep template of the repository's infrastructure."""
+    return sorted(INFRA.rglob("*.bicep"))
+
+
+def declares_target_scope(path: Path, scope: str) -> bool:
+    """True when the template itself writes ``targetScope = '<scope>'``.
+
+    pycep reports resourceGroup for a template that names no scope; with line numbers, a
+    written scope has a real line and the default one line 0.
+    """
+    written = _parser(line_numbers=True).parse(file_path=path)["globals"]["scope"]
+    return bool(written["value"] == scope and written["__start_line__"] > 0)
+
+
+# --- statements ---------------------------------------------------------------------------
+
+
+def params(path: Path) -> dict[str, dict[str, Any]]:
+    """``param`` statements: name -> {decorators, type, default}."""
+    found: dict[str, dict[str, Any]] = template(path).get("parameters", {})
     return found
 
 
-def variable(text: str, name: str) -> Any:
-    """One variable; raises if the template does not declare it."""
-    found = variables(text)
-    if name not in found:
-        raise BicepReadError(f"var {name} is not declared")
-    return found[name]
+def has_default(param: dict[str, Any]) -> bool:
+    return param["default"] is not None
 
 
-def params(text: str) -> dict[str, Param]:
-    """Every ``param`` with its type, default and the decorators written above it."""
-    found: dict[str, Param] = {}
-    pattern = re.compile(r"^param\s+(\w+)\s+(\w+)(\s*=\s*)?", re.MULTILINE)
-    for match in pattern.finditer(text):
-        param = Param(name=match.group(1), type=match.group(2))
-        if match.group(3):
-            param.default, _ = parse_value(text, match.end())
-            param.has_default = True
-        block: list[str] = []
-        for line in reversed(text[: match.start()].splitlines()):
-            if not line.strip() or not line.startswith(("@", " ", "\t", "]", ")", "'")):
-                break
-            block.insert(0, line.strip())
-        decorators: list[str] = []
-        for line in block:
-            if line.startswith("@"):
-                decorators.append(line)
-            elif decorators:
-                decorators[-1] += "\n" + line
-        param.decorators = decorators
-        found[param.name] = param
+def decorator(param: dict[str, Any], kind: str) -> Any:
+    """The argument of a decorator (``description``, ``allowed``...), or None if absent."""
+    for item in param["decorators"]:
+        if item["type"] == kind:
+            return item.get("argument", True)
+    return None
+
+
+def variables(path: Path) -> dict[str, Any]:
+    """``var`` statements: name -> value."""
+    return {name: var["value"] for name, var in template(path).get("variables", {}).items()}
+
+
+def outputs(path: Path) -> dict[str, Any]:
+    """``output`` statements: name -> value."""
+    return {name: out["value"] for name, out in template(path).get("outputs", {}).items()}
+
+
+def modules(path: Path) -> dict[str, dict[str, Any]]:
+    """``module`` statements: symbol -> pycep's attributes (detail.path, config...)."""
+    found: dict[str, dict[str, Any]] = template(path).get("modules", {})
     return found
 
 
-def resources(text: str) -> list[Resource]:
-    """Every ``resource`` statement, with its body parsed (loop and ``if`` bodies too)."""
-    found: list[Resource] = []
-    pattern = re.compile(
-        r"^resource\s+(\w+)\s+'([^'@]+)@([^']+)'\s*(existing\s*)?=\s*", re.MULTILINE
-    )
-    for match in pattern.finditer(text):
-        pos = match.end()
-        is_loop = False
-        if text.startswith("[", pos):
-            is_loop = True
-            colon = re.compile(r"\bfor\b[^:]*:\s*").search(text, pos)
-            if colon is None:
-                raise BicepReadError(f"cannot read the loop of resource {match.group(1)}")
-            pos = colon.end()
-        elif text.startswith("if", pos):
-            pos = text.index("{", pos)
-        pos = _skip_space(text, pos)
-        if text[pos] != "{":
-            raise BicepReadError(f"resource {match.group(1)} has no object body")
-        body, _ = _parse_object(text, pos)
-        found.append(
-            Resource(
-                symbol=match.group(1),
-                type=match.group(2),
-                api_version=match.group(3),
-                body=body,
-                is_loop=is_loop,
-                existing=bool(match.group(4)),
-            )
-        )
+def module(path: Path, symbol: str) -> dict[str, Any]:
+    """The body (name, params...) of one module statement."""
+    return resource_body(modules(path)[symbol])
+
+
+def resources(path: Path) -> dict[str, dict[str, Any]]:
+    """``resource`` statements: symbol -> {type, api_version, existing, config}."""
+    found: dict[str, dict[str, Any]] = template(path).get("resources", {})
     return found
 
 
-def resources_of_type(text: str, resource_type: str) -> list[Resource]:
+def resources_of_type(path: Path, resource_type: str) -> dict[str, dict[str, Any]]:
     """Resources declared (not ``existing``) with the given type, case-insensitively."""
-    return [
-        resource
-        for resource in resources(text)
-        if resource.type.lower() == resource_type.lower() and not resource.existing
-    ]
+    return {
+        symbol: resource
+        for symbol, resource in resources(path).items()
+        if resource["type"].lower() == resource_type.lower() and not resource["existing"]
+    }
 
 
-def module_params(text: str, symbol: str) -> dict[str, Any]:
-    """The ``params`` object of ``module <symbol> '<file>' = { ... }``."""
-    match = re.search(rf"^module\s+{symbol}\s+'[^']+'\s*=\s*", text, re.MULTILINE)
-    if match is None:
-        raise BicepReadError(f"module {symbol} is not declared")
-    body, _ = parse_value(text, match.end())
-    if not isinstance(body, dict) or "params" not in body:
-        raise BicepReadError(f"module {symbol} has no params object")
-    module_parameters: dict[str, Any] = body["params"]
-    return module_parameters
+def resource_body(resource: dict[str, Any]) -> dict[str, Any]:
+    """The object body of a resource or module, inside its loop or condition if any."""
+    config: dict[str, Any] = resource["config"]
+    if "loop_type" in config or "condition" in config:
+        body: dict[str, Any] = config["config"]
+        return body
+    return config
 
 
-def outputs(text: str) -> dict[str, str]:
-    """Every one-line ``output name type = value``: name -> the value's source text."""
-    pattern = re.compile(r"^output\s+(\w+)\s+\w+\s*=\s*(.+)$", re.MULTILINE)
-    return {match.group(1): match.group(2).strip() for match in pattern.finditer(text)}
+def is_loop(resource: dict[str, Any]) -> bool:
+    return "loop_type" in resource["config"]
 
 
-def imports(text: str) -> dict[str, str]:
-    """``import { a, b } from 'file.bicep'`` statements: imported name -> file."""
-    found: dict[str, str] = {}
-    for match in re.finditer(r"^import\s*\{([^}]*)\}\s*from\s*'([^']+)'", text, re.MULTILINE):
-        for name in match.group(1).split(","):
-            if name.strip():
-                found[name.strip()] = match.group(2)
+# --- values -------------------------------------------------------------------------------
+
+
+def is_reference(value: Any, name: str | None = None) -> bool:
+    """True for a bare reference to a symbol (``name`` if given), not a string literal."""
+    return isinstance(value, BicepElement) and (name is None or value == name)
+
+
+def _node(value: Any) -> tuple[str, str, dict[str, Any]] | None:
+    """("function"|"operator", its type, its arguments) for an expression node."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((kind, inner),) = value.items()
+        if kind in ("function", "operator") and isinstance(inner, dict) and "type" in inner:
+            return kind, inner["type"], inner
+    return None
+
+
+_OPERATORS = {
+    "equals": "==",
+    "not_equals": "!=",
+    "greater_than": ">",
+    "greater_than_or_equals": ">=",
+    "less_than": "<",
+    "less_than_or_equals": "<=",
+    "and": "&&",
+    "or": "||",
+    "coalesce": "??",
+    "add": "+",
+    "substract": "-",
+    "multiply": "*",
+    "divide": "/",
+    "modulo": "%",
+}
+
+
+def render(value: Any) -> str:
+    """A pycep value as canonical Bicep-like text (references bare, literals quoted)."""
+    if isinstance(value, BicepElement):
+        return str(value)
+    if isinstance(value, str):
+        return f"'{value}'"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(render(item) for item in value) + "]"
+    node = _node(value)
+    if node is None:
+        return "{" + ", ".join(f"{key}: {render(item)}" for key, item in value.items()) + "}"
+    kind, node_type, inner = node
+    if kind == "operator":
+        operands = inner["operands"]
+        if node_type == "property_accessor":
+            return f"{render(operands['operand_1'])}.{render(operands['operand_2'])}"
+        if node_type == "index_accessor":
+            return f"{render(operands['operand_1'])}[{render(operands['operand_2'])}]"
+        if node_type == "conditional":
+            return (
+                f"({render(operands['condition'])} ? {render(operands['true_value'])}"
+                f" : {render(operands['false_value'])})"
+            )
+        if node_type in _OPERATORS:
+            return (
+                f"({render(operands['operand_1'])} {_OPERATORS[node_type]} "
+                f"{render(operands['operand_2'])})"
+            )
+        return f"{node_type}<" + ", ".join(render(v) for v in operands.values()) + ">"
+    parameters = dict(inner.get("parameters", {}))
+    name = parameters.pop("func_name", None) or node_type
+    text = f"{name}(" + ", ".join(render(v) for v in parameters.values() if v is not None) + ")"
+    if inner.get("property_name"):
+        text += f".{inner['property_name']}"
+    return text
+
+
+def walk(value: Any) -> list[Any]:
+    """Every value nested in ``value`` (itself included), depth first."""
+    found = [value]
+    if isinstance(value, dict):
+        for item in value.values():
+            found.extend(walk(item))
+    elif isinstance(value, list):
+        for item in value:
+            found.extend(walk(item))
     return found
 
 
-def constants(path: Path) -> dict[str, Any]:
-    """Variables and literal param defaults visible in a template, imports included."""
-    text = read(path)
-    known: dict[str, Any] = {}
-    for name, source in imports(text).items():
-        imported = variables(read(path.parent / source))
-        if name in imported:
-            known[name] = imported[name]
-    for name, param in params(text).items():
-        if param.has_default:
-            known[name] = param.default
-    known.update(variables(text))
-    return known
+_ESCAPES = {"\\": "\\", "'": "'", "n": "\n", "r": "\r", "t": "\t", "$": "$"}
+_HOLE = re.compile(r"(?<!\\)\$\{")
 
 
-# --- evaluation -------------------------------------------------------------------------
+def _unescape(raw: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        if match.group(1) not in _ESCAPES:
+            raise ValueError(f"unknown escape \\{match.group(1)} in {raw!r}")
+        return _ESCAPES[match.group(1)]
+
+    return re.sub(r"\\(.)", replace, raw)
+
+
+def _holes(raw: str) -> list[str | Any]:
+    """A raw string split into literal parts and parsed ``${...}`` expressions."""
+    parts: list[str | Any] = []
+    index = 0
+    while (match := _HOLE.search(raw, index)) is not None:
+        parts.append(_unescape(raw[index : match.start()]))
+        depth, end = 1, match.end()
+        while depth:
+            depth += {"{": 1, "}": -1}.get(raw[end], 0)
+            end += 1
+        expression = raw[match.end() : end - 1]
+        parts.append(_parse_expression(expression))
+        index = end
+    parts.append(_unescape(raw[index:]))
+    return [part for part in parts if part != ""]
+
+
+@cache
+def _parse_expression(text: str) -> Any:
+    """One Bicep expression (an interpolation hole) through pycep."""
+    return _parser().parse(text=f"var hole = {text}\n")["variables"]["hole"]["value"]
+
+
+def literal(value: Any) -> Any:
+    """A literal string decoded (escapes), with ``${...}`` holes parsed; other values as is.
+
+    A string without holes becomes its text; one with holes becomes a list of literal
+    parts and parsed expressions.
+    """
+    if isinstance(value, str) and not isinstance(value, BicepElement):
+        parts = _holes(value)
+        if all(_is_text(part) for part in parts):
+            return "".join(parts)
+        return parts
+    return value
 
 
 class Unresolved(Exception):
     """An expression depends on something only known at deployment time."""
 
 
-def _lookup(reference: str, known: dict[str, Any]) -> Any:
-    tokens = re.findall(r"[A-Za-z_]\w*|\[\d+\]", reference)
-    if tokens[0] not in known:
-        raise Unresolved(reference)
-    value = known[tokens[0]]
-    for token in tokens[1:]:
-        value = resolve(value, known)
-        if token.startswith("["):
-            value = value[int(token[1:-1])]
-        elif isinstance(value, dict) and token in value:
-            value = value[token]
-        else:
-            raise Unresolved(reference)
-    return resolve(value, known)
+class _Loaded:
+    """A value read from JSON by ``loadJsonContent``: final, never re-read as Bicep."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
 
 
-def resolve(value: Any, known: dict[str, Any]) -> Any:
-    """Replace references to known constants by their values, recursively.
-
-    Raises :class:`Unresolved` for anything computed at deployment time (function calls,
-    resource properties, parameters without defaults).
-    """
-    if isinstance(value, Expression):
-        if _REFERENCE.match(value.text):
-            return _lookup(value.text, known)
-        if match := re.fullmatch(r"string\((.+)\)", value.text):
-            inner = resolve(Expression(match.group(1).strip()), known)
-            return str(inner).lower() if isinstance(inner, bool) else str(inner)
-        raise Unresolved(value.text)
-    if isinstance(value, Interpolated):
-        return "".join(
-            part if isinstance(part, str) else str(resolve(part, known)) for part in value.parts
-        )
-    if isinstance(value, dict):
-        return {key: resolve(item, known) for key, item in value.items()}
-    if isinstance(value, list):
-        return [resolve(item, known) for item in value]
+def _load_json(base: Path, parameters: dict[str, Any]) -> Any:
+    value = json.loads(read(base / literal(parameters["file_path"])))
+    path = literal(parameters.get("json_path") or "$")
+    for key in [segment for segment in path.removeprefix("$").split(".") if segment]:
+        value = value[key]
     return value
 
 
-def bicep_files() -> list[Path]:
-    """Every Bicep template of the repository's infrastructure."""
-    return sorted(INFRA.rglob("*.bicep"))
+def resolve(value: Any, known: dict[str, Any], base: Path = MODULES) -> Any:
+    """Evaluate what is known at compile time; raise :class:`Unresolved` otherwise.
+
+    ``known`` maps symbols to pycep values (resolved on use); ``base`` is the folder that
+    ``loadJsonContent`` paths are relative to.
+    """
+    if isinstance(value, _Loaded):
+        return value.value
+    if isinstance(value, BicepElement):
+        if value not in known:
+            raise Unresolved(str(value))
+        return resolve(known[value], known, base)
+    if isinstance(value, str):
+        parts = _holes(value)
+        return "".join(
+            part if _is_text(part) else _text(resolve(part, known, base)) for part in parts
+        )
+    if isinstance(value, list):
+        return [resolve(item, known, base) for item in value]
+    node = _node(value)
+    if node is None:
+        if isinstance(value, dict):
+            return {_key(key): resolve(item, known, base) for key, item in value.items()}
+        return value
+    _, node_type, inner = node
+    if node_type == "property_accessor":
+        owner = resolve(inner["operands"]["operand_1"], known, base)
+        return _access(owner, inner["operands"]["operand_2"])
+    if node_type == "index_accessor":
+        owner = resolve(inner["operands"]["operand_1"], known, base)
+        return owner[resolve(inner["operands"]["operand_2"], known, base)]
+    parameters = inner.get("parameters", {})
+    if node_type == "load_json_content":
+        return _load_json(base, parameters)
+    if node_type == "string":
+        return _text(resolve(parameters["value_to_convert"], known, base))
+    if node_type == "take":
+        taken = resolve(parameters["original_value"], known, base)
+        return taken[: resolve(parameters["number_to_take"], known, base)]
+    raise Unresolved(render(value))
+
+
+def _key(key: str) -> str:
+    """An object key: pycep keeps the quotes of a quoted key ('azd-service-name')."""
+    if len(key) >= 2 and key[0] == key[-1] == "'":
+        decoded = literal(key[1:-1])
+        if not isinstance(decoded, str):
+            raise Unresolved(f"interpolated key {key}")
+        return decoded
+    return key
+
+
+def _is_text(part: Any) -> bool:
+    """A literal part of a string (a hole holding a bare reference is a BicepElement)."""
+    return isinstance(part, str) and not isinstance(part, BicepElement)
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _access(owner: Any, accessor: Any) -> Any:
+    """``owner.a.b``: pycep nests the right-hand side of a chain as accessors too."""
+    node = _node(accessor)
+    if node is not None and node[1] == "property_accessor":
+        operands = node[2]["operands"]
+        return _access(_access(owner, operands["operand_1"]), operands["operand_2"])
+    if not isinstance(owner, dict) or str(accessor) not in owner:
+        raise Unresolved(f"{accessor} of {owner!r}")
+    return owner[str(accessor)]
+
+
+def constants(path: Path) -> dict[str, Any]:
+    """Variables and param defaults of a template, ``loadJsonContent`` read from disk."""
+    known: dict[str, Any] = {}
+    for name, param in params(path).items():
+        if has_default(param):
+            known[name] = param["default"]
+    for name, value in variables(path).items():
+        node = _node(value)
+        if node is not None and node[1] == "load_json_content":
+            value = _Loaded(_load_json(path.parent, node[2]["parameters"]))
+        known[name] = value
+    return known

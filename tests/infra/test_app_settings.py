@@ -14,15 +14,17 @@ from shared.settings import Settings, setting_names_for
 from tests.infra import (
     MODULES,
     REPO_ROOT,
-    Expression,
     Unresolved,
     constants,
-    module_params,
+    is_reference,
+    module,
     outputs,
     read,
+    render,
     resolve,
+    resource_body,
     resources_of_type,
-    variable,
+    variables,
 )
 
 FUNCTION_APP = MODULES / "function-app.bicep"
@@ -54,18 +56,26 @@ FLEX_DEPRECATED = {
 
 
 def bicep_app_settings() -> dict[str, Any]:
-    """The app settings object the Function App module deploys, as parsed Bicep."""
-    settings: dict[str, Any] = variable(read(FUNCTION_APP), "appSettings")
+    """The app settings object the Function App module deploys, as pycep reads it."""
+    settings: dict[str, Any] = variables(FUNCTION_APP)["appSettings"]
+    assert isinstance(settings, dict)
     return settings
 
 
 def test_function_app_deploys_the_app_settings_object() -> None:
-    (config,) = resources_of_type(read(FUNCTION_APP), "Microsoft.Web/sites/config")
-    assert config.body["name"] == "appsettings"
-    deployed = config.body["properties"]
-    assert isinstance(deployed, Expression)
+    (config,) = resources_of_type(FUNCTION_APP, "Microsoft.Web/sites/config").values()
+    body = resource_body(config)
+    assert body["name"] == "appsettings"
+    assert not is_reference(body["name"])
     # appSettings first: overrides may add or replace, but the catalogue is always applied.
-    assert deployed.text.replace(" ", "").startswith("union(appSettings,")
+    assert render(body["properties"]) == (
+        "union(appSettings, concurrencySettings, appSettingOverrides)"
+    )
+    assert render(variables(FUNCTION_APP)["concurrencySettings"]) == (
+        "((serviceBusMaxConcurrentCalls > 0) ? "
+        "{AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentCalls: "
+        "string(serviceBusMaxConcurrentCalls)} : {})"
+    )
 
 
 @pytest.mark.parametrize("name", setting_names_for("azure"))
@@ -113,7 +123,9 @@ def test_literal_bicep_values_mean_the_model_defaults() -> None:
 
 
 def test_tenant_header_is_off_in_azure() -> None:
-    assert bicep_app_settings()["AllowTenantHeader"] == "false"
+    value = bicep_app_settings()["AllowTenantHeader"]
+    assert value == "false"
+    assert not is_reference(value)
 
 
 @pytest.mark.parametrize(
@@ -123,7 +135,8 @@ def test_tenant_header_is_off_in_azure() -> None:
 def test_connections_use_the_user_assigned_identity(connection: str) -> None:
     settings = bicep_app_settings()
     assert settings[f"{connection}__credential"] == "managedidentity"
-    assert settings[f"{connection}__clientId"] == Expression("appIdentityClientId")
+    assert not is_reference(settings[f"{connection}__credential"])
+    assert is_reference(settings[f"{connection}__clientId"], "appIdentityClientId")
     assert connection not in settings, f"{connection} must not be a connection string in Azure"
 
 
@@ -144,18 +157,20 @@ def test_no_key_alternatives_in_azure() -> None:
 
 def test_identity_endpoints_come_from_the_deployment() -> None:
     settings = bicep_app_settings()
-    assert settings["AzureWebJobsStorage__accountName"] == Expression("hostStorageAccountName")
-    assert settings["Storage__blobServiceUri"] == Expression("dataBlobEndpoint")
-    assert settings["ServiceBusConnection__fullyQualifiedNamespace"] == Expression(
-        "serviceBusFullyQualifiedNamespace"
+    assert is_reference(settings["AzureWebJobsStorage__accountName"], "hostStorageAccountName")
+    assert is_reference(settings["Storage__blobServiceUri"], "dataBlobEndpoint")
+    assert is_reference(
+        settings["ServiceBusConnection__fullyQualifiedNamespace"],
+        "serviceBusFullyQualifiedNamespace",
     )
-    assert settings["EventGridTopic__topicEndpoint"] == Expression("eventGridTopicEndpoint")
+    assert is_reference(settings["EventGridTopic__topicEndpoint"], "eventGridTopicEndpoint")
 
 
 def test_application_insights_is_wired() -> None:
     settings = bicep_app_settings()
-    assert settings["APPLICATIONINSIGHTS_CONNECTION_STRING"] == Expression(
-        "appInsights.properties.ConnectionString"
+    assert (
+        render(settings["APPLICATIONINSIGHTS_CONNECTION_STRING"])
+        == "appInsights.properties.ConnectionString"
     )
     auth = resolve(
         settings["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"], {"appIdentityClientId": "X"}
@@ -172,14 +187,14 @@ def test_blob_trigger_connection_names_the_blob_and_queue_services() -> None:
     https://learn.microsoft.com/azure/azure-functions/functions-bindings-storage-blob-trigger#identity-based-connections
     """
     settings = bicep_app_settings()
-    assert settings["Storage__blobServiceUri"] == Expression("dataBlobEndpoint")
-    assert settings["Storage__queueServiceUri"] == Expression("dataQueueEndpoint")
-    module = module_params(read(MAIN), "functionApp")
-    assert module["dataBlobEndpoint"] == Expression("dataStorage.outputs.blobEndpoint")
-    assert module["dataQueueEndpoint"] == Expression("dataStorage.outputs.queueEndpoint")
-    data_outputs = outputs(read(DATA_STORAGE))
-    assert data_outputs["blobEndpoint"] == "account.properties.primaryEndpoints.blob"
-    assert data_outputs["queueEndpoint"] == "account.properties.primaryEndpoints.queue"
+    assert is_reference(settings["Storage__blobServiceUri"], "dataBlobEndpoint")
+    assert is_reference(settings["Storage__queueServiceUri"], "dataQueueEndpoint")
+    passed = module(MAIN, "functionApp")["params"]
+    assert render(passed["dataBlobEndpoint"]) == "dataStorage.outputs.blobEndpoint"
+    assert render(passed["dataQueueEndpoint"]) == "dataStorage.outputs.queueEndpoint"
+    data_outputs = outputs(DATA_STORAGE)
+    assert render(data_outputs["blobEndpoint"]) == "account.properties.primaryEndpoints.blob"
+    assert render(data_outputs["queueEndpoint"]) == "account.properties.primaryEndpoints.queue"
 
 
 def test_local_storage_connection_string_reaches_blobs_and_queues_of_one_account() -> None:
@@ -209,8 +224,8 @@ def test_runtime_is_python_313_in_function_app_config() -> None:
 
     https://learn.microsoft.com/azure/azure-functions/flex-consumption-plan#supported-language-stack-versions
     """
-    (site,) = resources_of_type(read(FUNCTION_APP), "Microsoft.Web/sites")
-    config = site.body["properties"]["functionAppConfig"]
+    (site,) = resources_of_type(FUNCTION_APP, "Microsoft.Web/sites").values()
+    config = resource_body(site)["properties"]["functionAppConfig"]
     assert config["runtime"] == {"name": "python", "version": "3.13"}
     storage = config["deployment"]["storage"]
     assert storage["type"] == "blobContainer"

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import json
 
-from tests.infra import INFRA, MODULES, params, read, resources_of_type
+from tests.infra import (
+    INFRA,
+    MODULES,
+    has_default,
+    modules,
+    params,
+    resource_body,
+    resources_of_type,
+)
 from tests.support.functions import indexed_functions
 
 MODULE = MODULES / "app-authentication.bicep"
@@ -12,12 +20,12 @@ REPO = INFRA.parent
 
 
 def auth_settings() -> dict[str, object]:
-    (resource,) = [
-        r
-        for r in resources_of_type(read(MODULE), "Microsoft.Web/sites/config")
-        if r.body.get("name") == "authsettingsV2"
+    (body,) = [
+        resource_body(r)
+        for r in resources_of_type(MODULE, "Microsoft.Web/sites/config").values()
+        if resource_body(r).get("name") == "authsettingsV2"
     ]
-    properties = resource.body["properties"]
+    properties = body["properties"]
     assert isinstance(properties, dict)
     return properties
 
@@ -31,7 +39,7 @@ def test_anonymous_callers_are_refused_before_the_app_runs() -> None:
 
 
 def test_exactly_the_event_grid_webhooks_are_excluded() -> None:
-    excluded = params(read(MODULE))["excludedPaths"].default
+    excluded = params(MODULE)["excludedPaths"]["default"]
     route_prefix = json.loads((REPO / "host.json").read_text())["extensions"]["http"]["routePrefix"]
     routes = {
         f"/{route_prefix}/{binding.route}"
@@ -44,8 +52,10 @@ def test_exactly_the_event_grid_webhooks_are_excluded() -> None:
 
 
 def test_main_requires_the_api_app_registration() -> None:
-    main = params(read(INFRA / "main.bicep"))
-    assert not main["apiClientId"].has_default, (
+    main = INFRA / "main.bicep"
+    assert not has_default(params(main)["apiClientId"]), (
         "deploying without authentication must be impossible"
     )
-    assert "module authentication 'modules/app-authentication.bicep'" in read(INFRA / "main.bicep")
+    authentication = modules(main)["authentication"]
+    assert authentication["detail"]["path"] == "modules/app-authentication.bicep"
+    assert "condition" not in authentication["config"], "authentication is always deployed"

@@ -19,14 +19,21 @@ from tests.infra import (
     INFRA,
     MODULES,
     REPO_ROOT,
-    Expression,
     constants,
-    module_params,
+    declares_target_scope,
+    decorator,
+    has_default,
+    is_reference,
+    modules,
     outputs,
     params,
     read,
+    render,
     resolve,
+    resource_body,
+    resources,
     resources_of_type,
+    variables,
 )
 
 AZURE_YAML = REPO_ROOT / "azure.yaml"
@@ -149,21 +156,19 @@ def test_the_service_is_the_python_function_app_at_the_root() -> None:
 
 def test_the_function_app_and_nothing_else_carries_the_service_tag() -> None:
     name, _ = the_service()
-    main = read(MAIN)
-    site_tags = module_params(main, "functionApp")["siteTags"]
+    site_tags = resource_body(modules(MAIN)["functionApp"])["params"]["siteTags"]
     assert resolve(site_tags, constants(MAIN)) == {TAG: name}
-    (site,) = resources_of_type(read(FUNCTION_APP), "Microsoft.Web/sites")
-    assert site.body["tags"] == Expression("union(tags, siteTags)")
-    (plan,) = resources_of_type(read(FUNCTION_APP), "Microsoft.Web/serverfarms")
-    assert plan.body["tags"] == Expression("tags")
+    (site,) = resources_of_type(FUNCTION_APP, "Microsoft.Web/sites").values()
+    assert render(resource_body(site)["tags"]) == "union(tags, siteTags)"
+    (plan,) = resources_of_type(FUNCTION_APP, "Microsoft.Web/serverfarms").values()
+    assert is_reference(resource_body(plan)["tags"], "tags")
     mentions = [path.name for path in INFRA.rglob("*.bicep") if f"'{TAG}':" in read(path)]
     assert mentions == ["main.bicep"], f"only the Function App may carry {TAG}: {mentions}"
 
 
 def test_main_is_resource_group_scoped_and_needs_no_location_from_azd() -> None:
-    main = read(MAIN)
-    assert re.search(r"^targetScope\s*=\s*'resourceGroup'", main, re.MULTILINE)
-    assert params(main)["location"].has_default
+    assert declares_target_scope(MAIN, "resourceGroup")
+    assert has_default(params(MAIN)["location"])
 
 
 # --- main.bicepparam ----------------------------------------------------------------------
@@ -180,27 +185,27 @@ def bicepparam_assignments() -> dict[str, str]:
 
 def test_bicepparam_sets_every_required_parameter_from_the_azd_environment() -> None:
     assignments = bicepparam_assignments()
-    declared = params(read(MAIN))
+    declared = params(MAIN)
     assert set(assignments) <= set(declared), "bicepparam sets parameters main.bicep lacks"
-    required = {name for name, param in declared.items() if not param.has_default}
+    required = {name for name, param in declared.items() if not has_default(param)}
     assert required <= set(assignments), f"azd cannot supply {required - set(assignments)}"
     assert assignments["environmentName"] == "readEnvironmentVariable('AZURE_ENV_NAME')"
 
 
 def test_bicepparam_fallbacks_are_the_defaults_of_main() -> None:
-    declared = params(read(MAIN))
+    declared = params(MAIN)
     for name, value in bicepparam_assignments().items():
         read_env = _READ_ENV.search(value)
         assert read_env, f"{name} should come from the azd environment"
         fallback = read_env.group(2)
-        if declared[name].has_default:
-            assert fallback == declared[name].default, f"{name}: {fallback!r}"
+        if has_default(declared[name]):
+            assert fallback == declared[name]["default"], f"{name}: {fallback!r}"
         else:
             assert fallback is None, f"{name} is required: no fallback may hide it"
-        allowed = "\n".join(d for d in declared[name].decorators if d.startswith("@allowed"))
+        allowed = decorator(declared[name], "allowed")
         if allowed:
             literals = set(re.findall(r"'([^']*)'", _READ_ENV.sub("", value)))
-            assert literals <= set(re.findall(r"'([^']*)'", allowed)), name
+            assert literals <= set(allowed), name
 
 
 def test_readme_documents_every_azd_environment_value() -> None:
@@ -232,8 +237,8 @@ def test_postdeploy_hook_runs_stage_two_on_both_platforms() -> None:
 
 
 def test_postdeploy_hook_reads_outputs_that_main_declares() -> None:
-    declared = outputs(read(MAIN))
-    second_stage = params(read(SECOND_STAGE))
+    declared = outputs(MAIN)
+    second_stage = params(SECOND_STAGE)
     for script in (INFRA / "hooks").glob("postdeploy.*"):
         text = script.read_text(encoding="utf-8")
         used = set(re.findall(r"\$\{(\w+):\?", text)) | set(re.findall(r"Require '(\w+)'", text))
@@ -242,15 +247,36 @@ def test_postdeploy_hook_reads_outputs_that_main_declares() -> None:
         assert outputs_used <= set(declared), f"{script.name} reads outputs main lacks"
         passed = set(re.findall(r"--parameters\s+\"?(\w+)=", text))
         assert passed <= set(second_stage), f"{script.name} passes unknown parameters"
-        assert {name for name, p in second_stage.items() if not p.has_default} <= passed
+        assert {name for name, p in second_stage.items() if not has_default(p)} <= passed
 
 
 def test_main_outputs_the_environment_name_it_was_given() -> None:
-    assert outputs(read(MAIN))["environmentName"] == "environmentName"
+    assert is_reference(outputs(MAIN)["environmentName"], "environmentName")
+
+
+def test_stage_two_derives_resource_names_as_main_does() -> None:
+    """Stage 2 finds stage 1's resources by name: same token, same derivation per name."""
+    main, second = variables(MAIN), variables(SECOND_STAGE)
+    assert second["token"] == main["token"]
+    assert render(main["token"]) == (
+        "to_lower(unique_string(subscription().id, resource_group().id, environmentName))"
+    )
+    assert set(second["names"]) <= set(main["names"])
+    for name, derivation in second["names"].items():
+        assert derivation == main["names"][name], name
+        assert render(derivation) == render(main["names"][name]), name
+    passed = resource_body(modules(SECOND_STAGE)["subscriptions"])["params"]
+    used = {render(value) for value in passed.values()}
+    assert {f"names.{name}" for name in second["names"]} - {"names.functionApp"} <= used
+    site = resource_body(resources(SECOND_STAGE)["site"])
+    assert render(site["name"]) == "names.functionApp"
 
 
 def test_stage_two_is_never_part_of_provisioning() -> None:
     """azd provisions main.bicep alone; the subscriptions need the deployed code."""
+    assert not any(
+        "eventgrid-subscriptions" in item["detail"]["path"] for item in modules(MAIN).values()
+    )
     assert "eventgrid-subscriptions" not in "".join(
         line for line in read(MAIN).splitlines() if not line.lstrip().startswith("//")
     )

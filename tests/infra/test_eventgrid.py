@@ -5,12 +5,13 @@ from typing import Any
 from tests.infra import (
     INFRA,
     MODULES,
-    Expression,
-    Interpolated,
     constants,
+    is_reference,
+    literal,
     params,
-    read,
+    render,
     resolve,
+    resource_body,
     resources_of_type,
 )
 
@@ -20,11 +21,14 @@ SECOND_STAGE = INFRA / "eventgrid-subscriptions.bicep"
 
 
 def _subscriptions() -> dict[str, Any]:
-    text = read(SUBSCRIPTIONS)
     found = {}
     for kind in ("systemTopics", "topics"):
-        for resource in resources_of_type(text, f"Microsoft.EventGrid/{kind}/eventSubscriptions"):
-            found[resource.body["name"]] = resource.body["properties"]
+        subscriptions = resources_of_type(
+            SUBSCRIPTIONS, f"Microsoft.EventGrid/{kind}/eventSubscriptions"
+        )
+        for resource in subscriptions.values():
+            body = resource_body(resource)
+            found[body["name"]] = body["properties"]
     return found
 
 
@@ -33,31 +37,36 @@ def _dead_letter() -> dict[str, Any]:
     return dead_letter
 
 
+def _properties(resource_type: str) -> dict[str, Any]:
+    (resource,) = resources_of_type(TOPICS, resource_type).values()
+    properties: dict[str, Any] = resource_body(resource)["properties"]
+    return properties
+
+
 def test_custom_topic_takes_cloudevents() -> None:
-    (topic,) = resources_of_type(read(TOPICS), "Microsoft.EventGrid/topics")
-    assert topic.body["properties"]["inputSchema"] == "CloudEventSchemaV1_0"
+    assert _properties("Microsoft.EventGrid/topics")["inputSchema"] == "CloudEventSchemaV1_0"
 
 
 def test_system_topic_watches_the_data_account() -> None:
-    (system_topic,) = resources_of_type(read(TOPICS), "Microsoft.EventGrid/systemTopics")
-    assert system_topic.body["properties"]["topicType"] == "Microsoft.Storage.StorageAccounts"
-    assert system_topic.body["properties"]["source"] == Expression("dataStorageAccountId")
+    properties = _properties("Microsoft.EventGrid/systemTopics")
+    assert properties["topicType"] == "Microsoft.Storage.StorageAccounts"
+    assert is_reference(properties["source"], "dataStorageAccountId")
 
 
 def test_blob_function_name_defaults_to_blob_intake() -> None:
-    assert params(read(SECOND_STAGE))["blobFunctionName"].default == "blob_intake"
-    assert params(read(SUBSCRIPTIONS))["blobFunctionName"].default == "blob_intake"
+    assert params(SECOND_STAGE)["blobFunctionName"]["default"] == "blob_intake"
+    assert params(SUBSCRIPTIONS)["blobFunctionName"]["default"] == "blob_intake"
 
 
 def test_blob_created_goes_to_the_blobs_extension_of_blob_intake() -> None:
     blob = _subscriptions()["blob-intake"]
     url = blob["destination"]["properties"]["endpointUrl"]
-    assert isinstance(url, Interpolated)
+    assert isinstance(literal(url), list), "the URL interpolates the host, function and key"
     rendered = resolve(
         url,
         {
             "appHostName": "app.azurewebsites.net",
-            "blobFunctionName": params(read(SUBSCRIPTIONS))["blobFunctionName"].default,
+            "blobFunctionName": params(SUBSCRIPTIONS)["blobFunctionName"]["default"],
             "blobsExtensionKey": "KEY",
         },
     )
@@ -79,8 +88,8 @@ def test_every_subscription_retries_and_dead_letters_with_identity() -> None:
     subscriptions = _subscriptions()
     assert set(subscriptions) == {"blob-intake", "app-terminal-results", "app-review-required"}
     for name, properties in subscriptions.items():
-        assert properties["retryPolicy"] == Expression("retryPolicy"), name
-        assert properties["deadLetterWithResourceIdentity"] == Expression("deadLetter"), name
+        assert is_reference(properties["retryPolicy"], "retryPolicy"), name
+        assert is_reference(properties["deadLetterWithResourceIdentity"], "deadLetter"), name
         assert "deadLetterDestination" not in properties, f"{name} would dead-letter with keys"
     known = constants(SUBSCRIPTIONS)
     dead_letter = _dead_letter()
@@ -88,8 +97,8 @@ def test_every_subscription_retries_and_dead_letters_with_identity() -> None:
     destination = dead_letter["deadLetterDestination"]
     assert destination["endpointType"] == "StorageBlob"
     assert resolve(destination["properties"]["blobContainerName"], known) == "eventgrid-deadletters"
-    retry = known["retryPolicy"]
-    assert set(retry) == {"maxDeliveryAttempts", "eventTimeToLiveInMinutes"}
+    retry = resolve(known["retryPolicy"], known)
+    assert retry == {"maxDeliveryAttempts": 30, "eventTimeToLiveInMinutes": 1440}
 
 
 def test_result_subscriptions_use_cloudevents_and_advanced_filters() -> None:
@@ -108,13 +117,20 @@ def test_result_subscriptions_use_cloudevents_and_advanced_filters() -> None:
 
 
 def test_result_webhook_is_the_app_events_route() -> None:
-    destination = _subscriptions()["app-terminal-results"]["destination"]["properties"]
-    assert isinstance(destination, Expression)
-    assert "'https://${appHostName}/api/${eventsRoute}?code=${functionKey}'" in destination.text
-    assert params(read(SECOND_STAGE))["eventsRoute"].default == "v1/events"
+    for name in ("app-terminal-results", "app-review-required"):
+        destination = _subscriptions()[name]["destination"]["properties"]
+        assert render(destination) == (
+            "union({endpointUrl: 'https://${appHostName}/api/${eventsRoute}?code=${functionKey}',"
+            " maxEventsPerBatch: 1, preferredBatchSizeInKilobytes: 64,"
+            " minimumTlsVersionAllowed: '1.2'}, entraDelivery)"
+        )
+    assert params(SECOND_STAGE)["eventsRoute"]["default"] == "v1/events"
 
 
 def test_app_may_publish_to_the_custom_topic() -> None:
-    (assignment,) = resources_of_type(read(TOPICS), "Microsoft.Authorization/roleAssignments")
-    assert assignment.body["scope"] == Expression("topic")
-    assert "eventGridDataSender" in assignment.body["properties"]["roleDefinitionId"].text
+    (assignment,) = resources_of_type(TOPICS, "Microsoft.Authorization/roleAssignments").values()
+    body = resource_body(assignment)
+    assert is_reference(body["scope"], "topic")
+    assert "roleDefinitionIds.eventGridDataSender)" in render(
+        body["properties"]["roleDefinitionId"]
+    )

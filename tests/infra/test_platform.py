@@ -7,7 +7,20 @@ from typing import Any
 import pytest
 
 from shared.ops.backlog_report import REPORT_PREFIX, QueueSnapshot, report_line
-from tests.infra import INFRA, MODULES, Expression, params, parse_value, read, resources_of_type
+from tests.infra import (
+    INFRA,
+    MODULES,
+    BicepElement,
+    decorator,
+    has_default,
+    is_reference,
+    literal,
+    modules,
+    params,
+    render,
+    resource_body,
+    resources_of_type,
+)
 
 MAIN = INFRA / "main.bicep"
 FUNCTION_APP = MODULES / "function-app.bicep"
@@ -27,36 +40,37 @@ DATA_STORAGE = MODULES / "storage-data.bicep"
     ],
 )
 def test_main_exposes_operational_parameters(name: str) -> None:
-    assert name in params(read(MAIN))
+    assert name in params(MAIN)
 
 
 def test_service_bus_is_standard_unless_premium_is_chosen() -> None:
-    sku = params(read(MAIN))["serviceBusSku"]
-    assert sku.default == "Standard"
-    assert "'Premium'" in "\n".join(sku.decorators)
+    sku = params(MAIN)["serviceBusSku"]
+    assert sku["default"] == "Standard"
+    assert decorator(sku, "allowed") == ["Standard", "Premium"]
 
 
 def test_always_ready_is_optional() -> None:
-    assert params(read(MAIN))["alwaysReady"].default == []
+    always_ready = params(MAIN)["alwaysReady"]
+    assert has_default(always_ready)
+    assert always_ready["default"] == []
 
 
 def test_scale_parameters_reach_function_app_config() -> None:
-    (site,) = resources_of_type(read(FUNCTION_APP), "Microsoft.Web/sites")
-    scale = site.body["properties"]["functionAppConfig"]["scaleAndConcurrency"]
-    assert scale["maximumInstanceCount"] == Expression("maximumInstanceCount")
-    assert scale["alwaysReady"] == Expression("alwaysReady")
-    assert scale["triggers"]["http"]["perInstanceConcurrency"] == Expression(
-        "httpPerInstanceConcurrency"
+    (site,) = resources_of_type(FUNCTION_APP, "Microsoft.Web/sites").values()
+    scale = resource_body(site)["properties"]["functionAppConfig"]["scaleAndConcurrency"]
+    assert is_reference(scale["maximumInstanceCount"], "maximumInstanceCount")
+    assert is_reference(scale["alwaysReady"], "alwaysReady")
+    assert is_reference(
+        scale["triggers"]["http"]["perInstanceConcurrency"], "httpPerInstanceConcurrency"
     )
 
 
 def _lifecycle_rules() -> dict[str, Any]:
     (policy,) = resources_of_type(
-        read(DATA_STORAGE), "Microsoft.Storage/storageAccounts/managementPolicies"
-    )
-    return {
-        rule["name"]: rule["definition"] for rule in policy.body["properties"]["policy"]["rules"]
-    }
+        DATA_STORAGE, "Microsoft.Storage/storageAccounts/managementPolicies"
+    ).values()
+    rules = resource_body(policy)["properties"]["policy"]["rules"]
+    return {rule["name"]: rule["definition"] for rule in rules}
 
 
 @pytest.mark.parametrize(
@@ -69,10 +83,12 @@ def _lifecycle_rules() -> dict[str, Any]:
 def test_retention_rules(rule: str, prefix: str, days: str) -> None:
     definition = _lifecycle_rules()[rule]
     (prefix_match,) = definition["filters"]["prefixMatch"]
-    assert prefix_match.parts[-1] == "/"
-    assert prefix_match.parts[0] == Expression(f"dataContainers.{prefix[:-1]}")
+    hole, slash = literal(prefix_match)
+    assert slash == "/"
+    assert render(hole) == f"dataContainers.{prefix[:-1]}"
     delete = definition["actions"]["baseBlob"]["delete"]
-    assert delete == {"daysAfterModificationGreaterThan": Expression(days)}
+    assert delete == {"daysAfterModificationGreaterThan": days}
+    assert is_reference(delete["daysAfterModificationGreaterThan"])
 
 
 def _metric_alerts() -> dict[str, dict[str, Any]]:
@@ -80,12 +96,11 @@ def _metric_alerts() -> dict[str, dict[str, Any]]:
 
 
 def _alert_modules() -> list[dict[str, Any]]:
-    text = read(ALERTS)
-    found = []
-    for match in re.finditer(r"^module\s+\w+\s+'metric-alert\.bicep'\s*=\s*", text, re.MULTILINE):
-        body, _ = parse_value(text, match.end())
-        found.append(body["params"])
-    return found
+    return [
+        resource_body(alert)["params"]
+        for alert in modules(ALERTS).values()
+        if alert["detail"]["path"] == "metric-alert.bicep"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -109,7 +124,7 @@ def test_metric_alert_exists(namespace: str, metric: str, aggregation: str) -> N
     (alert,) = matching
     assert alert["timeAggregation"] == aggregation
     assert alert["operator"] == "GreaterThan"
-    assert alert["actionGroupId"] == Expression("actionGroupId")
+    assert is_reference(alert["actionGroupId"], "actionGroupId")
 
 
 def test_dead_letter_alert_fires_above_zero_per_entity() -> None:
@@ -119,29 +134,35 @@ def test_dead_letter_alert_fires_above_zero_per_entity() -> None:
 
 
 def _text(value: Any) -> str:
-    """A Bicep string as written, interpolations shown by their expression text."""
-    return "".join(part if isinstance(part, str) else part.text for part in value.parts)
+    """A Bicep string decoded, interpolations shown by their expression text."""
+    parts = literal(value)
+    if isinstance(parts, str):
+        return parts
+    return "".join(
+        render(part) if isinstance(part, BicepElement) or not isinstance(part, str) else part
+        for part in parts
+    )
+
+
+def _criterion() -> dict[str, Any]:
+    (rule,) = resources_of_type(ALERTS, "Microsoft.Insights/scheduledQueryRules").values()
+    (criterion,) = resource_body(rule)["properties"]["criteria"]["allOf"]
+    assert isinstance(criterion, dict)
+    return criterion
 
 
 def test_oldest_message_age_alert() -> None:
-    (rule,) = resources_of_type(read(ALERTS), "Microsoft.Insights/scheduledQueryRules")
-    (criterion,) = rule.body["properties"]["criteria"]["allOf"]
+    criterion = _criterion()
     assert criterion["operator"] == "GreaterThan"
-    assert criterion["threshold"] == Expression("oldestMessageAgeThresholdSeconds")
-    query_text = "".join(
-        part if isinstance(part, str) else part.text for part in criterion["query"].parts
-    )
-    assert "backlogReportPrefix" in query_text
-    assert params(read(ALERTS))["backlogReportPrefix"].default == REPORT_PREFIX
+    assert is_reference(criterion["threshold"], "oldestMessageAgeThresholdSeconds")
+    assert "backlogReportPrefix" in _text(criterion["query"])
+    assert any(is_reference(part, "backlogReportPrefix") for part in literal(criterion["query"]))
+    assert params(ALERTS)["backlogReportPrefix"]["default"] == REPORT_PREFIX
 
 
 def test_the_alert_query_parses_the_apps_backlog_line() -> None:
     """The regex in the alert's KQL extract() reads the age from a real report line."""
-    (rule,) = resources_of_type(read(ALERTS), "Microsoft.Insights/scheduledQueryRules")
-    (criterion,) = rule.body["properties"]["criteria"]["allOf"]
-    query_text = "".join(
-        part if isinstance(part, str) else part.text for part in criterion["query"].parts
-    )
+    query_text = _text(_criterion()["query"])
     pattern = re.search(r'extract\("([^"]+)", 1, message\)', query_text)
     assert pattern is not None
     now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -154,5 +175,9 @@ def test_the_alert_query_parses_the_apps_backlog_line() -> None:
 
 
 def test_action_group_reaches_the_alerts() -> None:
-    assert params(read(MAIN))["actionGroupId"].default == ""
-    assert "actionGroupId: actionGroupId" in read(MAIN).split("module alerts", 1)[1]
+    action_group = params(MAIN)["actionGroupId"]
+    assert has_default(action_group)
+    assert action_group["default"] == ""
+    assert is_reference(
+        resource_body(modules(MAIN)["alerts"])["params"]["actionGroupId"], "actionGroupId"
+    )

@@ -1,22 +1,27 @@
 """Role assignments: documented built-in ids, named constants, least-privilege scopes."""
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.infra import (
     MODULES,
-    Expression,
-    Resource,
+    ROLE_DEFINITIONS,
     bicep_files,
+    is_reference,
     read,
+    render,
+    resource_body,
     resources,
     resources_of_type,
-    variable,
+    variables,
 )
-
-ROLE_FILE = MODULES / "role-definitions.bicep"
+from tests.infra import (
+    is_loop as _is_loop,
+)
 
 # Built-in role definition ids as published in
 # https://learn.microsoft.com/azure/role-based-access-control/built-in-roles
@@ -66,9 +71,31 @@ ALLOWED_SCOPES = {
 _GUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 
 
+def _role_file() -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(read(ROLE_DEFINITIONS))
+    return document
+
+
 def role_constants() -> dict[str, str]:
-    constants: dict[str, str] = variable(read(ROLE_FILE), "roleDefinitionIds")
+    constants: dict[str, str] = _role_file()["roleDefinitionIds"]
     return constants
+
+
+def test_role_file_names_each_constant_with_its_documented_role() -> None:
+    names = _role_file()["roleNames"]
+    assert names == {constant: role for role, constant in CONSTANT_FOR_ROLE.items()}
+
+
+@pytest.mark.parametrize("path", bicep_files(), ids=lambda p: p.name)
+def test_templates_take_role_ids_from_the_role_file_only(path: Path) -> None:
+    """``roleDefinitionIds`` is loaded from role-definitions.json, never written inline."""
+    declared = variables(path).get("roleDefinitionIds")
+    uses = "roleDefinitionIds." in read(path)
+    if declared is None:
+        assert not uses, f"{path.name} uses roleDefinitionIds without loading them"
+        return
+    relative = ROLE_DEFINITIONS.relative_to(path.parent).as_posix()
+    assert render(declared) == f"load_json_content('{relative}', '$.roleDefinitionIds')"
 
 
 @pytest.mark.parametrize("role", sorted(DOCUMENTED_ROLE_IDS))
@@ -82,18 +109,21 @@ def test_every_constant_is_a_documented_role() -> None:
 
 @pytest.mark.parametrize("path", bicep_files(), ids=lambda p: p.name)
 def test_guids_appear_only_as_named_constants(path: Path) -> None:
-    if path == ROLE_FILE:
-        return
     assert not _GUID.search(read(path)), f"{path.name} hard-codes a GUID; use roleDefinitionIds"
 
 
-def role_assignments() -> list[tuple[Path, Resource, dict[str, Resource]]]:
+Assignment = tuple[Path, str, dict[str, Any], dict[str, dict[str, Any]]]
+
+
+def role_assignments() -> list[Assignment]:
+    """(file, symbol, body, the file's resources) of every role assignment."""
     found = []
     for path in bicep_files():
-        text = read(path)
-        symbols = {resource.symbol: resource for resource in resources(text)}
-        for assignment in resources_of_type(text, "Microsoft.Authorization/roleAssignments"):
-            found.append((path, assignment, symbols))
+        symbols = resources(path)
+        for symbol, assignment in resources_of_type(
+            path, "Microsoft.Authorization/roleAssignments"
+        ).items():
+            found.append((path, symbol, resource_body(assignment), symbols))
     return found
 
 
@@ -101,42 +131,44 @@ def test_there_are_role_assignments() -> None:
     assert len(role_assignments()) >= 10
 
 
-@pytest.mark.parametrize("entry", role_assignments(), ids=lambda e: f"{e[0].stem}.{e[1].symbol}")
-def test_assignment_uses_a_constant_at_an_allowed_scope(
-    entry: tuple[Path, Resource, dict[str, Resource]],
-) -> None:
-    path, assignment, symbols = entry
-    definition = assignment.body["properties"]["roleDefinitionId"]
+def _role_constant(body: dict[str, Any]) -> str | None:
+    """The constant X of ``subscriptionResourceId(<roleDefinitions>, roleDefinitionIds.X)``."""
     match = re.fullmatch(
-        r"subscriptionResourceId\('Microsoft\.Authorization/roleDefinitions',\s*"
+        r"subscription_resource_id\('Microsoft\.Authorization/roleDefinitions', "
         r"roleDefinitionIds\.(\w+)\)",
-        definition.text if isinstance(definition, Expression) else "",
+        render(body["properties"]["roleDefinitionId"]),
     )
-    assert match, f"{assignment.symbol}: role must come from roleDefinitionIds"
-    constant = match.group(1)
+    return match.group(1) if match else None
+
+
+def _scope_symbol(body: dict[str, Any]) -> str:
+    """The resource symbol of the assignment's scope (``x`` or ``x[i]``)."""
+    return re.sub(r"\[\w+\]$", "", render(body["scope"]))
+
+
+@pytest.mark.parametrize("entry", role_assignments(), ids=lambda e: f"{e[0].stem}.{e[1]}")
+def test_assignment_uses_a_constant_at_an_allowed_scope(entry: Assignment) -> None:
+    path, symbol, body, symbols = entry
+    constant = _role_constant(body)
+    assert constant, f"{symbol}: role must come from roleDefinitionIds"
     assert constant in role_constants()
-    scope = assignment.body["scope"]
-    assert isinstance(scope, Expression)
-    scope_symbol = re.sub(r"\[\w+\]$", "", scope.text)
-    assert scope_symbol in symbols, f"{assignment.symbol}: scope {scope.text} is not a resource"
-    scope_type = symbols[scope_symbol].type
+    scope_symbol = _scope_symbol(body)
+    assert scope_symbol in symbols, f"{symbol}: scope {render(body['scope'])} is not a resource"
+    scope_type = symbols[scope_symbol]["type"]
     assert scope_type in ALLOWED_SCOPES[constant], (
-        f"{path.name}:{assignment.symbol} grants {constant} on {scope_type}"
+        f"{path.name}:{symbol} grants {constant} on {scope_type}"
     )
-    assert assignment.body["properties"]["principalType"] == "ServicePrincipal"
+    assert body["properties"]["principalType"] == "ServicePrincipal"
+    assert not is_reference(body["properties"]["principalType"])
 
 
-def _grants(constant: str) -> list[tuple[str, Resource]]:
+def _grants(constant: str) -> list[tuple[str, dict[str, Any]]]:
     """(file name, scope resource) of every assignment of one role constant."""
-    found = []
-    for path, assignment, symbols in role_assignments():
-        if (
-            f"roleDefinitionIds.{constant})"
-            in assignment.body["properties"]["roleDefinitionId"].text
-        ):
-            scope = re.sub(r"\[\w+\]$", "", assignment.body["scope"].text)
-            found.append((path.name, symbols[scope]))
-    return found
+    return [
+        (path.name, symbols[_scope_symbol(body)])
+        for path, _, body, symbols in role_assignments()
+        if _role_constant(body) == constant
+    ]
 
 
 def test_blob_data_owner_on_the_host_account_and_the_trigger_container_only() -> None:
@@ -145,20 +177,20 @@ def test_blob_data_owner_on_the_host_account_and_the_trigger_container_only() ->
     Microsoft documents Storage Blob Data Owner for an identity-based blob trigger; the
     trigger reads one container of the data account, so the grant stops there.
     """
-    owners = sorted((name, scope.type) for name, scope in _grants("storageBlobDataOwner"))
+    owners = sorted((name, scope["type"]) for name, scope in _grants("storageBlobDataOwner"))
     assert owners == [
         ("storage-data.bicep", "Microsoft.Storage/storageAccounts/blobServices/containers"),
         ("storage-host.bicep", "Microsoft.Storage/storageAccounts"),
     ]
     (data_scope,) = [scope for name, scope in _grants("storageBlobDataOwner") if "data" in name]
-    assert data_scope.body["name"] == Expression("dataContainers.incoming")
+    assert render(resource_body(data_scope)["name"]) == "dataContainers.incoming"
 
 
 def test_queue_data_contributor_on_both_accounts_for_the_host_and_the_blob_trigger() -> None:
     """The host's queues (AzureWebJobsStorage) and the blob trigger's poison queue, which
     the blobs extension keeps in the account of the trigger's connection."""
     contributors = sorted(
-        (name, scope.type) for name, scope in _grants("storageQueueDataContributor")
+        (name, scope["type"]) for name, scope in _grants("storageQueueDataContributor")
     )
     assert contributors == [
         ("storage-data.bicep", "Microsoft.Storage/storageAccounts"),
@@ -167,26 +199,20 @@ def test_queue_data_contributor_on_both_accounts_for_the_host_and_the_blob_trigg
 
 
 def test_trigger_container_is_the_incoming_container_and_waits_for_it() -> None:
-    text = read(MODULES / "storage-data.bicep")
-    symbols = {resource.symbol: resource for resource in resources(text)}
-    container = symbols["incomingContainer"]
-    assert container.existing
-    assert container.body["name"] == Expression("dataContainers.incoming")
-    (owner,) = [
-        a
-        for a in resources_of_type(text, "Microsoft.Authorization/roleAssignments")
-        if a.symbol == "blobTriggerOwner"
-    ]
+    path = MODULES / "storage-data.bicep"
+    container = resources(path)["incomingContainer"]
+    assert container["existing"]
+    assert render(resource_body(container)["name"]) == "dataContainers.incoming"
+    owner = resources_of_type(path, "Microsoft.Authorization/roleAssignments")["blobTriggerOwner"]
     # An existing reference carries no dependency on the loop that creates the container.
-    assert owner.body["dependsOn"] == [Expression("appContainers")]
+    depends_on = resource_body(owner)["dependsOn"]
+    assert depends_on == ["appContainers"]
+    assert is_reference(depends_on[0])
 
 
 def test_app_containers_get_contributor_one_by_one() -> None:
-    text = read(MODULES / "storage-data.bicep")
-    (per_container,) = [
-        a
-        for a in resources_of_type(text, "Microsoft.Authorization/roleAssignments")
-        if a.symbol == "appContainerContributor"
-    ]
-    assert per_container.is_loop
-    assert per_container.body["scope"] == Expression("appContainers[i]")
+    path = MODULES / "storage-data.bicep"
+    assignments = resources_of_type(path, "Microsoft.Authorization/roleAssignments")
+    per_container = assignments["appContainerContributor"]
+    assert _is_loop(per_container)
+    assert render(resource_body(per_container)["scope"]) == "appContainers[i]"

@@ -2,15 +2,24 @@
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.infra import (
+    CATALOG,
     INFRA,
     MODULES,
+    ROLE_DEFINITIONS,
     bicep_files,
+    decorator,
+    has_default,
+    module,
+    outputs,
     params,
     read,
+    render,
+    resource_body,
     resources_of_type,
 )
 
@@ -35,7 +44,7 @@ def _code(text: str) -> str:
     return re.sub(r"//[^\n]*", "", text)
 
 
-@pytest.mark.parametrize("path", bicep_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [*bicep_files(), CATALOG, ROLE_DEFINITIONS], ids=lambda p: p.name)
 def test_no_connection_string_or_key_text(path: Path) -> None:
     assert not _SECRET_TEXT.search(_code(read(path)))
 
@@ -48,44 +57,51 @@ def test_keys_are_read_only_in_the_second_stage(path: Path) -> None:
 
 
 def test_second_stage_hands_keys_to_secure_parameters_only() -> None:
-    text = _code(read(SECOND_STAGE))
-    key_lines = [line.strip() for line in text.splitlines() if _SECRET_FUNCTIONS.search(line)]
-    assert key_lines, "the second stage must read the webhook keys"
-    secure = {
-        name
-        for name, p in params(read(SUBSCRIPTIONS_MODULE)).items()
-        if "@secure()" in p.decorators
-    }
-    for line in key_lines:
-        name = line.split(":", 1)[0].strip()
-        assert name in secure, f"{name} receives a key but is not @secure() in the module"
-    assert "output" not in text.split("module subscriptions", 1)[1]
+    passed = module(SECOND_STAGE, "subscriptions")["params"]
+    keyed = sorted(name for name, value in passed.items() if "listKeys(" in render(value))
+    assert keyed == ["blobsExtensionKey", "functionKey"], "the second stage must read the keys"
+    module_params = params(SUBSCRIPTIONS_MODULE)
+    for name in keyed:
+        assert decorator(module_params[name], "secure"), (
+            f"{name} receives a key but is not @secure()"
+        )
+    # Nothing else of the second stage reads a key, and it outputs nothing.
+    code = _code(read(SECOND_STAGE))
+    assert len(_SECRET_FUNCTIONS.findall(code)) == len(keyed)
+    assert not outputs(SECOND_STAGE)
 
 
 @pytest.mark.parametrize("path", bicep_files(), ids=lambda p: p.name)
 def test_no_output_exposes_a_secret(path: Path) -> None:
-    for line in _code(read(path)).splitlines():
-        if line.startswith("output "):
-            assert not re.search(r"ConnectionString|[Kk]ey\b|[Ss]ecret|[Pp]assword", line), line
+    for name, value in outputs(path).items():
+        text = f"{name} = {render(value)}"
+        assert not re.search(r"ConnectionString|[Kk]ey\b|[Ss]ecret|[Pp]assword|listKeys", text), (
+            text
+        )
 
 
 @pytest.mark.parametrize("path", bicep_files(), ids=lambda p: p.name)
 def test_secure_params_have_no_default(path: Path) -> None:
-    for param in params(read(path)).values():
-        if "@secure()" in param.decorators:
-            assert not param.has_default, f"{param.name} is secure and must not have a default"
+    for name, param in params(path).items():
+        if decorator(param, "secure"):
+            assert not has_default(param), f"{name} is secure and must not have a default"
 
 
 @pytest.mark.parametrize("path", bicep_files(), ids=lambda p: p.name)
 def test_every_param_is_described(path: Path) -> None:
-    for param in params(read(path)).values():
-        assert any(d.startswith("@description(") for d in param.decorators), param.name
+    for name, param in params(path).items():
+        assert decorator(param, "description"), name
+
+
+def _properties(path: Path, resource_type: str) -> dict[str, Any]:
+    (resource,) = resources_of_type(path, resource_type).values()
+    properties: dict[str, Any] = resource_body(resource)["properties"]
+    return properties
 
 
 @pytest.mark.parametrize("path", [MODULES / "storage-host.bicep", MODULES / "storage-data.bicep"])
 def test_storage_accounts_accept_no_shared_keys(path: Path) -> None:
-    (account,) = resources_of_type(read(path), "Microsoft.Storage/storageAccounts")
-    properties = account.body["properties"]
+    properties = _properties(path, "Microsoft.Storage/storageAccounts")
     assert properties["allowSharedKeyAccess"] is False
     assert properties["allowBlobPublicAccess"] is False
     assert properties["minimumTlsVersion"] == "TLS1_2"
@@ -94,25 +110,24 @@ def test_storage_accounts_accept_no_shared_keys(path: Path) -> None:
 
 
 def test_function_app_is_https_only_without_ftp_or_basic_publishing() -> None:
-    text = read(MODULES / "function-app.bicep")
-    (site,) = resources_of_type(text, "Microsoft.Web/sites")
-    assert site.body["properties"]["httpsOnly"] is True
-    assert site.body["properties"]["siteConfig"]["minTlsVersion"] == "1.2"
-    assert site.body["properties"]["siteConfig"]["ftpsState"] == "Disabled"
-    assert site.body["identity"]["type"] == "UserAssigned"
-    policies = resources_of_type(text, "Microsoft.Web/sites/basicPublishingCredentialsPolicies")
-    assert {p.body["name"]: p.body["properties"]["allow"] for p in policies} == {
-        "ftp": False,
-        "scm": False,
+    path = MODULES / "function-app.bicep"
+    (site,) = resources_of_type(path, "Microsoft.Web/sites").values()
+    body = resource_body(site)
+    assert body["properties"]["httpsOnly"] is True
+    assert body["properties"]["siteConfig"]["minTlsVersion"] == "1.2"
+    assert body["properties"]["siteConfig"]["ftpsState"] == "Disabled"
+    assert body["identity"]["type"] == "UserAssigned"
+    policies = resources_of_type(path, "Microsoft.Web/sites/basicPublishingCredentialsPolicies")
+    allowed = {
+        resource_body(p)["name"]: resource_body(p)["properties"]["allow"] for p in policies.values()
     }
+    assert allowed == {"ftp": False, "scm": False}
 
 
 def test_event_grid_topic_accepts_only_entra_id() -> None:
-    (topic,) = resources_of_type(
-        read(MODULES / "eventgrid-topics.bicep"), "Microsoft.EventGrid/topics"
-    )
-    assert topic.body["properties"]["disableLocalAuth"] is True
-    assert topic.body["properties"]["minimumTlsVersionAllowed"] == "1.2"
+    properties = _properties(MODULES / "eventgrid-topics.bicep", "Microsoft.EventGrid/topics")
+    assert properties["disableLocalAuth"] is True
+    assert properties["minimumTlsVersionAllowed"] == "1.2"
 
 
 def test_app_insights_connection_string_is_read_where_it_is_used() -> None:

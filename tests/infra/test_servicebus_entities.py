@@ -11,9 +11,21 @@ from typing import Any
 
 import pytest
 
-from tests.infra import INFRA, MODULES, Expression, constants, read, resolve, resources_of_type
+from tests.infra import (
+    CATALOG,
+    INFRA,
+    MODULES,
+    constants,
+    is_reference,
+    render,
+    resolve,
+    resource_body,
+    resources_of_type,
+)
+from tests.infra import (
+    is_loop as _is_loop,
+)
 
-CATALOG = MODULES / "catalog.bicep"
 SERVICEBUS = MODULES / "servicebus.bicep"
 EMULATOR_CONFIG = INFRA / "local" / "servicebus-emulator.json"
 
@@ -74,11 +86,20 @@ def emulator_entities(path: Path) -> dict[str, Any]:
     return {"queues": queues, "topics": topics}
 
 
+def _catalog() -> dict[str, Any]:
+    """The catalogue as the Service Bus module loads it (loadJsonContent of catalog.json)."""
+    known = constants(SERVICEBUS)
+    return {
+        name: resolve(known[name], known)
+        for name in ("queueNames", "resultsTopic", "serviceBusQueues")
+    }
+
+
 def bicep_entities() -> dict[str, Any]:
     """The Bicep catalogue reduced to the same shape."""
-    known = constants(CATALOG)
-    queues = {q["name"]: q["properties"] for q in resolve(known["serviceBusQueues"], known)}
-    topic = resolve(known["resultsTopic"], known)
+    catalog = _catalog()
+    queues = {q["name"]: q["properties"] for q in catalog["serviceBusQueues"]}
+    topic = catalog["resultsTopic"]
     subscriptions = {
         s["name"]: {"properties": s["properties"], "rules": [s["rule"]]}
         for s in topic["subscriptions"]
@@ -178,33 +199,53 @@ def _sql(name: str, expression: str) -> dict[str, Any]:
 
 def test_requests_queue_comes_first() -> None:
     """servicebus.bicep grants the backlog reader on serviceBusQueues[0]."""
-    known = constants(CATALOG)
-    assert resolve(known["serviceBusQueues"], known)[0]["name"] == "inference-requests"
+    assert _catalog()["serviceBusQueues"][0]["name"] == "inference-requests"
+
+
+def test_catalog_names_agree_with_the_entities() -> None:
+    """catalog.json repeats entity names (JSON has no references): they must agree."""
+    catalog = json.loads(CATALOG.read_text(encoding="utf-8"))
+    assert catalog["queueNames"] == {
+        "requests": catalog["serviceBusQueues"][0]["name"],
+        "ordered": catalog["serviceBusQueues"][1]["name"],
+    }
+    assert len(catalog["serviceBusQueues"]) == 2
+    assert catalog["resultsTopicName"] == catalog["resultsTopic"]["name"]
+    containers = catalog["dataContainers"]
+    assert catalog["appContainerNames"] == [
+        containers[role] for role in containers if role != "eventGridDeadLetters"
+    ]
 
 
 # --- the module deploys the catalogue as it is ------------------------------------------
 
 
+def _one(resource_type: str) -> dict[str, Any]:
+    (resource,) = resources_of_type(SERVICEBUS, resource_type).values()
+    return resource
+
+
 def test_module_deploys_catalogue_entities_unchanged() -> None:
-    text = read(SERVICEBUS)
-    (queue,) = resources_of_type(text, "Microsoft.ServiceBus/namespaces/queues")
-    (topic,) = resources_of_type(text, "Microsoft.ServiceBus/namespaces/topics")
-    (subscription,) = resources_of_type(
-        text, "Microsoft.ServiceBus/namespaces/topics/subscriptions"
-    )
-    (rule,) = resources_of_type(text, "Microsoft.ServiceBus/namespaces/topics/subscriptions/rules")
-    assert queue.is_loop
-    assert "in serviceBusQueues" in text
-    assert queue.body["properties"] == Expression("queue.properties")
-    assert topic.body["name"] == Expression("resultsTopic.name")
-    assert topic.body["properties"] == Expression("resultsTopic.properties")
-    assert subscription.body["properties"] == Expression("subscription.properties")
-    assert rule.body["name"] == Expression("subscription.rule.name")
-    assert rule.body["properties"] == Expression("subscription.rule.properties")
-    assert rule.body["parent"] == Expression("subscriptions[i]")
+    queue = _one("Microsoft.ServiceBus/namespaces/queues")
+    topic = resource_body(_one("Microsoft.ServiceBus/namespaces/topics"))
+    subscription = _one("Microsoft.ServiceBus/namespaces/topics/subscriptions")
+    rule = _one("Microsoft.ServiceBus/namespaces/topics/subscriptions/rules")
+    assert _is_loop(queue)
+    assert is_reference(queue["config"]["loop_type"]["detail"]["array_name"], "serviceBusQueues")
+    assert render(resource_body(queue)["properties"]) == "queue.properties"
+    assert render(topic["name"]) == "resultsTopic.name"
+    assert render(topic["properties"]) == "resultsTopic.properties"
+    loop = subscription["config"]["loop_type"]["detail"]["array_name"]
+    assert render(loop) == "resultsTopic.subscriptions"
+    assert render(resource_body(subscription)["properties"]) == "subscription.properties"
+    rule_body = resource_body(rule)
+    assert render(rule_body["name"]) == "subscription.rule.name"
+    assert render(rule_body["properties"]) == "subscription.rule.properties"
+    assert render(rule_body["parent"]) == "subscriptions[i]"
 
 
 def test_namespace_accepts_only_entra_id() -> None:
-    (namespace,) = resources_of_type(read(SERVICEBUS), "Microsoft.ServiceBus/namespaces")
-    assert namespace.body["properties"]["disableLocalAuth"] is True
-    assert namespace.body["properties"]["minimumTlsVersion"] == "1.2"
+    properties = resource_body(_one("Microsoft.ServiceBus/namespaces"))["properties"]
+    assert properties["disableLocalAuth"] is True
+    assert properties["minimumTlsVersion"] == "1.2"
+    assert not is_reference(properties["minimumTlsVersion"])

@@ -7,19 +7,19 @@ import base64
 import json
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from dataclasses import replace
+from typing import Any, Protocol
 
 import azure.functions as func
 import pytest
-from azure.servicebus import ServiceBusClient
 
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
-from shared.composition import Services, build_services, use_services
+from shared.composition import Services, azure_ports, build_services, use_services
 from shared.settings import Settings
 from tests.fixtures.azurite import Azurite
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.support.functions import indexed_functions
-from tests.support.servicebus import QueueRecorder
+from tests.support.servicebus import QueueRecorder, connect
 
 BASE_URL = "http://localhost:7071/api"
 Call = Callable[..., func.HttpResponse]
@@ -52,23 +52,48 @@ def storage(azurite: Azurite) -> AzureBlobStore:
 @pytest.fixture
 def sender(servicebus_emulator: ServiceBusEmulator) -> Iterator[QueueRecorder]:
     """The request queue on the emulator: what the app's real sender delivered there."""
-    with ServiceBusClient.from_connection_string(servicebus_emulator.connection_string) as bus:
+    with connect(servicebus_emulator) as bus:
         yield QueueRecorder(bus, "inference-requests")
 
 
+class InstallServices(Protocol):
+    def __call__(
+        self,
+        *,
+        emulator: ServiceBusEmulator | None = None,
+        ports: dict[str, Any] | None = None,
+        **settings: str,
+    ) -> Services: ...
+
+
 @pytest.fixture
-def services(
-    azurite: Azurite,
-    storage: AzureBlobStore,
-    servicebus_emulator: ServiceBusEmulator,
-    sender: QueueRecorder,
-) -> Iterator[Services]:
-    """The real services on Azurite and the emulator, installed for the app."""
-    settings = make_settings(azurite, ServiceBusConnection=servicebus_emulator.connection_string)
-    built = build_services(settings, events=None)
-    use_services(built)
-    yield built
+def install_services(
+    azurite: Azurite, storage: AzureBlobStore, servicebus_emulator: ServiceBusEmulator
+) -> Iterator[InstallServices]:
+    """Build the app's real services (Azurite, the emulator) and install them for the
+    registered functions; ``settings`` override app settings, ``ports`` replace adapters
+    by ``Ports`` field (``composition.azure_ports``). Uninstalled after the test."""
+
+    def install(
+        *,
+        emulator: ServiceBusEmulator | None = None,
+        ports: dict[str, Any] | None = None,
+        **settings: str,
+    ) -> Services:
+        connection = (emulator or servicebus_emulator).connection_string
+        chosen = make_settings(azurite, ServiceBusConnection=connection, **settings)
+        built = build_services(chosen, replace(azure_ports(chosen), **(ports or {})))
+        use_services(built)
+        return built
+
+    yield install
     use_services(None)
+
+
+@pytest.fixture
+def services(install_services: InstallServices, sender: QueueRecorder) -> Services:
+    """The real services on Azurite and the emulator (an empty request queue), installed."""
+    return install_services()
 
 
 @pytest.fixture

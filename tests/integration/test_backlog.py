@@ -5,17 +5,15 @@ from __future__ import annotations
 import time
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import ServiceBusMessage
 
 from shared.adapters.backlog import EmulatorBacklogProbe, EmulatorQueueObserver, backlog_probe_for
-from shared.adapters.blob_storage import AzureBlobStore
-from shared.composition import build_services, use_services
 from shared.errors import ConfigurationError
 from shared.ops.backlog_report import report_backlog
 from tests.fixtures.azurite import Azurite
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
-from tests.integration.conftest import Call, json_body, make_settings
-from tests.support.servicebus import drain
+from tests.integration.conftest import Call, InstallServices, json_body, make_settings
+from tests.support.servicebus import connect, drain
 
 pytestmark = pytest.mark.integration
 
@@ -24,27 +22,20 @@ TEXT = {"model": "local-analyzer", "input": {"text": "one more"}}
 
 
 def test_intake_answers_503_once_the_queue_holds_the_limit(
-    call: Call, azurite: Azurite, storage: AzureBlobStore, servicebus_emulator: ServiceBusEmulator
+    call: Call, install_services: InstallServices, servicebus_emulator: ServiceBusEmulator
 ) -> None:
-    settings = make_settings(
-        azurite,
-        ServiceBusConnection=servicebus_emulator.connection_string,
+    install_services(
         ServiceBusRuntimeCountsUrl=f"{servicebus_emulator.admin_url}/runtime",
         MaxQueueBacklog="3",
         BacklogCacheSeconds="0",
     )
-    use_services(build_services(settings, events=None))
-    try:
-        with ServiceBusClient.from_connection_string(servicebus_emulator.connection_string) as bus:
-            drain(bus, QUEUE)
-            statuses = [
-                call("submit_request", "POST", "/v1/requests", body=TEXT).status_code
-                for _ in range(5)
-            ]
-            problem = json_body(call("submit_request", "POST", "/v1/requests", body=TEXT))
-            assert len(drain(bus, QUEUE)) == 3
-    finally:
-        use_services(None)
+    with connect(servicebus_emulator) as bus:
+        drain(bus, QUEUE)
+        statuses = [
+            call("submit_request", "POST", "/v1/requests", body=TEXT).status_code for _ in range(5)
+        ]
+        problem = json_body(call("submit_request", "POST", "/v1/requests", body=TEXT))
+        assert len(drain(bus, QUEUE)) == 3
     assert statuses == [202, 202, 202, 503, 503]
     assert "backlog is 3 messages (limit 3)" in problem["detail"]
 
@@ -52,7 +43,7 @@ def test_intake_answers_503_once_the_queue_holds_the_limit(
 def test_the_probe_reads_the_emulator_and_refuses_non_loopback_urls(
     servicebus_emulator: ServiceBusEmulator,
 ) -> None:
-    with ServiceBusClient.from_connection_string(servicebus_emulator.connection_string) as bus:
+    with connect(servicebus_emulator) as bus:
         drain(bus, QUEUE)
         with bus.get_queue_sender(QUEUE) as sender:
             sender.send_messages([ServiceBusMessage(b"x", message_id=f"m{n}") for n in range(2)])
@@ -77,14 +68,18 @@ def test_without_a_counts_url_azure_uses_the_management_api(azurite: Azurite) ->
 def test_the_minute_report_reads_the_queue_on_the_emulator(
     servicebus_emulator: ServiceBusEmulator,
 ) -> None:
-    with ServiceBusClient.from_connection_string(servicebus_emulator.connection_string) as bus:
+    with connect(servicebus_emulator) as bus:
         drain(bus, QUEUE)
         with bus.get_queue_sender(QUEUE) as sender:
             sender.send_messages([ServiceBusMessage(b"x", message_id=f"r{n}") for n in range(3)])
-        time.sleep(1.2)
         observer = EmulatorQueueObserver(f"{servicebus_emulator.admin_url}/runtime", QUEUE)
-        line = report_backlog(QUEUE, observer)
+        deadline = time.monotonic() + 10
+        while True:  # until the oldest message has aged a second (no fixed sleep)
+            line = report_backlog(QUEUE, observer)
+            age = float(line.rsplit("oldest_age_seconds=", 1)[1])
+            if age >= 1.0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         drain(bus, QUEUE)
     assert f"queue={QUEUE} active=3 " in line
-    age = float(line.rsplit("oldest_age_seconds=", 1)[1])
     assert 1.0 <= age < 30

@@ -10,13 +10,11 @@ import pytest
 from azure.servicebus import ServiceBusClient
 
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.composition import Services, build_services, use_services
+from shared.composition import Services
 from shared.ops.__main__ import main
-from tests.fixtures.azurite import Azurite
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
-from tests.integration.conftest import make_settings
 from tests.support.events import blob_created_event
-from tests.support.servicebus import drain
+from tests.support.servicebus import connect, drain
 
 pytestmark = pytest.mark.integration
 
@@ -25,15 +23,10 @@ QUEUE = "inference-requests"
 
 @pytest.fixture
 def replay_services(
-    azurite: Azurite, storage: AzureBlobStore, servicebus_emulator: ServiceBusEmulator
+    services: Services, servicebus_emulator: ServiceBusEmulator
 ) -> Iterator[tuple[Services, ServiceBusClient]]:
-    settings = make_settings(azurite, ServiceBusConnection=servicebus_emulator.connection_string)
-    services = build_services(settings, events=None)
-    use_services(services)
-    with ServiceBusClient.from_connection_string(servicebus_emulator.connection_string) as bus:
-        drain(bus, QUEUE)
+    with connect(servicebus_emulator) as bus:
         yield services, bus
-    use_services(None)
 
 
 def dead_letter_blob(storage: AzureBlobStore, tenant: str) -> tuple[str, list[str]]:

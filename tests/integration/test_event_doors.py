@@ -20,14 +20,14 @@ from azure.servicebus import ServiceBusClient
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.composition import Services, build_services, use_services
+from shared.composition import Services
 from shared.processing.inbound import normalise_properties
 from tests.fixtures.azurite import Azurite, free_port
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
-from tests.integration.conftest import indexed_functions, make_settings
-from tests.support.events import blob_created_event
+from tests.integration.conftest import InstallServices, indexed_functions
+from tests.support.events import blob_created_event, requested_event
 from tests.support.http_recorder import Recorder, Reply, recording_server
-from tests.support.servicebus import drain
+from tests.support.servicebus import connect, drain
 
 pytestmark = pytest.mark.integration
 
@@ -36,27 +36,14 @@ QUEUE = "inference-requests"
 
 @pytest.fixture
 def bus(servicebus_emulator: ServiceBusEmulator) -> Iterator[ServiceBusClient]:
-    with ServiceBusClient.from_connection_string(servicebus_emulator.connection_string) as client:
+    with connect(servicebus_emulator) as client:
         drain(client, QUEUE)
         yield client
 
 
-def install(azurite: Azurite, emulator: ServiceBusEmulator, **overrides: str) -> Services:
-    settings = make_settings(azurite, ServiceBusConnection=emulator.connection_string, **overrides)
-    services = build_services(settings, events=None)
-    use_services(services)
-    return services
-
-
 @pytest.fixture
-def doors(
-    azurite: Azurite,
-    storage: AzureBlobStore,
-    servicebus_emulator: ServiceBusEmulator,
-    bus: ServiceBusClient,
-) -> Iterator[Services]:
-    yield install(azurite, servicebus_emulator)
-    use_services(None)
+def doors(install_services: InstallServices, bus: ServiceBusClient) -> Services:
+    return install_services()
 
 
 def webhook(
@@ -72,19 +59,6 @@ def webhook(
         body=raw,
     )
     return indexed_functions()["event_webhook"].get_user_function()(request)
-
-
-def requested_event(tenant: str, event_id: str | None = None, **data: Any) -> dict[str, Any]:
-    return {
-        "specversion": "1.0",
-        "type": "com.inferbus.InferenceRequested",
-        "source": "/apps/crm",
-        "id": event_id or str(uuid.uuid4()),
-        "time": "2026-11-29T10:00:00Z",
-        "subject": f"/tenants/{tenant}",
-        "datacontenttype": "application/json",
-        "data": {"tenant_id": tenant, "input": {"text": "Please summarise this report."}, **data},
-    }
 
 
 def queued_ids(bus: ServiceBusClient) -> list[str]:
@@ -293,42 +267,32 @@ def test_an_event_with_invalid_data_is_400_and_names_the_event(
 
 
 def test_unavailable_storage_is_503_with_retry_after(
-    azurite: Azurite, servicebus_emulator: ServiceBusEmulator, tenant: str
+    azurite: Azurite, install_services: InstallServices, tenant: str
 ) -> None:
     dead = azurite.connection_string.replace(
         azurite.blob_endpoint, f"http://127.0.0.1:{free_port()}/devstoreaccount1"
     )
-    install(azurite, servicebus_emulator, Storage=dead)
-    try:
-        response = webhook(requested_event(tenant), content_type="application/cloudevents+json")
-    finally:
-        use_services(None)
+    install_services(Storage=dead)
+    response = webhook(requested_event(tenant), content_type="application/cloudevents+json")
     assert response.status_code == 503
     assert "Retry-After" in response.headers
 
 
 def test_the_shared_secret_is_enforced(
-    azurite: Azurite,
-    storage: AzureBlobStore,
-    servicebus_emulator: ServiceBusEmulator,
-    bus: ServiceBusClient,
-    tenant: str,
+    install_services: InstallServices, bus: ServiceBusClient, tenant: str
 ) -> None:
-    install(azurite, servicebus_emulator, WebhookSharedSecret="s3cret")
-    try:
-        missing = webhook(requested_event(tenant), content_type="application/cloudevents+json")
-        wrong = webhook(
-            requested_event(tenant),
-            content_type="application/cloudevents+json",
-            x_webhook_secret="nope",
-        )
-        right = webhook(
-            requested_event(tenant),
-            content_type="application/cloudevents+json",
-            x_webhook_secret="s3cret",
-        )
-    finally:
-        use_services(None)
+    install_services(WebhookSharedSecret="s3cret")
+    missing = webhook(requested_event(tenant), content_type="application/cloudevents+json")
+    wrong = webhook(
+        requested_event(tenant),
+        content_type="application/cloudevents+json",
+        x_webhook_secret="nope",
+    )
+    right = webhook(
+        requested_event(tenant),
+        content_type="application/cloudevents+json",
+        x_webhook_secret="s3cret",
+    )
     assert (missing.status_code, wrong.status_code, right.status_code) == (401, 403, 202)
     assert len(queued_ids(bus)) == 1
 
@@ -358,9 +322,7 @@ def token(key: Any, audience: str, issuer: str, expires_in: int = 300) -> str:
 
 
 def test_entra_bearer_tokens_are_validated(
-    azurite: Azurite,
-    storage: AzureBlobStore,
-    servicebus_emulator: ServiceBusEmulator,
+    install_services: InstallServices,
     bus: ServiceBusClient,
     tenant: str,
     issuer: tuple[Recorder, Any],
@@ -370,9 +332,7 @@ def test_entra_bearer_tokens_are_validated(
         "api://inferbus-webhook",
         "https://sts.windows.net/00000000-0000-0000-0000-000000000001/",
     )
-    install(
-        azurite,
-        servicebus_emulator,
+    install_services(
         WebhookTokenAudience=audience,
         WebhookTokenIssuer=issuer_uri,
         WebhookJwksUri=f"{server.base_url}/keys",
@@ -384,17 +344,14 @@ def test_entra_bearer_tokens_are_validated(
             headers["authorization"] = authorization
         return webhook(requested_event(tenant), **headers).status_code
 
-    try:
-        statuses = {
-            "valid": deliver("Bearer " + token(key, audience, issuer_uri)),
-            "none": deliver(None),
-            "wrong audience": deliver("Bearer " + token(key, "api://other", issuer_uri)),
-            "wrong issuer": deliver("Bearer " + token(key, audience, "https://evil.example/")),
-            "expired": deliver("Bearer " + token(key, audience, issuer_uri, expires_in=-120)),
-            "not a jwt": deliver("Bearer abc.def.ghi"),
-        }
-    finally:
-        use_services(None)
+    statuses = {
+        "valid": deliver("Bearer " + token(key, audience, issuer_uri)),
+        "none": deliver(None),
+        "wrong audience": deliver("Bearer " + token(key, "api://other", issuer_uri)),
+        "wrong issuer": deliver("Bearer " + token(key, audience, "https://evil.example/")),
+        "expired": deliver("Bearer " + token(key, audience, issuer_uri, expires_in=-120)),
+        "not a jwt": deliver("Bearer abc.def.ghi"),
+    }
     assert statuses == {
         "valid": 202,
         "none": 401,

@@ -9,11 +9,12 @@ import azure.functions as func
 import pytest
 
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.composition import Services, build_services, use_services
+from shared.adapters.in_memory import FixedBacklog, RecordingSender
+from shared.composition import Services
 from shared.contracts import Job
-from tests.fakes import FixedBacklog, RecordingSender, broker_down
+from tests.fakes import broker_down
 from tests.fixtures.azurite import Azurite, free_port
-from tests.integration.conftest import Call, json_body, make_settings
+from tests.integration.conftest import Call, InstallServices, json_body
 from tests.support.servicebus import QueueRecorder
 
 pytestmark = pytest.mark.integration
@@ -38,16 +39,13 @@ def test_missing_identity_is_401(call: Call, services: Services) -> None:
 
 
 def test_tenant_header_is_ignored_unless_allowed(
-    call: Call, azurite: Azurite, storage: object
+    call: Call, install_services: InstallServices
 ) -> None:
-    use_services(
-        build_services(make_settings(azurite, AllowTenantHeader="false"), sender=RecordingSender())
-    )
-    try:
-        response = call("submit_request", "POST", "/v1/requests", body=TEXT)
-    finally:
-        use_services(None)
+    sender = RecordingSender()
+    install_services(AllowTenantHeader="false", ports={"requests": sender})
+    response = call("submit_request", "POST", "/v1/requests", body=TEXT)
     assert_problem(response, 401, "unauthenticated")
+    assert sender.sent == []
 
 
 def test_malformed_principal_is_401(call: Call, services: Services) -> None:
@@ -60,6 +58,19 @@ def test_malformed_principal_is_401(call: Call, services: Services) -> None:
         as_tenant=None,
     )
     assert_problem(response, 401, "unauthenticated")
+
+
+def test_fault_injection_is_400_unless_the_development_stack_enables_it(
+    call: Call, services: Services, sender: QueueRecorder
+) -> None:
+    body = {**TEXT, "parameters": {"simulate": {"permanent": True}}}
+    problem = assert_problem(
+        call("submit_request", "POST", "/v1/requests", body=body), 400, "invalid-input"
+    )
+    assert problem["errors"] == [
+        {"field": "parameters.simulate", "message": "fault injection is not enabled"}
+    ]
+    assert sender.sent == []
 
 
 def test_invalid_json_is_400(call: Call, services: Services) -> None:
@@ -144,32 +155,29 @@ def test_unsupported_media_type_is_415(call: Call, services: Services) -> None:
 
 
 def test_backlog_over_the_limit_is_503_with_retry_after(
-    call: Call, azurite: Azurite, storage: object
+    call: Call, install_services: InstallServices
 ) -> None:
     backlog = FixedBacklog(depth=10)
-    settings = make_settings(azurite, MaxQueueBacklog="10")
-    use_services(build_services(settings, sender=RecordingSender(), backlog_probe=backlog))
-    try:
-        first = call("submit_request", "POST", "/v1/requests", body=TEXT)
-        second = call("submit_request", "POST", "/v1/requests", body=TEXT)
-    finally:
-        use_services(None)
+    install_services(
+        MaxQueueBacklog="10", ports={"requests": RecordingSender(), "backlog": backlog}
+    )
+    first = call("submit_request", "POST", "/v1/requests", body=TEXT)
+    second = call("submit_request", "POST", "/v1/requests", body=TEXT)
     assert_problem(first, 503, "service-unavailable")
     assert first.headers["Retry-After"] == "5"
     assert second.status_code == 503
     assert backlog.reads == 1, "the depth is cached between submissions"
 
 
-def test_storage_unavailable_is_503(call: Call, azurite: Azurite) -> None:
+def test_storage_unavailable_is_503(
+    call: Call, azurite: Azurite, install_services: InstallServices
+) -> None:
     dead = azurite.connection_string.replace(
         azurite.blob_endpoint, f"http://127.0.0.1:{free_port()}/devstoreaccount1"
     )
     sender = RecordingSender()
-    use_services(build_services(make_settings(azurite, Storage=dead), sender=sender))
-    try:
-        response = call("submit_request", "POST", "/v1/requests", body=TEXT)
-    finally:
-        use_services(None)
+    install_services(Storage=dead, ports={"requests": sender})
+    response = call("submit_request", "POST", "/v1/requests", body=TEXT)
     problem = assert_problem(response, 503, "transient")
     assert "Retry-After" in response.headers
     assert "unreachable" in str(problem["detail"])
@@ -177,27 +185,23 @@ def test_storage_unavailable_is_503(call: Call, azurite: Azurite) -> None:
 
 
 def test_send_failure_fails_the_job_releases_the_key_and_answers_503(
-    call: Call, azurite: Azurite, storage: AzureBlobStore, tenant: str
+    call: Call, install_services: InstallServices, tenant: str
 ) -> None:
     # The outage is injected at the sender port: the broker must fail, then recover.
     sender = RecordingSender(fail_with=broker_down())
-    services = build_services(make_settings(azurite), sender=sender)
-    use_services(services)
-    try:
-        headers = {"idempotency-key": "order-42"}
-        response = call("submit_request", "POST", "/v1/requests", body=TEXT, headers=headers)
-        assert_problem(response, 503, "service-unavailable")
-        failed = [
-            job
-            for job in _jobs_of(services, tenant)
-            if job.status.value == "failed" and job.error and job.error.code == "enqueue_failed"
-        ]
-        assert len(failed) == 1
+    services = install_services(ports={"requests": sender})
+    headers = {"idempotency-key": "order-42"}
+    response = call("submit_request", "POST", "/v1/requests", body=TEXT, headers=headers)
+    assert_problem(response, 503, "service-unavailable")
+    failed = [
+        job
+        for job in _jobs_of(services, tenant)
+        if job.status.value == "failed" and job.error and job.error.code == "enqueue_failed"
+    ]
+    assert len(failed) == 1
 
-        sender.fail_with = None
-        retry = call("submit_request", "POST", "/v1/requests", body=TEXT, headers=headers)
-    finally:
-        use_services(None)
+    sender.fail_with = None
+    retry = call("submit_request", "POST", "/v1/requests", body=TEXT, headers=headers)
     assert retry.status_code == 202
     assert json_body(retry)["id"] != failed[0].id, "the released key starts a new request"
     assert len(sender.sent) == 1

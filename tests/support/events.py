@@ -39,3 +39,17 @@ def blob_created_event(storage: BlobStore, container: str, name: str) -> dict[st
         "metadataVersion": "1",
         "eventTime": datetime.now(UTC).isoformat(),
     }
+
+
+def requested_event(tenant: str, event_id: str | None = None, **data: Any) -> dict[str, Any]:
+    """A structured ``com.inferbus.InferenceRequested`` CloudEvent for ``tenant``."""
+    return {
+        "specversion": "1.0",
+        "type": "com.inferbus.InferenceRequested",
+        "source": "/apps/crm",
+        "id": event_id or str(uuid.uuid4()),
+        "time": "2026-11-29T10:00:00Z",
+        "subject": f"/tenants/{tenant}",
+        "datacontenttype": "application/json",
+        "data": {"tenant_id": tenant, "input": {"text": "Please summarise this report."}, **data},
+    }

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver
 
@@ -57,6 +58,43 @@ class ReceiverMessageActions:
             self._receiver.renew_message_lock(message)
 
 
+class RuntimeCounts(Protocol):
+    """The emulator's runtime counts (``ServiceBusEmulator.runtime_properties``)."""
+
+    def runtime_properties(self, entity_path: str) -> dict[str, Any]: ...
+
+
+class Emulator(RuntimeCounts, Protocol):
+    @property
+    def connection_string(self) -> str: ...
+
+
+_EMULATOR_OF: weakref.WeakKeyDictionary[ServiceBusClient, RuntimeCounts] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def connect(emulator: Emulator) -> ServiceBusClient:
+    """A client of ``emulator`` whose ``drain`` calls consult the emulator's counts."""
+    client = ServiceBusClient.from_connection_string(emulator.connection_string)
+    _EMULATOR_OF[client] = emulator
+    return client
+
+
+def _held_messages(
+    counts: RuntimeCounts,
+    queue: str | None,
+    topic: str | None,
+    subscription: str | None,
+    sub_queue: str | None,
+) -> int:
+    """Messages in the entity (or its dead-letter queue), scheduled and deferred included."""
+    path = queue or f"{topic}/Subscriptions/{subscription}"
+    properties = counts.runtime_properties(path)
+    dead = int(properties["dead_letter_message_count"])
+    return dead if sub_queue == "deadletter" else int(properties["total_message_count"]) - dead
+
+
 def drain(
     client: ServiceBusClient,
     queue: str | None = None,
@@ -64,25 +102,38 @@ def drain(
     topic: str | None = None,
     subscription: str | None = None,
     sub_queue: str | None = None,
+    emulator: RuntimeCounts | None = None,
 ) -> list[ServiceBusReceivedMessage]:
-    """Receive and complete everything currently in an entity; returns what was there."""
+    """Receive and complete everything currently in an entity; returns what was there.
+
+    With ``emulator`` (or a client made by ``connect``) the entity's runtime counts say
+    how much is there: an empty entity is not opened at all (a receiver's attach, empty
+    receive and detach cost about two seconds against the emulator), and receiving stops
+    once that many have arrived.
+    Without it, receiving stops at the first empty batch.
+    """
+    expected: int | None = None
+    emulator = emulator or _EMULATOR_OF.get(client)
+    if emulator is not None:
+        expected = _held_messages(emulator, queue, topic, subscription, sub_queue)
+        if expected == 0:
+            return []
     if queue:
-        receiver = client.get_queue_receiver(queue, sub_queue=sub_queue, max_wait_time=0.5)
+        receiver = client.get_queue_receiver(queue, sub_queue=sub_queue)
     else:
         assert topic
         assert subscription
-        receiver = client.get_subscription_receiver(
-            topic, subscription, sub_queue=sub_queue, max_wait_time=1
-        )
+        receiver = client.get_subscription_receiver(topic, subscription, sub_queue=sub_queue)
     drained: list[ServiceBusReceivedMessage] = []
     with receiver:
-        while True:
+        while expected is None or len(drained) < expected:
             batch = receiver.receive_messages(max_message_count=100, max_wait_time=0.5)
             if not batch:
-                return drained
+                break
             for message in batch:
                 receiver.complete_message(message)
             drained.extend(batch)
+    return drained
 
 
 @dataclass(frozen=True)
@@ -102,15 +153,18 @@ class QueueRecorder:
     """What the app sent to a queue on the emulator: ``sent`` drains the queue and keeps
     everything that has arrived so far (the queue is emptied when the recorder starts)."""
 
-    def __init__(self, client: ServiceBusClient, queue: str) -> None:
+    def __init__(
+        self, client: ServiceBusClient, queue: str, emulator: RuntimeCounts | None = None
+    ) -> None:
         self._client = client
         self._queue = queue
+        self._emulator = emulator
         self._arrived: list[ArrivedMessage] = []
-        drain(client, queue)
+        drain(client, queue, emulator=emulator)
 
     @property
     def sent(self) -> list[ArrivedMessage]:
-        for message in drain(self._client, self._queue):
+        for message in drain(self._client, self._queue, emulator=self._emulator):
             self._arrived.append(
                 ArrivedMessage(
                     message_id=str(message.message_id),

@@ -61,8 +61,8 @@ def test_topic_messages_carry_every_routing_value_as_properties() -> None:
     assert message.message_id == event_id("r1", "com.inferbus.InferenceCompleted")
 
 
-def infer(text: str, **parameters: object) -> object:
-    model = LocalModel(refusal_terms=("forbidden",))
+def infer(text: str, *, faults: bool = True, **parameters: object) -> object:
+    model = LocalModel(refusal_terms=("forbidden",), simulate_on_request=faults)
     return model.infer(
         InferenceInput(
             request_id="r",
@@ -101,7 +101,7 @@ def test_policy_refusal_and_simulated_faults() -> None:
     assert transient.value.retry_after == 3
     with pytest.raises(PermanentError):
         infer("x", simulate={"permanent": True})
-    model = LocalModel()
+    model = LocalModel(simulate_on_request=True)
     second_attempt = InferenceInput(
         request_id="r",
         model="m",
@@ -111,3 +111,10 @@ def test_policy_refusal_and_simulated_faults() -> None:
         attempt=1,
     )
     assert model.infer(second_attempt).summary == "x"
+
+
+def test_without_fault_injection_a_request_cannot_make_the_model_fail() -> None:
+    for simulate in ({"permanent": True}, {"always_transient": True}, "not even an object"):
+        result = infer("Invoice 12: 300 EUR due.", faults=False, simulate=simulate)
+        assert result.document_type == "invoice"  # type: ignore[attr-defined]
+    assert LocalModel()._simulate_on_request is False, "off unless the settings turn it on"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 
+from shared.adapters.in_memory import InMemoryDocuments, RecordingSettler
 from shared.processing.batches import BatchProcessor
-from shared.processing.deferral import DeferredEntry, DeferredSweeper
+from shared.processing.deferral import DeferredEntry, DeferredSweeper, DocumentDeferralLedger
 from shared.processing.inbound import InboundMessage
-from tests.fakes import InMemoryLedger, RecordingSettler
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -22,6 +23,16 @@ def inbound(sequence: int, message_id: str | None = None) -> InboundMessage:
         delivery_count=1,
         enqueued_time=NOW,
     )
+
+
+def new_ledger() -> DocumentDeferralLedger:
+    """The ledger as documents in a fresh in-memory account."""
+    return DocumentDeferralLedger(InMemoryDocuments(), "ledgers")
+
+
+def recorded(ledger: DocumentDeferralLedger) -> set[int]:
+    """Sequence numbers of every entry still in the ledger, due or not."""
+    return {e.sequence_number for e in ledger.due("q", NOW + timedelta(days=365))}
 
 
 def entry(sequence: int, due_in: int) -> DeferredEntry:
@@ -51,27 +62,32 @@ class Handler:
 
 
 def test_the_sweeper_runs_due_entries_and_reports_missing_ones() -> None:
-    ledger = InMemoryLedger()
+    ledger = new_ledger()
     for e in (entry(1, -10), entry(2, -5), entry(3, -1), entry(4, 60)):
         ledger.record(e)
     handler = Handler({2: "deferred", 3: "abandoned"})
 
-    report = DeferredSweeper(ledger, handler, clock=lambda: NOW).sweep("q", Source([2, 3, 4]))
+    source = Source([2, 3, 4])
+    report = DeferredSweeper(ledger, handler, clock=lambda: NOW).sweep(
+        "q", lambda: nullcontext(source)
+    )
 
     assert handler.seen == [2, 3], "entry 4 is not due; entry 1's message is gone"
     assert report.due == 3
     assert report.missing == [1]
-    assert [m.sequence_number for m in ledger.missing] == [1]
+    assert [m.sequence_number for m in ledger.missing("q")] == [1]
     assert report.redeferred == 1
-    assert set(ledger.entries) == {("q", 2), ("q", 3), ("q", 4)}, "abandoned and re-deferred stay"
+    assert recorded(ledger) == {2, 3, 4}, "abandoned and re-deferred stay"
 
 
 def test_a_processed_entry_leaves_the_ledger() -> None:
-    ledger = InMemoryLedger()
+    ledger = new_ledger()
     ledger.record(entry(9, -1))
-    report = DeferredSweeper(ledger, Handler({}), clock=lambda: NOW).sweep("q", Source([9]))
+    report = DeferredSweeper(ledger, Handler({}), clock=lambda: NOW).sweep(
+        "q", lambda: nullcontext(Source([9]))
+    )
     assert report.processed == 1
-    assert ledger.entries == {}
+    assert recorded(ledger) == set()
 
 
 class SlowProcessor:
@@ -122,9 +138,9 @@ def test_locks_are_renewed_while_work_runs_and_not_after() -> None:
     report = batch.process([inbound(1), inbound(2)], settler)
 
     assert report.lock_renewals >= 4
-    renewed = settler.renewals
-    time.sleep(0.3)
-    assert settler.renewals == renewed, "renewal stops once the batch is done"
+    assert settler.renewals == report.lock_renewals
+    keepers = [t for t in threading.enumerate() if t.name == "lock-keeper"]
+    assert keepers == [], "renewal has stopped (its thread is gone) once the batch is done"
 
 
 def test_lock_renewal_is_bounded_in_time() -> None:
@@ -135,3 +151,14 @@ def test_lock_renewal_is_bounded_in_time() -> None:
     )  # type: ignore[arg-type]
     report = batch.process([inbound(1)], settler)
     assert 1 <= report.lock_renewals <= 4
+
+
+def test_nothing_due_opens_no_receiver() -> None:
+    ledger = new_ledger()
+    ledger.record(entry(5, 60))
+
+    def must_not_open() -> nullcontext[Source]:
+        raise AssertionError("the source was opened with nothing due")
+
+    report = DeferredSweeper(ledger, Handler({}), clock=lambda: NOW).sweep("q", must_not_open)
+    assert (report.due, report.processed) == (0, 0)

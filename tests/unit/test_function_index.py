@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from azure_functions_runtime import handle_event
 
-from devtools.host.protos import messages
-from devtools.host.worker.dispatcher import RuntimeRequest
+from functions_host.protos import messages
+from functions_host.worker.dispatcher import RuntimeRequest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXPECTED_TRIGGERS = {

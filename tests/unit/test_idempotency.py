@@ -6,9 +6,20 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.errors import Conflict, InvalidInput
-from shared.intake.idempotency import Claimed, IdempotencyGuard, Replay, hash_key
-from tests.fakes import InMemoryIdempotencyStore
+from shared.adapters.in_memory import InMemoryDocuments
+from shared.errors import ConcurrencyConflict, Conflict, InvalidInput
+from shared.intake.idempotency import (
+    Claimed,
+    DocumentIdempotencyStore,
+    IdempotencyGuard,
+    Replay,
+    hash_key,
+)
+
+
+def new_store() -> DocumentIdempotencyStore:
+    """Markers as documents in a fresh in-memory account."""
+    return DocumentIdempotencyStore(InMemoryDocuments(), "idempotency")
 
 
 class ManualClock:
@@ -19,14 +30,14 @@ class ManualClock:
         return self.now
 
 
-def guard(store: InMemoryIdempotencyStore, clock: ManualClock) -> IdempotencyGuard:
+def guard(store: DocumentIdempotencyStore, clock: ManualClock) -> IdempotencyGuard:
     return IdempotencyGuard(
         store, clock, wait_seconds=0.2, stale_after_seconds=60, sleep=lambda _: None
     )
 
 
 def test_first_claim_wins_and_commit_makes_later_ones_replay() -> None:
-    store, clock = InMemoryIdempotencyStore(), ManualClock()
+    store, clock = new_store(), ManualClock()
     first = guard(store, clock).begin("t", "key", "hash-a")
     assert isinstance(first, Claimed)
     guard(store, clock).commit(first)
@@ -36,7 +47,7 @@ def test_first_claim_wins_and_commit_makes_later_ones_replay() -> None:
 
 
 def test_a_different_body_with_the_same_key_conflicts() -> None:
-    store, clock = InMemoryIdempotencyStore(), ManualClock()
+    store, clock = new_store(), ManualClock()
     claim = guard(store, clock).begin("t", "key", "hash-a")
     assert isinstance(claim, Claimed)
     with pytest.raises(Conflict) as conflict:
@@ -45,7 +56,7 @@ def test_a_different_body_with_the_same_key_conflicts() -> None:
 
 
 def test_a_pending_claim_makes_others_wait_then_409_with_retry_after() -> None:
-    store, clock = InMemoryIdempotencyStore(), ManualClock()
+    store, clock = new_store(), ManualClock()
     assert isinstance(guard(store, clock).begin("t", "key", "h"), Claimed)
     with pytest.raises(Conflict) as conflict:
         guard(store, clock).begin("t", "key", "h")
@@ -54,7 +65,7 @@ def test_a_pending_claim_makes_others_wait_then_409_with_retry_after() -> None:
 
 
 def test_release_frees_the_key_for_a_new_request() -> None:
-    store, clock = InMemoryIdempotencyStore(), ManualClock()
+    store, clock = new_store(), ManualClock()
     first = guard(store, clock).begin("t", "key", "h")
     assert isinstance(first, Claimed)
     guard(store, clock).release(first)
@@ -64,14 +75,14 @@ def test_release_frees_the_key_for_a_new_request() -> None:
 
 
 def test_a_stale_pending_claim_is_taken_over_with_the_same_request_id() -> None:
-    store, clock = InMemoryIdempotencyStore(), ManualClock()
+    store, clock = new_store(), ManualClock()
     crashed = guard(store, clock).begin("t", "key", "h")
     assert isinstance(crashed, Claimed)
     clock.now += timedelta(seconds=61)
     takeover = guard(store, clock).begin("t", "key", "h")
     assert isinstance(takeover, Claimed)
     assert takeover.record.request_id == crashed.record.request_id
-    with pytest.raises(Exception, match="etag"):
+    with pytest.raises(ConcurrencyConflict):
         guard(store, clock).commit(crashed)
 
 

@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from shared.adapters.in_memory import InMemoryDocuments
 from shared.contracts import Job, JobStatus
 from shared.errors import ConcurrencyConflict, Conflict, NotFound
-from shared.jobs import ALLOWED_TRANSITIONS, JobRepository, fail, transition
-from tests.fakes import InMemoryJobStore
+from shared.jobs import ALLOWED_TRANSITIONS, DocumentJobStore, JobRepository, fail, transition
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -57,18 +57,24 @@ def test_fail_records_the_error_as_error_and_last_error() -> None:
     assert failed.last_error == failed.error
 
 
-class RacingStore(InMemoryJobStore):
+def in_memory_store() -> DocumentJobStore:
+    return DocumentJobStore(InMemoryDocuments(), "jobs")
+
+
+class RacingStore(DocumentJobStore):
     """Lets another writer sneak in before the first ``races`` replaces."""
 
     def __init__(self, races: int) -> None:
-        super().__init__()
+        super().__init__(InMemoryDocuments(), "jobs")
         self.races = races
 
     def replace(self, job: Job, etag: str) -> str:
         if self.races > 0:
             self.races -= 1
-            current = self.documents[(job.tenant_id, job.id)][0]
-            super().replace(current.model_copy(update={"attempts": current.attempts + 1}), etag)
+            current = self.load(job.tenant_id, job.id)
+            assert current is not None
+            bumped = current.job.model_copy(update={"attempts": current.job.attempts + 1})
+            super().replace(bumped, current.etag)
         return super().replace(job, etag)
 
 
@@ -91,7 +97,7 @@ def test_update_gives_up_after_persistent_races() -> None:
 
 
 def test_missing_and_foreign_jobs_are_not_found() -> None:
-    store = InMemoryJobStore()
+    store = in_memory_store()
     store.create(new_job())
     repository = JobRepository(store)
     with pytest.raises(NotFound):

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from shared.adapters.in_memory import FixedBacklog
 from shared.errors import (
     ConfigurationError,
     Conflict,
@@ -22,7 +23,6 @@ from shared.errors import (
 )
 from shared.intake.backpressure import BacklogGate
 from shared.intake.problems import problem_for
-from tests.fakes import FixedBacklog
 
 
 @pytest.mark.parametrize(

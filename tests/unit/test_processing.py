@@ -10,25 +10,25 @@ from typing import Any
 
 import pytest
 
+from shared.adapters.in_memory import (
+    InMemoryBlobs,
+    InMemoryDocuments,
+    RecordingPublisher,
+    RecordingSender,
+    RecordingSettler,
+)
 from shared.adapters.local_model import LocalModel
 from shared.contracts import ClaimCheck, Job, JobStatus, RequestMessage
 from shared.errors import PermanentError, TransientError
 from shared.events.announcements import Announcer
 from shared.inference import InferenceInput, InferenceResult
 from shared.intake.claim_checks import ClaimChecks
-from shared.jobs import JobRepository
+from shared.jobs import DocumentJobStore, JobRepository
+from shared.processing.deferral import DeferredEntry, DocumentDeferralLedger
 from shared.processing.inbound import InboundMessage
 from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
 from shared.results import ResultStore
-from tests.fakes import (
-    InMemoryBlobStore,
-    InMemoryJobStore,
-    InMemoryLedger,
-    RecordingEvents,
-    RecordingSender,
-    RecordingSettler,
-    broker_down,
-)
+from tests.fakes import broker_down
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 TENANT = "t1"
@@ -51,17 +51,18 @@ class ScriptedModel:
 
 @dataclass
 class Harness:
-    blobs: InMemoryBlobStore = field(default_factory=InMemoryBlobStore)
-    store: InMemoryJobStore = field(default_factory=InMemoryJobStore)
+    blobs: InMemoryBlobs = field(default_factory=InMemoryBlobs)
     sender: RecordingSender = field(default_factory=RecordingSender)
     topic: RecordingSender = field(default_factory=RecordingSender)
-    events: RecordingEvents = field(default_factory=RecordingEvents)
-    ledger: InMemoryLedger = field(default_factory=InMemoryLedger)
+    events: RecordingPublisher = field(default_factory=RecordingPublisher)
     settler: RecordingSettler = field(default_factory=RecordingSettler)
     model: ScriptedModel = field(default_factory=ScriptedModel)
     max_retries: int = 3
 
     def __post_init__(self) -> None:
+        documents = InMemoryDocuments(self.blobs)
+        self.store = DocumentJobStore(documents, "jobs")
+        self.ledger = DocumentDeferralLedger(documents, "ledgers")
         self.jobs = JobRepository(self.store, clock=lambda: NOW)
         self.processor = MessageProcessor(
             policy=ProcessingPolicy(
@@ -104,6 +105,14 @@ class Harness:
 
     def status(self, request_id: str = "r1") -> JobStatus:
         return self.jobs.get(TENANT, request_id).status
+
+    def ledger_entry(self, sequence: int) -> DeferredEntry:
+        (entry,) = [
+            e
+            for e in self.ledger.due("inference-requests", NOW + timedelta(days=365))
+            if e.sequence_number == sequence
+        ]
+        return entry
 
 
 def message(
@@ -200,7 +209,7 @@ def test_not_yet_due_is_deferred_after_its_ledger_entry_is_written(h: Harness) -
         == "deferred"
     )
     assert h.settler.actions == [("defer", "r1", None, None)]
-    entry = h.ledger.entries[("inference-requests", 7)]
+    entry = h.ledger_entry(7)
     assert (entry.request_id, entry.due_at, entry.reason) == ("r1", due, "not_before")
     assert h.status() is JobStatus.ACCEPTED
 
@@ -209,7 +218,7 @@ def test_an_unfinished_prerequisite_defers_and_a_failed_one_dead_letters(h: Harn
     h.job("first")
     h.job()
     assert h.processor.process(message(request_body(h, after="first")), h.settler) == "deferred"
-    assert h.ledger.entries[("inference-requests", 7)].reason == "after"
+    assert h.ledger_entry(7).reason == "after"
 
     h.jobs.update(TENANT, "first", lambda j: j.model_copy(update={"status": JobStatus.FAILED}))
     h.processor.process(message(request_body(h, after="first")), h.settler)
@@ -228,7 +237,7 @@ def test_a_bad_claim_check_is_dead_lettered(h: Harness, damage: str) -> None:
     h.job()
     body = request_body(h)
     if damage == "missing":
-        h.blobs.blobs.clear()
+        h.blobs.delete("inputs", f"{TENANT}/r1")
     else:
         h.blobs.upload("inputs", f"{TENANT}/r1", b"tampered", "text/plain", {})
     h.processor.process(message(body), h.settler)

@@ -1,0 +1,235 @@
+"""In-memory implementations of Inferbus's ports, for unit tests and benchmarks.
+
+They keep the rules of the real adapters so that the logic under test meets what it meets
+in production: ``InMemoryDocuments`` enforces Blob storage's preconditions exactly
+(``create`` is if-none-match, ``replace`` and a conditional ``delete`` are if-match, a
+failed precondition raises ``ConcurrencyConflict`` like ``BlobJsonDocuments``), and
+documents are blobs of the same ``InMemoryBlobs`` account, as they are in Azure. The
+recording ports (sender, publisher, settler) keep what they were given and can be told
+to fail. ``composition.in_memory_ports`` wires them; nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from shared.documents import Document
+from shared.errors import ConcurrencyConflict, NotFound
+from shared.events.announcements import CloudEventSpec
+from shared.intake.claim_checks import BlobInfo
+from shared.messaging import OutgoingMessage
+from shared.ops.backlog_report import QueueSnapshot
+from shared.processing.inbound import InboundMessage
+
+ACCOUNT_URL = "https://acct.blob.core.windows.net"
+_etags = itertools.count(1)
+
+
+def _next_etag() -> str:
+    return f'"0x{next(_etags):X}"'
+
+
+@dataclass(frozen=True)
+class StoredBlob:
+    data: bytes
+    media_type: str
+    metadata: dict[str, str]
+    etag: str
+
+
+class InMemoryBlobs:
+    """Implements ``claim_checks.BlobStore``: one storage account in memory."""
+
+    def __init__(self, account_url: str = ACCOUNT_URL) -> None:
+        self.account_url = account_url
+        self.stored: dict[tuple[str, str], StoredBlob] = {}
+        self.lock = threading.RLock()
+
+    def write(
+        self, container: str, name: str, data: bytes, media_type: str, metadata: dict[str, str]
+    ) -> str:
+        etag = _next_etag()
+        with self.lock:
+            self.stored[(container, name)] = StoredBlob(data, media_type, dict(metadata), etag)
+        return etag
+
+    def upload(
+        self, container: str, name: str, data: bytes, media_type: str, metadata: dict[str, str]
+    ) -> None:
+        self.write(container, name, data, media_type, metadata)
+
+    def info(self, container: str, name: str) -> BlobInfo | None:
+        found = self.stored.get((container, name))
+        if found is None:
+            return None
+        return BlobInfo(len(found.data), found.media_type, dict(found.metadata), found.etag)
+
+    def read_chunks(self, container: str, name: str) -> Iterator[bytes]:
+        found = self.stored.get((container, name))
+        if found is None:
+            raise NotFound(f"blob {container}/{name} does not exist")
+        yield found.data
+
+    def read(self, container: str, name: str) -> bytes | None:
+        found = self.stored.get((container, name))
+        return found.data if found else None
+
+    def list_names(self, container: str, prefix: str) -> list[str]:
+        with self.lock:
+            names = [n for c, n in self.stored if c == container and n.startswith(prefix)]
+        return sorted(names)
+
+    def delete(self, container: str, name: str) -> None:
+        with self.lock:
+            self.stored.pop((container, name), None)
+
+
+class InMemoryDocuments:
+    """Implements ``documents.JsonDocuments`` over ``InMemoryBlobs`` with Blob storage's
+    conditional-request rules."""
+
+    def __init__(self, blobs: InMemoryBlobs | None = None) -> None:
+        self.blobs = blobs if blobs is not None else InMemoryBlobs()
+
+    def _write(self, container: str, name: str, document: Document) -> str:
+        data = json.dumps(document).encode("utf-8")
+        return self.blobs.write(container, name, data, "application/json", {})
+
+    def create(self, container: str, name: str, document: Document) -> str | None:
+        with self.blobs.lock:
+            if (container, name) in self.blobs.stored:
+                return None
+            return self._write(container, name, document)
+
+    def load(self, container: str, name: str) -> tuple[Document, str] | None:
+        found = self.blobs.stored.get((container, name))
+        if found is None:
+            return None
+        document: Document = json.loads(found.data)
+        return document, found.etag
+
+    def replace(self, container: str, name: str, document: Document, etag: str) -> str:
+        with self.blobs.lock:
+            found = self.blobs.stored.get((container, name))
+            if found is None or found.etag != etag:
+                raise ConcurrencyConflict(f"{container}/{name} changed since it was read")
+            return self._write(container, name, document)
+
+    def put(self, container: str, name: str, document: Document) -> str:
+        return self._write(container, name, document)
+
+    def delete(self, container: str, name: str, etag: str | None = None) -> None:
+        with self.blobs.lock:
+            found = self.blobs.stored.get((container, name))
+            if found is None:
+                return
+            if etag and found.etag != etag:
+                raise ConcurrencyConflict(f"{container}/{name} changed since it was read")
+            self.blobs.delete(container, name)
+
+    def list_names(self, container: str, prefix: str) -> list[str]:
+        return self.blobs.list_names(container, prefix)
+
+
+@dataclass
+class RecordingSender:
+    """Implements ``messaging.MessageSender``; ``fail_with`` makes sends raise it."""
+
+    sent: list[OutgoingMessage] = field(default_factory=list)
+    fail_with: Exception | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def send(self, message: OutgoingMessage) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+        with self.lock:
+            self.sent.append(message)
+
+
+@dataclass
+class RecordingPublisher:
+    """Implements ``announcements.EventPublisher``; ``fail_with`` makes publishing raise."""
+
+    published: list[CloudEventSpec] = field(default_factory=list)
+    fail_with: Exception | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def publish(self, events: list[CloudEventSpec]) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+        with self.lock:
+            self.published.extend(events)
+
+
+@dataclass
+class FixedBacklog:
+    """Implements ``backpressure.BacklogProbe`` with a set depth; counts its reads."""
+
+    depth: int
+    reads: int = 0
+
+    def active_messages(self) -> int:
+        self.reads += 1
+        return self.depth
+
+
+@dataclass
+class RecordingSettler:
+    """Implements ``settlement.Settler``; records (action, message_id, reason, description)."""
+
+    actions: list[tuple[str, str | None, str | None, str | None]] = field(default_factory=list)
+    renewals: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _record(
+        self,
+        action: str,
+        message: InboundMessage,
+        reason: str | None = None,
+        description: str | None = None,
+    ) -> None:
+        with self.lock:
+            self.actions.append((action, message.message_id, reason, description))
+
+    def complete(self, message: InboundMessage) -> None:
+        self._record("complete", message)
+
+    def abandon(self, message: InboundMessage) -> None:
+        self._record("abandon", message)
+
+    def dead_letter(self, message: InboundMessage, reason: str, description: str) -> None:
+        self._record("dead_letter", message, reason, description)
+
+    def defer(self, message: InboundMessage) -> None:
+        self._record("defer", message)
+
+    def renew_lock(self, message: InboundMessage) -> None:
+        with self.lock:
+            self.renewals += 1
+
+
+@dataclass
+class InMemoryDeferredSource:
+    """Implements ``deferral.DeferredSource``: deferred messages by sequence number."""
+
+    deferred: dict[int, InboundMessage] = field(default_factory=dict)
+    settler: RecordingSettler = field(default_factory=RecordingSettler)
+
+    def receive_deferred(self, sequence_numbers: list[int]) -> list[InboundMessage]:
+        return [self.deferred[n] for n in sequence_numbers if n in self.deferred]
+
+
+@dataclass
+class FixedQueueObserver:
+    """Implements ``backlog_report.QueueObserver`` with a set snapshot."""
+
+    current: QueueSnapshot = field(
+        default_factory=lambda: QueueSnapshot(0, 0, 0, 0, oldest_active_enqueued_at=None)
+    )
+
+    def snapshot(self) -> QueueSnapshot:
+        return self.current

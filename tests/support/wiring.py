@@ -1,0 +1,112 @@
+"""The app wired over the in-memory ports (``composition.in_memory_ports``), for unit tests.
+
+``wire()`` builds real use cases over ``shared.adapters.in_memory``; ``Wired`` names the
+in-memory ports by their concrete types so tests can read what was sent, stored and
+published, or make a port fail.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from shared.adapters.in_memory import (
+    InMemoryBlobs,
+    InMemoryDocuments,
+    RecordingPublisher,
+    RecordingSender,
+)
+from shared.clock import Clock
+from shared.composition import Ports, Services, build_services, in_memory_ports
+from shared.intake.http import ApiRequest, ApiResponse, guarded
+from shared.messaging import OutgoingMessage
+from shared.processing.inbound import InboundMessage
+from shared.settings import Settings
+
+BASE_URL = "http://localhost:7071/api"
+DEFAULT_SETTINGS = {
+    "AllowTenantHeader": "true",
+    "AllowedModels": "local-analyzer,other-model",
+    "MaxQueueBacklog": "0",
+    "MaxInlineTextBytes": "1024",
+    "MaxUploadBytes": "4096",
+}
+
+
+@dataclass(frozen=True)
+class Wired:
+    settings: Settings
+    ports: Ports
+    services: Services
+
+    @property
+    def blobs(self) -> InMemoryBlobs:
+        return cast(InMemoryBlobs, self.ports.blobs)
+
+    @property
+    def documents(self) -> InMemoryDocuments:
+        return cast(InMemoryDocuments, self.ports.documents)
+
+    @property
+    def queue(self) -> RecordingSender:
+        """The request queue: what intake sent (and retries scheduled)."""
+        return cast(RecordingSender, self.ports.requests)
+
+    @property
+    def published(self) -> RecordingPublisher:
+        return cast(RecordingPublisher, self.ports.events)
+
+    def call(self, handler: Any, request: ApiRequest) -> ApiResponse:
+        """Run an API handler as the HTTP trigger does: errors become problem+json."""
+        return guarded(lambda r: handler(self.services, r), request)
+
+    def deliver(self, message: OutgoingMessage, sequence: int = 1) -> InboundMessage:
+        """The message as the broker would deliver it to the processor."""
+        return InboundMessage(
+            body=message.body,
+            message_id=message.message_id,
+            sequence_number=sequence,
+            delivery_count=1,
+            enqueued_time=datetime.now(UTC),
+            correlation_id=message.correlation_id,
+            content_type=message.content_type,
+            subject=message.subject,
+            application_properties=dict(message.application_properties),
+        )
+
+
+def wire(clock: Clock | None = None, ports: dict[str, Any] | None = None, **values: str) -> Wired:
+    """The use cases over in-memory ports; ``values`` are app settings, ``ports`` replace
+    in-memory ports by name (``Ports`` fields)."""
+    settings = Settings.model_validate({**DEFAULT_SETTINGS, **values})
+    base = in_memory_ports(settings) if clock is None else in_memory_ports(settings, clock=clock)
+    chosen = replace(base, **(ports or {}))
+    return Wired(settings, chosen, build_services(settings, chosen))
+
+
+def api_request(
+    method: str,
+    path: str,
+    *,
+    body: bytes | dict[str, Any] | list[Any] | None = None,
+    headers: dict[str, str] | None = None,
+    params: dict[str, str] | None = None,
+    route_params: dict[str, str] | None = None,
+    tenant: str | None = None,
+) -> ApiRequest:
+    """An ``ApiRequest`` as ``triggers/http_adapter.py`` makes it (header names lower case)."""
+    all_headers = {"x-tenant-id": tenant} if tenant else {}
+    if isinstance(body, dict | list):
+        body = json.dumps(body).encode()
+        all_headers["content-type"] = "application/json"
+    all_headers.update({k.lower(): v for k, v in (headers or {}).items()})
+    return ApiRequest(
+        method=method,
+        url=f"{BASE_URL}{path}",
+        headers=all_headers,
+        params=params or {},
+        route_params=route_params or {},
+        body=body or b"",
+    )

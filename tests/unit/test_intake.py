@@ -1,0 +1,205 @@
+"""Intake over in-memory ports: claim check, job, message, idempotency, enqueue failure."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from shared.adapters.in_memory import FixedBacklog
+from shared.contracts import JobStatus
+from shared.errors import (
+    Conflict,
+    InvalidInput,
+    PayloadTooLarge,
+    ServiceUnavailable,
+    TransientError,
+    UnknownModel,
+)
+from shared.intake.idempotency import hash_key
+from shared.intake.submissions import BlobReference, InlineContent, Submission
+from tests.fakes import broker_down
+from tests.support.wiring import Wired, wire
+
+TEXT = b"Invoice 12: 300 EUR due within 30 days."
+ACCOUNT = "https://acct.blob.core.windows.net"
+
+
+def text_submission(tenant: str = "contoso", **changes: object) -> Submission:
+    fields: dict[str, object] = {
+        "tenant_id": tenant,
+        "model": "local-analyzer",
+        "content": InlineContent(TEXT, "text/plain; charset=utf-8"),
+    }
+    fields.update(changes)
+    return Submission(**fields)  # type: ignore[arg-type]
+
+
+def test_a_submission_stores_its_claim_check_records_its_job_and_sends_one_message(
+    wired: Wired,
+) -> None:
+    accepted = wired.services.intake.submit(text_submission(priority="high"))
+
+    job = accepted.job
+    assert accepted.replayed is False
+    assert job.status is JobStatus.ACCEPTED
+    assert wired.services.jobs.get("contoso", job.id) == job, "the job is stored"
+    stored = wired.blobs.info("inputs", f"contoso/{job.id}")
+    assert stored is not None
+    assert wired.blobs.read("inputs", f"contoso/{job.id}") == TEXT
+    assert stored.metadata["sha256"] == hashlib.sha256(TEXT).hexdigest()
+
+    (message,) = wired.queue.sent
+    body = json.loads(message.body)
+    assert message.message_id == job.id
+    assert message.correlation_id == job.correlation_id
+    assert body["input"]["blob_uri"] == f"{wired.blobs.account_url}/inputs/contoso/{job.id}"
+    assert body["input"]["sha256"] == hashlib.sha256(TEXT).hexdigest()
+    assert "text" not in body["input"], "the message carries the reference, not the text"
+    properties = message.application_properties
+    assert (properties["tenant"], properties["model_name"], properties["priority"]) == (
+        "contoso",
+        "local-analyzer",
+        "high",
+    )
+
+
+def test_the_same_key_and_body_give_the_same_job_and_never_a_second_message(
+    wired: Wired,
+) -> None:
+    first = wired.services.intake.submit(
+        text_submission(idempotency_key="order-1", request_hash="h1")
+    )
+    again = wired.services.intake.submit(
+        text_submission(idempotency_key="order-1", request_hash="h1")
+    )
+
+    assert again.replayed is True
+    assert again.job == first.job
+    assert [m.message_id for m in wired.queue.sent] == [first.job.id]
+    marker = wired.documents.load("idempotency", f"contoso/{hash_key('order-1')}.json")
+    assert marker is not None
+    assert marker[0]["state"] == "committed"
+
+
+def test_the_same_key_with_another_body_is_a_conflict_and_keys_are_per_tenant(
+    wired: Wired,
+) -> None:
+    wired.services.intake.submit(text_submission(idempotency_key="k", request_hash="h1"))
+    with pytest.raises(Conflict) as reused:
+        wired.services.intake.submit(text_submission(idempotency_key="k", request_hash="h2"))
+    assert reused.value.code == "idempotency_key_reused"
+
+    other = wired.services.intake.submit(
+        text_submission("fabrikam", idempotency_key="k", request_hash="h2")
+    )
+    assert other.replayed is False
+    assert len(wired.queue.sent) == 2
+
+
+def test_a_failed_send_fails_the_job_releases_the_key_and_is_503() -> None:
+    wired = wire()
+    wired.queue.fail_with = broker_down()
+
+    with pytest.raises(ServiceUnavailable) as unavailable:
+        wired.services.intake.submit(text_submission(idempotency_key="k", request_hash="h"))
+
+    assert isinstance(unavailable.value, TransientError)
+    assert unavailable.value.retry_after == 5
+    (name,) = wired.documents.list_names("jobs", "contoso/")
+    failed = wired.services.jobs.get("contoso", name.split("/")[1].removesuffix(".json"))
+    assert failed.status is JobStatus.FAILED
+    assert failed.error is not None
+    assert failed.error.code == "enqueue_failed"
+    assert wired.documents.list_names("idempotency", "contoso/") == [], "the key is released"
+
+    wired.queue.fail_with = None
+    retried = wired.services.intake.submit(text_submission(idempotency_key="k", request_hash="h"))
+    assert retried.replayed is False
+    assert retried.job.id != failed.id, "the released key starts a new request"
+    assert [m.message_id for m in wired.queue.sent] == [retried.job.id]
+
+
+def test_a_referenced_blob_of_the_tenant_becomes_the_claim_check(wired: Wired) -> None:
+    wired.blobs.upload("incoming", "contoso/letter.txt", TEXT, "text/plain", {})
+    uri = f"{wired.blobs.account_url}/incoming/contoso/letter.txt"
+
+    accepted = wired.services.intake.submit(text_submission(content=BlobReference(uri)))
+
+    assert accepted.job.input is not None
+    assert accepted.job.input.blob_uri == uri  # type: ignore[union-attr]
+    assert accepted.job.input.sha256 == hashlib.sha256(TEXT).hexdigest()  # type: ignore[union-attr]
+    assert wired.blobs.list_names("inputs", "") == [], "nothing is copied"
+
+
+@pytest.mark.parametrize(
+    ("uri", "why"),
+    [
+        (f"{ACCOUNT}/incoming/fabrikam/letter.txt", "tenant"),
+        (f"{ACCOUNT}/results/contoso/letter.txt", "container"),
+        ("https://evil.example/incoming/contoso/letter.txt", "storage account"),
+        (f"{ACCOUNT}/incoming/contoso/absent.txt", "no such blob"),
+    ],
+)
+def test_a_blob_reference_outside_the_tenant_space_is_refused_before_anything_is_written(
+    wired: Wired, uri: str, why: str
+) -> None:
+    wired.blobs.upload("incoming", "fabrikam/letter.txt", TEXT, "text/plain", {})
+    wired.blobs.upload("results", "contoso/letter.txt", TEXT, "text/plain", {})
+    with pytest.raises(InvalidInput, match=why):
+        wired.services.intake.submit(text_submission(content=BlobReference(uri)))
+    assert wired.documents.list_names("jobs", "") == []
+    assert wired.queue.sent == []
+
+
+def test_invalid_submissions_are_refused_with_their_field_named(wired: Wired) -> None:
+    with pytest.raises(UnknownModel):
+        wired.services.intake.submit(text_submission(model="gpt-9"))
+    with pytest.raises(InvalidInput) as too_late:
+        wired.services.intake.submit(text_submission(deadline_seconds=86_401))
+    assert too_late.value.fields[0].field == "deadline_seconds"
+    big = wire(MaxUploadBytes="10")
+    big.blobs.upload("incoming", "contoso/big.txt", TEXT, "text/plain", {})
+    with pytest.raises(PayloadTooLarge):
+        big.services.intake.submit(
+            text_submission(content=BlobReference(f"{ACCOUNT}/incoming/contoso/big.txt"))
+        )
+    assert wired.queue.sent == []
+    assert big.queue.sent == []
+
+
+def test_fault_injection_is_refused_unless_the_development_stack_enables_it() -> None:
+    production = wire()
+    with pytest.raises(InvalidInput) as refused:
+        production.services.intake.submit(
+            text_submission(parameters={"simulate": {"permanent": True}})
+        )
+    assert refused.value.fields[0].field == "parameters.simulate"
+    assert production.queue.sent == []
+
+    development = wire(LocalModelFaults="true")
+    accepted = development.services.intake.submit(
+        text_submission(parameters={"simulate": {"permanent": True}})
+    )
+    assert accepted.job.parameters == {"simulate": {"permanent": True}}
+
+    openai = wire(
+        LocalModelFaults="true",
+        ModelProvider="azure_openai",
+        **{"AzureOpenAI__endpoint": "https://x.openai.azure.com"},
+    )
+    with pytest.raises(InvalidInput):
+        openai.services.intake.submit(text_submission(parameters={"simulate": {}}))
+
+
+def test_a_full_queue_is_503_before_anything_is_stored() -> None:
+    backlog = FixedBacklog(depth=10)
+    wired = wire(MaxQueueBacklog="10", ports={"backlog": backlog})
+    with pytest.raises(ServiceUnavailable):
+        wired.services.intake.submit(text_submission())
+    assert wired.blobs.stored == {}
+    assert wired.queue.sent == []
+    backlog.depth = 9
+    wire_again = wire(MaxQueueBacklog="10", ports={"backlog": backlog})
+    assert wire_again.services.intake.submit(text_submission()).job.status is JobStatus.ACCEPTED

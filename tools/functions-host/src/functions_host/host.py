@@ -1,0 +1,218 @@
+"""The local host: wires configuration, the language worker and every trigger together.
+
+Start order: settings into the environment, the gRPC server and the worker process (the
+runtime indexes the app at worker init; any indexing error fails the start, as it fails
+the app in Azure), function metadata and loads, HTTP server (so webhooks answer), blob
+watcher (subscribes synchronously), Service Bus listeners, timers. Stop order (graceful
+drain): stop accepting HTTP and stop the trigger sources, let running invocations finish
+for up to ``drain_timeout_s``, close receivers, then terminate the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from functions_host.blob_watcher import BlobWatcher
+from functions_host.config import HostConfig, apply_values_to_environment, load_host_config
+from functions_host.eventgrid_delivery import RetryPolicy
+from functions_host.functions import FunctionSpec, spec_from_metadata
+from functions_host.http_server import Dispatcher, LocalHttpServer
+from functions_host.invocation import Invoker
+from functions_host.keys import HostKeys, load_or_create_keys
+from functions_host.language_worker import LanguageWorker, WorkerError
+from functions_host.servicebus_listener import ServiceBusListener
+from functions_host.settlement import MessageLocks, SettlementService
+from functions_host.timers import TimerRunner
+from functions_host.worker_logs import WorkerLogPrinter
+
+log = logging.getLogger("host")
+SUPPORTED_TRIGGERS = {
+    "httpTrigger",
+    "eventGridTrigger",
+    "blobTrigger",
+    "serviceBusTrigger",
+    "timerTrigger",
+}
+
+
+@dataclass(frozen=True)
+class HostOptions:
+    script_root: Path
+    settings_path: Path | None = None
+    keys_path: Path | None = None
+    bind: str = "127.0.0.1"
+    port: int | None = None
+    drain_timeout_s: float = 30.0
+    blob_poll_interval_s: float = 2.0
+    eventgrid_time_scale: float = 1.0
+    disabled: tuple[str, ...] = ()
+
+
+class LocalHost:
+    def __init__(self, options: HostOptions) -> None:
+        self.options = options
+        self.config: HostConfig = load_host_config(options.script_root, options.settings_path)
+        self.keys: HostKeys = load_or_create_keys(
+            options.keys_path or options.script_root / ".local" / "host-keys.json"
+        )
+        self.functions: list[FunctionSpec] = []
+        self._server: LocalHttpServer | None = None
+        self._watcher: BlobWatcher | None = None
+        self._listeners: list[ServiceBusListener] = []
+        self._timers: list[TimerRunner] = []
+        self._invoker: Invoker | None = None
+        self._worker: LanguageWorker | None = None
+        self._locks = MessageLocks()
+        self.stopped = threading.Event()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.server_port)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.options.bind}:{self.port}"
+
+    def _enabled(self, spec: FunctionSpec) -> bool:
+        disabled = os.environ.get(f"AzureWebJobs.{spec.name}.Disabled", "").lower() in ("1", "true")
+        return not disabled and spec.name not in self.options.disabled
+
+    def start(self) -> None:
+        skipped = apply_values_to_environment(self.config.values)
+        for name in skipped:
+            log.info(
+                "Skipping '%s' from local settings as it's already defined in the environment", name
+            )
+        all_functions, invoker = self._start_worker()
+        self.functions = [f for f in all_functions if self._enabled(f)]
+        for spec in all_functions:
+            if spec.trigger_type not in SUPPORTED_TRIGGERS:
+                log.warning(
+                    "function %s: %s is not supported by this host; it will not run",
+                    spec.name,
+                    spec.trigger_type,
+                )
+        dispatcher = Dispatcher(self.functions, invoker, self.keys, self.config.route_prefix)
+        port = self.config.local_http_port if self.options.port is None else self.options.port
+        try:
+            self._server = LocalHttpServer((self.options.bind, port), dispatcher)
+        except OSError as error:
+            raise SystemExit(
+                f"port {port} on {self.options.bind} is not available: {error.strerror}"
+            ) from error
+        self._server.start()
+        self._watcher = BlobWatcher(
+            self.functions,
+            self.base_url,
+            self.keys.system_keys["blobs_extension"],
+            _host_id(self.options.script_root),
+            poll_interval_s=self.options.blob_poll_interval_s,
+            retry=RetryPolicy(time_scale=self.options.eventgrid_time_scale),
+        )
+        self._watcher.start()
+        for spec in self.functions:
+            if spec.trigger_type == "serviceBusTrigger":
+                listener = ServiceBusListener(spec, invoker, self.config.service_bus, self._locks)
+                self._listeners.append(listener)
+                listener.start()
+            elif spec.trigger_type == "timerTrigger":
+                runner = TimerRunner(spec, invoker)
+                self._timers.append(runner)
+                runner.start()
+        self._log_functions()
+
+    def _start_worker(self) -> tuple[list[FunctionSpec], Invoker]:
+        """Start the worker (the runtime indexes the app), then read and load the functions."""
+        printer = WorkerLogPrinter()
+        settlement = SettlementService(self._locks)
+        self._worker = LanguageWorker(
+            self.options.script_root, printer.print, services=[settlement.register]
+        )
+        self._worker.start()
+        specs: list[FunctionSpec] = []
+        for metadata in self._worker.functions_metadata():
+            spec = spec_from_metadata(metadata)
+            if spec is None:
+                continue
+            try:
+                self._worker.load(metadata)
+            except WorkerError as error:
+                log.error("Function '%s' failed to load: %s", spec.name, error)
+                continue
+            specs.append(spec)
+        self._invoker = Invoker(self._worker, self.config.function_timeout_s)
+        printer.names = self._invoker.names
+        return specs, self._invoker
+
+    def _log_functions(self) -> None:
+        lines = ["Functions:"]
+        for spec in self.functions:
+            trigger = spec.trigger
+            if spec.trigger_type == "httpTrigger":
+                methods = ",".join(trigger.get("methods") or ["ALL"])
+                route = trigger.get("route") or spec.name
+                prefix = f"/{self.config.route_prefix}" if self.config.route_prefix else ""
+                detail = f"[{methods}] {self.base_url}{prefix}/{route}"
+            elif spec.trigger_type == "eventGridTrigger":
+                webhook = f"{self.base_url}/runtime/webhooks/eventgrid"
+                detail = f"eventGridTrigger {webhook}?functionName={spec.name}"
+            elif spec.trigger_type == "blobTrigger":
+                source = trigger.get("source", "LogsAndContainerScan")
+                detail = f"blobTrigger {trigger.get('path')} (source {source})"
+            elif spec.trigger_type == "serviceBusTrigger":
+                entity = (
+                    trigger.get("queueName")
+                    or f"{trigger.get('topicName')}/{trigger.get('subscriptionName')}"
+                )
+                cardinality = str(trigger.get("cardinality", "one")).lower()
+                detail = f"serviceBusTrigger {entity} (cardinality {cardinality})"
+            else:
+                detail = f"{spec.trigger_type} {trigger.get('schedule', '')}".rstrip()
+            lines.append(f"    {spec.name}: {detail}")
+        log.info("\n".join(lines))
+
+    def stop(self) -> None:
+        """Graceful drain; safe to call more than once."""
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        log.info(
+            "Stopping host: draining running invocations (up to %.0fs)",
+            self.options.drain_timeout_s,
+        )
+        if self._server is not None:
+            self._server.dispatcher.stopping = True
+            threading.Thread(target=self._server.shutdown, daemon=True).start()
+        sources: list[ServiceBusListener | TimerRunner] = [*self._listeners, *self._timers]
+        for source in sources:
+            source.stop()
+        if self._watcher is not None:
+            self._watcher.stop()
+        if self._invoker is not None:
+            self._invoker.stop_accepting()
+            if not self._invoker.drain(self.options.drain_timeout_s):
+                log.warning(
+                    "%d invocation(s) still running after the drain timeout",
+                    self._invoker.in_flight,
+                )
+        for source in sources:
+            source.join(10)
+        if self._watcher is not None:
+            self._watcher.join(5)
+        if self._server is not None:
+            self._server.wait_idle(5)
+            self._server.server_close()
+        if self._worker is not None:
+            self._worker.stop()
+        log.info("Host stopped")
+
+
+def _host_id(script_root: Path) -> str:
+    name = re.sub(r"[^a-z0-9-]", "-", script_root.resolve().name.lower()).strip("-")
+    return (name or "local")[:32] + "-local"

@@ -1,0 +1,50 @@
+"""The worker's ``RpcLog`` messages, printed the way the Functions host prints them.
+
+A log written by the app during an invocation appears under ``Function.<name>.User`` (the
+host's category for a function's own logs); the runtime's and the worker's own logs under
+``Host.Worker``; app logs outside any invocation (module import, background threads)
+under their Python logger's name.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from functions_host.protos import messages
+
+# The level the protocol names ``None`` (a Python keyword, so read by name): log nothing.
+LEVEL_NONE = messages.RpcLog.Level.Value("None")
+_LEVELS = {
+    messages.RpcLog.Trace: logging.DEBUG,
+    messages.RpcLog.Debug: logging.DEBUG,
+    messages.RpcLog.Information: logging.INFO,
+    messages.RpcLog.Warning: logging.WARNING,
+    messages.RpcLog.Error: logging.ERROR,
+    messages.RpcLog.Critical: logging.CRITICAL,
+}
+
+
+class WorkerLogPrinter:
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}  # invocation id -> function name (the invoker's)
+
+    def category(self, rpc_log: Any) -> str:
+        if rpc_log.log_category == messages.RpcLog.System:
+            return "Host.Worker"
+        function = self.names.get(rpc_log.invocation_id)
+        if function:
+            return f"Function.{function}.User"
+        return str(rpc_log.category or "Host.Worker")
+
+    def print(self, rpc_log: Any) -> None:
+        if rpc_log.level == LEVEL_NONE:
+            return
+        level = _LEVELS.get(rpc_log.level, logging.INFO)
+        logger = logging.getLogger(self.category(rpc_log))
+        if not logger.isEnabledFor(level):
+            return
+        text = str(rpc_log.message)
+        if rpc_log.HasField("exception") and rpc_log.exception.stack_trace:
+            text = f"{text}\n{rpc_log.exception.stack_trace.rstrip()}"
+        logger.log(level, "%s", text)

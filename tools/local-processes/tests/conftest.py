@@ -1,0 +1,1 @@
+"""Tests of the process starter: real child processes, no services but Azurite."""

@@ -1,0 +1,177 @@
+"""Locks, deferral, scheduling, TTL and max delivery count, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Callable
+
+import pytest
+from azure.servicebus import ServiceBusMessage, ServiceBusMessageState, ServiceBusReceiveMode
+from azure.servicebus.exceptions import MessageLockLostError
+
+from emulator_sdk import Sdk
+from servicebus_emulator.process import ServiceBusEmulator
+
+pytestmark = pytest.mark.emulator
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+async def send(client: Sdk, queue: str, *messages: ServiceBusMessage) -> None:
+    async with client.get_queue_sender(queue) as sender:
+        await sender.send_messages(list(messages))
+
+
+async def test_lock_expiry_redelivers_and_late_settlement_fails(
+    client: Sdk, entity: Callable[[str], str]
+) -> None:
+    queue = entity("locks")  # LockDuration PT1S
+    await send(client, queue, ServiceBusMessage("slow"))
+    async with client.get_queue_receiver(queue) as receiver:
+        (first,) = await receiver.receive_messages(max_wait_time=5)
+        await asyncio.sleep(1.3)
+        with pytest.raises(MessageLockLostError):
+            await receiver.complete_message(first)
+        (again,) = await receiver.receive_messages(max_wait_time=5)
+        assert (str(again), again.delivery_count) == ("slow", 1)
+        await receiver.complete_message(again)
+
+
+async def test_renew_lock_keeps_the_message(
+    client: Sdk, entity: Callable[[str], str], test_emulator: ServiceBusEmulator
+) -> None:
+    queue = entity("locks")
+    await send(client, queue, ServiceBusMessage("renewed"))
+    async with client.get_queue_receiver(queue) as receiver:
+        (message,) = await receiver.receive_messages(max_wait_time=5)
+        first_until = message.locked_until_utc
+        for _ in range(3):
+            await asyncio.sleep(0.5)
+            await receiver.renew_message_lock(message)
+        assert message.locked_until_utc > first_until
+        await receiver.complete_message(message)  # 1.5 s after receipt: only valid if renewed
+    assert test_emulator.runtime_properties(queue)["active_message_count"] == 0
+
+
+async def test_max_delivery_count_dead_letters(
+    client: Sdk, entity: Callable[[str], str], test_emulator: ServiceBusEmulator
+) -> None:
+    queue = entity("maxdelivery")  # MaxDeliveryCount 2
+    await send(client, queue, ServiceBusMessage("cursed"))
+    async with client.get_queue_receiver(queue) as receiver:
+        for _ in range(2):
+            (message,) = await receiver.receive_messages(max_wait_time=5)
+            await receiver.abandon_message(message)
+    async with client.get_queue_receiver(queue, sub_queue="deadletter") as dlq:
+        (dead,) = await dlq.receive_messages(max_wait_time=5)
+        assert str(dead) == "cursed"
+        assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
+        assert dead.delivery_count == 2
+        await dlq.complete_message(dead)
+    assert test_emulator.runtime_properties(queue)["active_message_count"] == 0
+
+
+async def test_ttl_expiry_dead_letters_or_drops_per_entity(
+    client: Sdk, entity: Callable[[str], str], test_emulator: ServiceBusEmulator
+) -> None:
+    await send(client, entity("ttl-dl"), ServiceBusMessage("stale"))  # entity TTL PT1S
+    short_lived = ServiceBusMessage("short", time_to_live=dt.timedelta(seconds=0.5))
+    await send(client, entity("ttl-drop"), ServiceBusMessage("stale"), short_lived)
+    await asyncio.sleep(1.3)
+    dead_lettering = test_emulator.runtime_properties(entity("ttl-dl"))
+    dropping = test_emulator.runtime_properties(entity("ttl-drop"))
+    assert (
+        dead_lettering["active_message_count"],
+        dead_lettering["dead_letter_message_count"],
+    ) == (0, 1)
+    assert (dropping["active_message_count"], dropping["dead_letter_message_count"]) == (0, 0)
+    async with client.get_queue_receiver(entity("ttl-dl"), sub_queue="deadletter") as dlq:
+        (dead,) = await dlq.receive_messages(max_wait_time=5)
+        assert dead.dead_letter_reason == "TTLExpiredException"
+        await dlq.complete_message(dead)
+
+
+async def test_defer_then_receive_by_sequence_number_and_settle_via_management(
+    client: Sdk, entity: Callable[[str], str], test_emulator: ServiceBusEmulator
+) -> None:
+    queue = entity("defer")
+    await send(client, queue, ServiceBusMessage("later"), ServiceBusMessage("also later"))
+    async with client.get_queue_receiver(queue) as receiver:
+        messages = await receiver.receive_messages(max_message_count=2, max_wait_time=5)
+        assert len(messages) == 2
+        for message in messages:
+            await receiver.defer_message(message)
+        assert test_emulator.runtime_properties(queue)["deferred_message_count"] == 2
+        assert await receiver.receive_messages(max_wait_time=1) == []
+        numbers = [m.sequence_number for m in messages]
+        deferred = await receiver.receive_deferred_messages(numbers)
+        assert [str(m) for m in deferred] == ["later", "also later"]
+        assert all(m.state == ServiceBusMessageState.DEFERRED for m in deferred)
+        await receiver.complete_message(deferred[0])  # update-disposition over $management
+        await receiver.dead_letter_message(
+            deferred[1], reason="Expired", error_description="gave up"
+        )
+    counts = test_emulator.runtime_properties(queue)
+    assert counts["deferred_message_count"] == 0
+    assert counts["dead_letter_message_count"] == 1
+
+
+async def test_schedule_and_cancel(
+    client: Sdk, entity: Callable[[str], str], test_emulator: ServiceBusEmulator
+) -> None:
+    queue = entity("schedule")
+    async with client.get_queue_sender(queue) as sender:
+        soon = utcnow() + dt.timedelta(seconds=2)
+        (kept,) = await sender.schedule_messages(ServiceBusMessage("on time"), soon)
+        (cancelled,) = await sender.schedule_messages(ServiceBusMessage("never"), soon)
+        assert cancelled > kept
+        assert test_emulator.runtime_properties(queue)["scheduled_message_count"] == 2
+        await sender.cancel_scheduled_messages(cancelled)
+        assert test_emulator.runtime_properties(queue)["scheduled_message_count"] == 1
+    async with client.get_queue_receiver(queue) as receiver:
+        peeked = await receiver.peek_messages(max_message_count=5)
+        assert [p.sequence_number for p in peeked] == [kept]
+        if utcnow() < soon - dt.timedelta(milliseconds=100):  # a slow machine may be past it
+            assert peeked[0].state == ServiceBusMessageState.SCHEDULED
+        (message,) = await receiver.receive_messages(max_wait_time=5)
+        assert str(message) == "on time"
+        assert message.scheduled_enqueue_time_utc is not None
+        assert utcnow() >= soon - dt.timedelta(milliseconds=100)
+        await receiver.complete_message(message)
+    counts = test_emulator.runtime_properties(queue)
+    assert (counts["active_message_count"], counts["scheduled_message_count"]) == (0, 0)
+
+
+async def test_peek_does_not_lock_or_remove(
+    client: Sdk, entity: Callable[[str], str], test_emulator: ServiceBusEmulator
+) -> None:
+    queue = entity("peek")
+    await send(client, queue, *[ServiceBusMessage(f"m{i}") for i in range(4)])
+    async with client.get_queue_receiver(queue) as receiver:
+        first_two = await receiver.peek_messages(max_message_count=2)
+        rest = await receiver.peek_messages(max_message_count=10)
+        assert [str(m) for m in first_two] == ["m0", "m1"]
+        assert [str(m) for m in rest] == ["m2", "m3"]  # the SDK continues after the last peeked
+        from_start = await receiver.peek_messages(
+            max_message_count=1, sequence_number=first_two[0].sequence_number
+        )
+        assert str(from_start[0]) == "m0"
+        assert from_start[0].locked_until_utc is None, "a peeked message holds no lock"
+    assert test_emulator.runtime_properties(queue)["active_message_count"] == 4
+    mode = ServiceBusReceiveMode.RECEIVE_AND_DELETE
+    async with client.get_queue_receiver(queue, receive_mode=mode) as receiver:
+        assert len(await receiver.receive_messages(max_message_count=4, max_wait_time=5)) == 4
+
+
+async def test_auto_forward_moves_messages(
+    client: Sdk, entity: Callable[[str], str], test_emulator: ServiceBusEmulator
+) -> None:
+    await send(client, entity("fwd-src"), ServiceBusMessage("moved"))
+    assert test_emulator.runtime_properties(entity("fwd-src"))["active_message_count"] == 0
+    async with client.get_queue_receiver(entity("fwd-dst")) as receiver:
+        (message,) = await receiver.receive_messages(max_wait_time=5)
+        assert str(message) == "moved"
+        await receiver.complete_message(message)

@@ -20,6 +20,7 @@ from tests.fixtures.azurite import Azurite
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.support.functions import indexed_functions
 from tests.support.servicebus import QueueRecorder, connect
+from tests.support.wiring import request_content
 
 BASE_URL = "http://localhost:7071/api"
 Call = Callable[..., func.HttpResponse]
@@ -129,18 +130,14 @@ def call(tenant: str) -> Call:
         route_params: dict[str, str] | None = None,
         as_tenant: str | None = tenant,
     ) -> func.HttpResponse:
-        all_headers = {"x-tenant-id": as_tenant} if as_tenant else {}
-        if isinstance(body, dict):
-            body = json.dumps(body).encode()
-            all_headers["content-type"] = "application/json"
-        all_headers.update(headers or {})
+        all_headers, raw = request_content(as_tenant, body, headers)
         request = func.HttpRequest(
             method=method,
             url=f"{BASE_URL}{path}",
             headers=all_headers,
             params=params or {},
             route_params=route_params or {},
-            body=body or b"",
+            body=raw,
         )
         return _function(function_name)(request)
 

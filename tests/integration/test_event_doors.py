@@ -25,7 +25,11 @@ from shared.processing.inbound import normalise_properties
 from tests.fixtures.azurite import Azurite, free_port
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import InstallServices, indexed_functions
-from tests.support.events import blob_created_event, requested_event
+from tests.support.events import (
+    blob_created_event,
+    requested_event,
+    subscription_validation_event,
+)
 from tests.support.http_recorder import Recorder, Reply, recording_server
 from tests.support.servicebus import connect, drain
 
@@ -73,18 +77,7 @@ def json_of(response: func.HttpResponse) -> Any:
 
 
 def test_event_grid_subscription_validation_answers_200_with_the_code(doors: Services) -> None:
-    validation = [
-        {
-            "id": "2d1781af",
-            "topic": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.EventGrid/topics/t",
-            "subject": "",
-            "data": {"validationCode": "512d38b6-c7b8-40c8-89fe-f46f9e9622b6"},
-            "eventType": "Microsoft.EventGrid.SubscriptionValidationEvent",
-            "eventTime": "2026-11-29T10:00:00Z",
-            "metadataVersion": "1",
-            "dataVersion": "1",
-        }
-    ]
+    validation = [subscription_validation_event()]
     response = webhook(
         validation, aeg_event_type="SubscriptionValidation", content_type="application/json"
     )

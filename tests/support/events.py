@@ -14,6 +14,23 @@ STORAGE_TOPIC = (
 )
 
 
+VALIDATION_CODE = "512d38b6-c7b8-40c8-89fe-f46f9e9622b6"
+
+
+def subscription_validation_event() -> dict[str, Any]:
+    """The event Event Grid sends (Event Grid schema) to validate a webhook subscription."""
+    return {
+        "id": "2d1781af",
+        "topic": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.EventGrid/topics/t",
+        "subject": "",
+        "data": {"validationCode": VALIDATION_CODE},
+        "eventType": "Microsoft.EventGrid.SubscriptionValidationEvent",
+        "eventTime": "2026-11-29T10:00:00Z",
+        "metadataVersion": "1",
+        "dataVersion": "1",
+    }
+
+
 def blob_created_event(storage: BlobStore, container: str, name: str) -> dict[str, Any]:
     """A ``Microsoft.Storage.BlobCreated`` event (Event Grid schema) for a stored blob."""
     info = storage.info(container, name)

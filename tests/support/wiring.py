@@ -97,16 +97,26 @@ def api_request(
     tenant: str | None = None,
 ) -> ApiRequest:
     """An ``ApiRequest`` as ``triggers/http_adapter.py`` makes it (header names lower case)."""
-    all_headers = {"x-tenant-id": tenant} if tenant else {}
-    if isinstance(body, dict | list):
-        body = json.dumps(body).encode()
-        all_headers["content-type"] = "application/json"
-    all_headers.update({k.lower(): v for k, v in (headers or {}).items()})
+    all_headers, raw = request_content(tenant, body, headers)
     return ApiRequest(
         method=method,
         url=f"{BASE_URL}{path}",
         headers=all_headers,
         params=params or {},
         route_params=route_params or {},
-        body=body or b"",
+        body=raw,
     )
+
+
+def request_content(
+    tenant: str | None,
+    body: bytes | dict[str, Any] | list[Any] | None,
+    headers: dict[str, str] | None,
+) -> tuple[dict[str, str], bytes]:
+    """(headers, body) of a test request: the tenant header, JSON bodies with their type."""
+    all_headers = {"x-tenant-id": tenant} if tenant else {}
+    if isinstance(body, dict | list):
+        body = json.dumps(body).encode()
+        all_headers["content-type"] = "application/json"
+    all_headers.update({k.lower(): v for k, v in (headers or {}).items()})
+    return all_headers, body or b""

@@ -14,7 +14,11 @@ from shared.events import webhook
 from shared.intake import request_api as api
 from shared.intake.http import ApiResponse
 from tests.fakes import broker_down
-from tests.support.events import blob_created_event, requested_event
+from tests.support.events import (
+    blob_created_event,
+    requested_event,
+    subscription_validation_event,
+)
 from tests.support.wiring import BASE_URL, Wired, api_request, wire
 
 TENANT = "contoso"
@@ -232,18 +236,7 @@ def deliver(wired: Wired, payload: Any, method: str = "POST", **headers: str) ->
 
 
 def test_the_event_grid_validation_handshake_echoes_the_code(wired: Wired) -> None:
-    validation = [
-        {
-            "id": "2d1781af",
-            "topic": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.EventGrid/topics/t",
-            "subject": "",
-            "data": {"validationCode": "512d38b6-c7b8-40c8-89fe-f46f9e9622b6"},
-            "eventType": "Microsoft.EventGrid.SubscriptionValidationEvent",
-            "eventTime": "2026-11-29T10:00:00Z",
-            "metadataVersion": "1",
-            "dataVersion": "1",
-        }
-    ]
+    validation = [subscription_validation_event()]
     response = deliver(
         wired, validation, aeg_event_type="SubscriptionValidation", content_type="application/json"
     )

@@ -51,6 +51,21 @@ def poll(stack: Stack, who: str, request_id: str, timeout: float = 60) -> dict[s
     raise AssertionError(f"request {request_id} still {current['status']} after {timeout}s")
 
 
+def wait_until_settled(stack: Stack, message_id: str, timeout: float) -> None:
+    """Until no message with this id is in the request queue (peek sees deferred ones too)."""
+    deadline = time.monotonic() + timeout
+    with (
+        ServiceBusClient.from_connection_string(stack.servicebus_connection_string) as bus,
+        bus.get_queue_receiver("inference-requests") as receiver,
+    ):
+        while time.monotonic() < deadline:
+            queued = receiver.peek_messages(max_message_count=1000, sequence_number=0)
+            if all(str(m.message_id) != message_id for m in queued):
+                return
+            time.sleep(0.3)
+    raise AssertionError(f"message {message_id} still in the queue after {timeout}s")
+
+
 def text_request(text: str, **fields: Any) -> dict[str, Any]:
     return {"model": "local-analyzer", "input": {"text": text}, **fields}
 
@@ -143,7 +158,9 @@ def test_a_queued_job_can_be_cancelled_and_stays_cancelled(stack: Stack) -> None
     )
     assert status == 200, raw
     assert json.loads(raw)["status"] == "cancelled"
-    time.sleep(7)  # past not_before, with the sweeper running every 2 s
+    # Its message is delivered (at once, or deferred and swept once not_before has passed)
+    # and settled: when it has left the queue, the job must still be cancelled.
+    wait_until_settled(stack, request_id, timeout=30)
     assert job(stack, who, request_id)["status"] == "cancelled"
     assert (
         stack.request("DELETE", f"/api/v1/requests/{request_id}", headers={"X-Tenant-Id": who})[0]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import pytest
@@ -100,7 +99,14 @@ def test_blob_upload_invokes_the_blob_trigger_once(sample_host: SampleHost) -> N
     assert rows[0]["length"] == 10
     assert rows[0]["content"] == "hello blob"
     assert str(rows[0]["uri"]).endswith(f"/{container}/{name}")
-    time.sleep(1.5)  # several scans later: still exactly one invocation
+    # A later upload delivered means the watcher scanned the container again since: the
+    # first blob still had exactly one invocation.
+    later = f"doc-{uuid.uuid4().hex[:8]}.txt"
+    client.get_blob_client(container, later).upload_blob(b"later")
+    wait_for(
+        lambda: [r for r in sample_host.records("on_blob") if r["name"] == f"{container}/{later}"],
+        what="the later blob",
+    )
     assert len(delivered()) == 1
 
 

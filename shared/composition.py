@@ -206,10 +206,10 @@ def azure_ports(settings: Settings) -> Ports:
     MaxQueueBacklog is above zero, the Event Grid publisher only when a topic endpoint is
     configured.
     """
-    from shared.adapters.backlog import backlog_probe_for
     from shared.adapters.blob_documents import BlobJsonDocuments
     from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
     from shared.adapters.eventgrid import event_grid_publisher
+    from shared.adapters.queue_counts import backlog_probe_for
     from shared.adapters.servicebus import LazyServiceBusSender, servicebus_client
     from shared.adapters.servicebus_inbound import deferred_source
 
@@ -218,7 +218,7 @@ def azure_ports(settings: Settings) -> Ports:
     queue = settings.requests_queue_name
 
     def observer() -> QueueObserver:
-        from shared.adapters.backlog import queue_observer_for
+        from shared.adapters.queue_counts import queue_observer_for
 
         return queue_observer_for(settings, bus.get())
 

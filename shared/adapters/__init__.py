@@ -1,1 +1,10 @@
-"""Adapters: the only modules that import Azure SDKs. Each implements a port of ``shared``."""
+"""Adapters: the only modules that import SDKs (Azure, OpenAI, JWT). Each implements a port.
+
+Storage (``blob_storage``, ``blob_documents``), Service Bus (``servicebus`` sending,
+``servicebus_inbound`` received messages and settlement, ``queue_counts`` runtime counts),
+Event Grid (``eventgrid``), models (``local_model``, ``azure_openai``), identity and
+tokens (``identity``, ``entra_tokens``), and ``in_memory``: every port without I/O, with
+the same rules, for tests and benchmarks. Adapters translate SDK errors into
+``shared.errors`` at the edge; they may import any of ``shared`` but nothing imports them
+except ``composition`` (and the triggers, for the binding types they decode).
+"""

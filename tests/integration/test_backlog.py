@@ -7,7 +7,11 @@ import time
 import pytest
 from azure.servicebus import ServiceBusMessage
 
-from shared.adapters.backlog import EmulatorBacklogProbe, EmulatorQueueObserver, backlog_probe_for
+from shared.adapters.queue_counts import (
+    EmulatorBacklogProbe,
+    EmulatorQueueObserver,
+    backlog_probe_for,
+)
 from shared.errors import ConfigurationError
 from shared.ops.backlog_report import report_backlog
 from tests.fixtures.azurite import Azurite

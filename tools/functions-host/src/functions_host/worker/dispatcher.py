@@ -112,12 +112,11 @@ class WorkerSession:
                 return
             try:
                 await self._call.write(message)
-            except grpc.aio.AioRpcError:
-                # After WorkerTerminate the host may close the stream while a last message
-                # (a log line) is still queued: nothing is left to tell it.
-                if self.terminated.is_set():
-                    return
-                raise
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                # The host closed the stream (after WorkerTerminate, or on its way down)
+                # while a last message, usually a log line, was still queued: nobody is
+                # left to tell. The read side reports a stream that ended unexpectedly.
+                return
 
     async def read_loop(self) -> None:
         while True:

@@ -16,8 +16,10 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver
+from azure.servicebus.exceptions import MessageNotFoundError
 
 from shared.adapters.servicebus import servicebus_errors
+from shared.errors import TransientError
 from shared.processing.inbound import InboundMessage, normalise_properties
 
 
@@ -145,25 +147,34 @@ class ReceiverDeferredSource:
         return self._settler
 
     def receive_deferred(self, sequence_numbers: list[int]) -> list[InboundMessage]:
-        """Fetch in one call; on failure fall back to one by one so that a single missing
-        message does not hide the others."""
+        """Fetch in one call; when the broker says one is not found, fall back to one by one
+        so that a single missing message does not hide the others.
+
+        Only "not found" makes a message missing: any other failure (the broker
+        unreachable, a timeout) raises ``TransientError``, so the sweeper leaves every
+        ledger entry in place for its next run instead of setting them aside as missing.
+        """
         if not sequence_numbers:
             return []
         try:
             with servicebus_errors("receiving deferred messages"):
                 received = self._receiver.receive_deferred_messages(sequence_numbers)
             return [from_sdk(message) for message in received]
-        except Exception:
-            found: list[InboundMessage] = []
-            for number in sequence_numbers:
-                try:
-                    with servicebus_errors(f"receiving deferred message {number}"):
-                        found.extend(
-                            from_sdk(m) for m in self._receiver.receive_deferred_messages([number])
-                        )
-                except Exception:  # noqa: S112 (reported by the sweeper as missing)
-                    continue
-            return found
+        except TransientError as error:
+            if not isinstance(error.__cause__, MessageNotFoundError):
+                raise
+        found: list[InboundMessage] = []
+        for number in sequence_numbers:
+            try:
+                with servicebus_errors(f"receiving deferred message {number}"):
+                    found.extend(
+                        from_sdk(m) for m in self._receiver.receive_deferred_messages([number])
+                    )
+            except TransientError as error:
+                if not isinstance(error.__cause__, MessageNotFoundError):
+                    raise
+                # missing: the sweeper reports it and keeps its ledger entry aside
+        return found
 
 
 @contextmanager

@@ -103,9 +103,13 @@ class BatchProcessor:
         report = BatchReport()
         started = time.monotonic()
         with LockKeeper(settler, self._renewal, self._max_renewal) as keeper:
+            # Every message's lock is kept from receipt, not from when a model slot frees
+            # up: with more messages than slots (or other batches sharing the pool) a queued
+            # message would otherwise lose its lock while it waits.
+            for message in messages:
+                keeper.track(message)
 
             def one(message: InboundMessage) -> str:
-                keeper.track(message)
                 try:
                     return self._processor.process(message, settler)
                 finally:

@@ -143,6 +143,44 @@ def test_locks_are_renewed_while_work_runs_and_not_after() -> None:
     assert keepers == [], "renewal has stopped (its thread is gone) once the batch is done"
 
 
+class RenewalLog(RecordingSettler):
+    """Records when each message's lock was renewed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewed_at: dict[str | None, list[float]] = {}
+
+    def renew_lock(self, message: InboundMessage) -> None:
+        super().renew_lock(message)
+        with self.lock:
+            self.renewed_at.setdefault(message.message_id, []).append(time.monotonic())
+
+
+class StartLog(SlowProcessor):
+    """Records when each message's processing started."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(delay, poison=set())
+        self.started_at: dict[str | None, float] = {}
+
+    def process(self, message: InboundMessage, settler: RecordingSettler) -> str:
+        self.started_at[message.message_id] = time.monotonic()
+        return super().process(message, settler)
+
+
+def test_a_message_waiting_for_a_model_slot_keeps_its_lock() -> None:
+    processor = StartLog(0.4)
+    settler = RenewalLog()
+    batch = BatchProcessor(
+        processor, concurrency=1, lock_renewal_seconds=0.1, max_lock_renewal_seconds=60
+    )  # type: ignore[arg-type]
+
+    batch.process([inbound(1), inbound(2)], settler)
+
+    waiting = [t for t in settler.renewed_at.get("m2", []) if t < processor.started_at["m2"]]
+    assert waiting, "m2's lock was renewed while it waited behind m1"
+
+
 def test_lock_renewal_is_bounded_in_time() -> None:
     processor = SlowProcessor(0.5, poison=set())
     settler = RecordingSettler()

@@ -12,6 +12,7 @@ its own thread, which waits while the worker runs the function. Paths:
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import sys
 import threading
@@ -33,6 +34,7 @@ from functions_host.routing import RouteTable, compile_route
 from functions_host.webhooks import WebhookHandler
 
 log = logging.getLogger("host.http")
+_KEY_IN_QUERY = re.compile(r"([?&]code=)[^&\s]*")
 MAX_BODY_BYTES = 100 * 1024 * 1024  # the host's default request size limit
 
 
@@ -121,7 +123,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
+        # The request line carries ?code=<key>: keys never reach a log, not even at debug.
+        log.debug("%s %s", self.address_string(), _KEY_IN_QUERY.sub(r"\1***", format % args))
 
     def _serve(self) -> None:
         try:

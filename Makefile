@@ -7,6 +7,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
+# checkov (tests/infra) in a venv of its own: it pins an older packaging than pytest.
+CHECKOV_VENV := .local/checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+CHECKOV_REQUIREMENTS := tests/infra/requirements-checkov.txt
 HOST_SRC := tools/functions-host/src
 PROTO := $(HOST_SRC)/functions_host/protos/function_rpc.proto
 PROTO_OUT := $(HOST_SRC)/functions_host/protos/function_rpc_pb2.py
@@ -31,7 +35,7 @@ help:
 	@echo "make emulator   run the Service Bus emulator alone on 127.0.0.1:5672"
 	@echo "make protos     compile the FunctionRpc protocol of the local host (part of bootstrap)"
 
-bootstrap: $(VENV_STAMP) $(NODE_STAMP) $(PROTO_OUT)
+bootstrap: $(VENV_STAMP) $(NODE_STAMP) $(PROTO_OUT) $(CHECKOV_STAMP)
 
 # The FunctionRpc message classes the local host and its worker speak (generated, not committed).
 $(PROTO_OUT): $(PROTO) $(VENV_STAMP)
@@ -47,6 +51,12 @@ $(VENV_STAMP): requirements.txt requirements-dev.txt $(TOOL_PROJECTS)
 	{ rm -rf $(VENV); echo "creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@touch $@
+
+$(CHECKOV_STAMP): $(CHECKOV_REQUIREMENTS) | $(VENV_STAMP)
+	rm -rf $(CHECKOV_VENV)
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $(CHECKOV_REQUIREMENTS)
 	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json

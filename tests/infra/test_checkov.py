@@ -1,25 +1,22 @@
 """checkov's Bicep checks pass on infra/, except the reasoned skips of checkov_skips.py.
 
-checkov runs from its own virtual environment (``.local/checkov-<version>``, created on
-first use with ``python -m venv`` and pip): checkov pins ``packaging<24`` while pytest needs
+checkov runs from its own virtual environment, ``.local/checkov``, which ``make bootstrap``
+creates from ``requirements-checkov.txt``: checkov pins ``packaging<24`` while pytest needs
 ``packaging>=24``, so it cannot share ``.venv``. Its pycep-parser is the version the tests
 read the templates with (requirements-dev.txt), which the first test checks.
 
 The scan is offline: ``--skip-download`` and ``BC_SKIP_MAPPING`` (no Prisma Cloud data),
 ``CKV_SKIP_PACKAGE_UPDATE_CHECK`` (no PyPI version check), no API key (nothing uploaded).
-Only creating the environment the first time needs the package index. The ``arm``
+The ``arm``
 framework has nothing to scan: there are no ARM templates in infra/ (Bicep compiles to ARM,
 and checkov's Bicep runner applies the ARM resource checks to the Bicep resources).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
-import sys
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -29,11 +26,9 @@ import pytest
 from tests.infra import INFRA, REPO_ROOT, bicep_files
 from tests.infra.checkov_skips import SKIPS
 
-CHECKOV_VERSION = "3.3.30"
 # checkov 3.3.30 pins pycep-parser==0.5.1; the tests must read Bicep as checkov does.
 PYCEP_VERSION = "0.5.1"
-VENV = REPO_ROOT / ".local" / f"checkov-{CHECKOV_VERSION}"
-READY = VENV / ".installed"
+CHECKOV_PYTHON = REPO_ROOT / ".local" / "checkov" / "bin" / "python"
 OFFLINE_ENV = {
     "BC_SKIP_MAPPING": "TRUE",
     "CKV_SKIP_PACKAGE_UPDATE_CHECK": "TRUE",
@@ -42,30 +37,11 @@ OFFLINE_ENV = {
 }
 
 
-def _python(venv: Path) -> Path:
-    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-
-
-def _ensure_checkov() -> Path:
-    """The checkov environment, created once (under a lock: runs may be concurrent).
-
-    The stamp file is written last, so an interrupted installation is redone from scratch.
-    """
-    VENV.parent.mkdir(parents=True, exist_ok=True)
-    with open(VENV.parent / f".checkov-{CHECKOV_VERSION}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not READY.is_file():
-            shutil.rmtree(VENV, ignore_errors=True)
-            subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-            pip = [str(_python(VENV)), "-m", "pip", "--disable-pip-version-check"]
-            subprocess.run([*pip, "install", "--quiet", f"checkov=={CHECKOV_VERSION}"], check=True)
-            READY.write_text(CHECKOV_VERSION + "\n", encoding="utf-8")
-    return _python(VENV)
-
-
 @pytest.fixture(scope="session")
 def checkov_python() -> Path:
-    return _ensure_checkov()
+    if not CHECKOV_PYTHON.is_file():
+        pytest.fail(f"{CHECKOV_PYTHON} is missing: `make bootstrap` creates checkov's venv")
+    return CHECKOV_PYTHON
 
 
 @pytest.fixture(scope="session")

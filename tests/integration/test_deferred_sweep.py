@@ -1,18 +1,27 @@
-"""The deferred sweeper against the emulator: a vanished message is told from a busy broker.
+"""The deferred sweeper against the emulator: a vanished message is told from a lost broker.
 
 Through the unmodified SDK, a deferred message that is not there comes back as the
 broker's ``message-not-found`` (``MessageNotFoundError``): only that sets a ledger entry
-aside as missing. The entry of a message that is deferred is swept and leaves the ledger.
+aside as missing, and it does not hide the deferred messages received with it. A broker
+that goes away is transient: every entry stays for the next sweep.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
+from servicebus_emulator.process import run_emulator
+from shared.adapters.in_memory import InMemoryDocuments
+from shared.adapters.servicebus_inbound import ReceiverDeferredSource
 from shared.composition import Services
-from shared.processing.deferral import DeferredEntry
+from shared.errors import TransientError
+from shared.processing.deferral import DeferredEntry, DeferredSweeper, DocumentDeferralLedger
+from tests.fixtures.servicebus_emulator import DEFAULT_CONFIG, ServiceBusEmulator
 
 pytestmark = pytest.mark.integration
 
@@ -30,16 +39,50 @@ def _entry(queue: str, sequence_number: int, tenant: str) -> DeferredEntry:
     )
 
 
-def test_a_deferred_message_that_is_gone_is_reported_missing(
-    services: Services, tenant: str
+def test_a_vanished_message_does_not_hide_a_deferred_one(
+    services: Services, servicebus_emulator: ServiceBusEmulator, tenant: str
 ) -> None:
     queue = services.settings.requests_queue_name
-    vanished = 987_654_321  # no message ever had this sequence number
+    with (
+        ServiceBusClient.from_connection_string(servicebus_emulator.connection_string) as bus,
+        bus.get_queue_sender(queue) as sender,
+        bus.get_queue_receiver(queue, max_wait_time=5) as receiver,
+    ):
+        sender.send_messages(ServiceBusMessage(b"not a request", message_id=f"{tenant}-kept"))
+        received = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        assert received, "the message to defer arrived"
+        receiver.defer_message(received[0])
+        kept = int(received[0].sequence_number or 0)
+    vanished = 987_654_322
+    services.ledger.record(_entry(queue, kept, tenant))
     services.ledger.record(_entry(queue, vanished, tenant))
 
     report = services.sweeper.sweep(queue, services.ports.deferred_source)
 
     assert vanished in report.missing
     assert vanished in [e.sequence_number for e in services.ledger.missing(queue)]
-    due = services.ledger.due(queue, datetime.now(UTC))
-    assert vanished not in [e.sequence_number for e in due]
+    assert kept not in report.missing, "received with the vanished one, and processed"
+    due = [e.sequence_number for e in services.ledger.due(queue, datetime.now(UTC))]
+    assert kept not in due
+    assert vanished not in due
+
+
+def test_an_unreachable_broker_leaves_the_ledger_as_it_is(tmp_path: Path, tenant: str) -> None:
+    ledger = DocumentDeferralLedger(InMemoryDocuments(), "ledgers")
+    for number in (1, 2):
+        ledger.record(_entry("inference-requests", number, tenant))
+    sweeper = DeferredSweeper(ledger, handler=None, clock=lambda: datetime.now(UTC))  # type: ignore[arg-type]
+    emulator_run = run_emulator(DEFAULT_CONFIG, tmp_path)
+    emulator = emulator_run.__enter__()
+    bus = ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0)
+    with bus, bus.get_queue_receiver("inference-requests") as receiver:
+        emulator_run.__exit__(None, None, None)  # the broker goes away under the receiver
+
+        with pytest.raises(TransientError):
+            sweeper.sweep(
+                "inference-requests", lambda: nullcontext(ReceiverDeferredSource(receiver))
+            )
+
+    now = datetime.now(UTC)
+    assert [e.sequence_number for e in ledger.due("inference-requests", now)] == [1, 2]
+    assert ledger.missing("inference-requests") == []

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 from azure.servicebus import ServiceBusMessage, ServiceBusMessageState, ServiceBusReceiveMode
-from azure.servicebus.exceptions import MessageLockLostError
+from azure.servicebus.exceptions import MessageLockLostError, MessageNotFoundError
 
 from emulator_sdk import Sdk
 from servicebus_emulator.process import ServiceBusEmulator
@@ -117,6 +117,22 @@ async def test_defer_then_receive_by_sequence_number_and_settle_via_management(
     counts = test_emulator.runtime_properties(queue)
     assert counts["deferred_message_count"] == 0
     assert counts["dead_letter_message_count"] == 1
+
+
+async def test_a_missing_number_takes_no_deferred_message_with_it(
+    client: Sdk, entity: Callable[[str], str]
+) -> None:
+    queue = entity("defer")
+    await send(client, queue, ServiceBusMessage("kept"))
+    async with client.get_queue_receiver(queue) as receiver:
+        [message] = await receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        await receiver.defer_message(message)
+        with pytest.raises(MessageNotFoundError):
+            await receiver.receive_deferred_messages([message.sequence_number, 987_654_321])
+        # The failed request locked nothing: the deferred message is still there to take.
+        [again] = await receiver.receive_deferred_messages([message.sequence_number])
+        assert str(again) == "kept"
+        await receiver.complete_message(again)
 
 
 async def test_schedule_and_cancel(

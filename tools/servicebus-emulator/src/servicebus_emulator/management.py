@@ -150,7 +150,9 @@ class ManagementNode:
         store, now = self.namespace.store(path), time.time()
         receive_and_delete = int(body.get("receiver-settle-mode") or 0) == 0
         session_id = body.get("session-id")
-        messages = []
+        # Every number is checked before any message is taken: a request that fails on one
+        # missing number leaves the others deferred and unlocked, to be asked for again.
+        envelopes = []
         for sequence in _items(body.get("sequence-numbers")):
             envelope = store.messages.get(int(sequence))
             if (
@@ -164,6 +166,9 @@ class ManagementNode:
                     f"Deferred message {sequence} not found.",
                     "com.microsoft:message-not-found",
                 )
+            envelopes.append(envelope)
+        messages = []
+        for envelope in envelopes:
             if receive_and_delete:
                 store.remove(envelope)
                 messages.append({"lock-token": uuid.uuid4(), "message": encode_for_reply(envelope)})

@@ -129,7 +129,9 @@ class LocalHost:
 
     def _start_worker(self) -> tuple[list[FunctionSpec], Invoker]:
         """Start the worker (the runtime indexes the app), then read and load the functions."""
-        printer = WorkerLogPrinter()
+        # Invocation id -> function name: the invoker fills it, the log printer reads it.
+        running: dict[str, str] = {}
+        printer = WorkerLogPrinter(running)
         settlement = SettlementService(self._locks)
         self._worker = LanguageWorker(
             self.options.script_root, printer.print, services=[settlement.register]
@@ -146,8 +148,7 @@ class LocalHost:
                 log.error("Function '%s' failed to load: %s", spec.name, error)
                 continue
             specs.append(spec)
-        self._invoker = Invoker(self._worker, self.config.function_timeout_s)
-        printer.names = self._invoker.names
+        self._invoker = Invoker(self._worker, self.config.function_timeout_s, running)
         return specs, self._invoker
 
     def _log_functions(self) -> None:

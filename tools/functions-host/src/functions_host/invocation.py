@@ -53,13 +53,15 @@ def trace_parent_for(incoming: str | None) -> str:
 class Invoker:
     """Sends invocations to the worker and knows how many are in flight (for the drain)."""
 
-    def __init__(self, worker: LanguageWorker, function_timeout_s: float | None) -> None:
+    def __init__(
+        self, worker: LanguageWorker, function_timeout_s: float | None, running: dict[str, str]
+    ) -> None:
         self._worker = worker
         self._timeout = function_timeout_s
         self._in_flight = 0
         self._idle = threading.Condition()
         self._stopping = False
-        self.names: dict[str, str] = {}  # invocation id -> function name, for the worker's logs
+        self._running = running  # invocation id -> function name, for the worker's logs
 
     def invoke(
         self,
@@ -79,7 +81,7 @@ class Invoker:
                 raise HostStoppingError(f"host is stopping: {spec.name} not invoked")
             self._in_flight += 1
         invocation_id = str(uuid.uuid4())
-        self.names[invocation_id] = spec.name
+        self._running[invocation_id] = spec.name
         request = messages.InvocationRequest(
             invocation_id=invocation_id,
             function_id=spec.function_id,
@@ -115,7 +117,7 @@ class Invoker:
                 invocation_id,
                 duration_ms,
             )
-            self.names.pop(invocation_id, None)
+            self._running.pop(invocation_id, None)
             with self._idle:
                 self._in_flight -= 1
                 self._idle.notify_all()

@@ -9,6 +9,7 @@ under their Python logger's name.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from functions_host.protos import messages
@@ -26,13 +27,13 @@ _LEVELS = {
 
 
 class WorkerLogPrinter:
-    def __init__(self) -> None:
-        self.names: dict[str, str] = {}  # invocation id -> function name (the invoker's)
+    def __init__(self, running: Mapping[str, str]) -> None:
+        self._running = running  # invocation id -> function name, kept by the invoker
 
     def category(self, rpc_log: Any) -> str:
         if rpc_log.log_category == messages.RpcLog.System:
             return "Host.Worker"
-        function = self.names.get(rpc_log.invocation_id)
+        function = self._running.get(rpc_log.invocation_id)
         if function:
             return f"Function.{function}.User"
         return str(rpc_log.category or "Host.Worker")

@@ -100,17 +100,30 @@ param azureOpenAIEndpoint string = ''
 @description('Extra or overriding app settings, applied last.')
 param appSettingOverrides object = {}
 
-@description('Days an uploaded blob stays in the incoming container.')
-@minValue(1)
+// Retention (lifecycle delete rules on the data account, modules/storage-data.bicep): days
+// after a blob's last modification. Rules run about once a day, so deletion lags by a day or
+// two. The longest request deadline (MaxDeadlineSeconds) is 1 day: a request's input, its job
+// and its ledger entries must outlive it, hence minValue 2.
+
+@description('Days a document dropped in the incoming container is kept; it is the input of the job it starts, so it must outlive the longest request deadline (1 day).')
+@minValue(2)
 param incomingRetentionDays int = 7
 
-@description('Days a claim-check input is kept.')
-@minValue(1)
+@description('Days a claim-check input is kept in the inputs container; it must outlive the longest request deadline (1 day).')
+@minValue(2)
 param inputsRetentionDays int = 30
 
-@description('Days a result is kept.')
+@description('Days a job document, which holds its result, is kept after its last update; the app answers 410 Gone for an older request id whose job is gone (JobRetentionDays).')
+@minValue(2)
+param jobsRetentionDays int = 90
+
+@description('Days an Idempotency-Key marker is kept: a retried request with the same key is recognised for at least this long.')
 @minValue(1)
-param resultsRetentionDays int = 90
+param idempotencyRetentionDays int = 1
+
+@description('Days deferral ledger entries and Event Grid replay markers are kept in the ledgers container; at least the longest request deadline (1 day), and no shorter than the 30 days dead-lettered events are kept, so a replayed event is never replayed twice.')
+@minValue(2)
+param ledgersRetentionDays int = 30
 
 @description('Resource id of an existing action group notified by every alert; empty creates the alerts without notifications.')
 param actionGroupId string = ''
@@ -191,7 +204,9 @@ module dataStorage 'modules/storage-data.bicep' = {
     eventGridPrincipalId: identities.outputs.eventGridIdentityPrincipalId
     incomingRetentionDays: incomingRetentionDays
     inputsRetentionDays: inputsRetentionDays
-    resultsRetentionDays: resultsRetentionDays
+    jobsRetentionDays: jobsRetentionDays
+    idempotencyRetentionDays: idempotencyRetentionDays
+    ledgersRetentionDays: ledgersRetentionDays
     tags: allTags
   }
 }
@@ -248,6 +263,7 @@ module functionApp 'modules/function-app.bicep' = {
     webhookTokenAudience: webhookTokenAudience
     webhookTokenIssuer: webhookTokenIssuer
     modelConcurrency: modelConcurrency
+    jobsRetentionDays: jobsRetentionDays
     modelProvider: modelProvider
     azureOpenAIEndpoint: azureOpenAIEndpoint
     appSettingOverrides: appSettingOverrides

@@ -40,7 +40,6 @@ from shared.processing.deferral import (
     DocumentDeferralLedger,
 )
 from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
-from shared.results import ResultStore
 from shared.settings import Settings, get_settings
 
 QueueObserverFactory = Callable[[], QueueObserver]
@@ -101,7 +100,9 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         jobs=jobs,
         claim_checks=claim_checks,
         idempotency=IdempotencyGuard(
-            DocumentIdempotencyStore(ports.documents, settings.idempotency_container), clock
+            DocumentIdempotencyStore(ports.documents, settings.idempotency_container),
+            accepted=lambda tenant_id, request_id: jobs.find(tenant_id, request_id) is not None,
+            clock=clock,
         ),
         sender=ports.requests,
         backlog=BacklogGate(
@@ -120,11 +121,11 @@ def build_services(settings: Settings, ports: Ports) -> Services:
             max_retries=settings.max_retries,
             retry_base_seconds=settings.retry_base_seconds,
             retry_max_seconds=settings.retry_max_seconds,
+            api_base_url=settings.api_base_url,
         ),
         jobs=jobs,
         claim_checks=claim_checks,
         model=ports.model,
-        results=ResultStore(ports.blobs, settings.results_container, clock),
         announcer=Announcer(ports.events, ports.results_topic),
         retry_sender=ports.requests,
         ledger=ledger,

@@ -15,6 +15,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstrai
 
 REQUEST_MESSAGE_SCHEMA: Final = "inferbus.request/v1"
 JOB_SCHEMA: Final = "inferbus.job/v1"
+RESULT_SCHEMA: Final = "inferbus.result/v1"
 
 Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 ModelName = Annotated[
@@ -121,6 +122,39 @@ class RequestMessage(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
+# --- results ----------------------------------------------------------------------------
+
+
+class InferenceResult(BaseModel):
+    """One model's answer, in the shape every model client returns."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    summary: str
+    document_type: str
+    confidence: float = Field(ge=0, le=1)
+    language: str | None = None
+    review_required: bool = False
+    suggested_priority: Priority = Priority.NORMAL
+    statistics: dict[str, float | int] = Field(default_factory=dict)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ResultDocument(BaseModel):
+    """A request's result: kept in its job document and served at ``.../result``."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schema_: Literal["inferbus.result/v1"] = Field(RESULT_SCHEMA, alias="schema")
+    request_id: str
+    tenant_id: str
+    model: str
+    outcome: Literal["completed", "refused"]
+    result: InferenceResult | None = None
+    refusal: dict[str, str] | None = None
+    completed_at: str
+
+
 # --- the job document ----------------------------------------------------------------------
 
 
@@ -155,5 +189,5 @@ class Job(BaseModel):
     error: JobError | None = None
     settlement: str | None = None
     after: str | None = None
-    result_blob: str | None = None
+    result: ResultDocument | None = None
     result_summary: dict[str, Any] | None = None

@@ -128,6 +128,12 @@ class NotFound(InferbusError):
     code = "not_found"
 
 
+class Gone(NotFound):
+    """The resource existed and has been retired by the retention policy."""
+
+    code = "request_retired"
+
+
 class Conflict(InferbusError):
     """The request conflicts with the resource's current state.
 

@@ -8,13 +8,11 @@ request can never succeed) or ``PolicyRefusal`` (the model declined: a result).
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.contracts import Priority
-
-RESULT_SCHEMA: Final = "inferbus.result/v1"
+from shared.contracts import InferenceResult
 
 
 class InferenceInput(BaseModel):
@@ -40,36 +38,6 @@ class InferenceInput(BaseModel):
             return self.content.decode(charset, errors="replace")
         except LookupError:
             return self.content.decode("utf-8", errors="replace")
-
-
-class InferenceResult(BaseModel):
-    """One model's answer, in the shape every model client returns."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    summary: str
-    document_type: str
-    confidence: float = Field(ge=0, le=1)
-    language: str | None = None
-    review_required: bool = False
-    suggested_priority: Priority = Priority.NORMAL
-    statistics: dict[str, float | int] = Field(default_factory=dict)
-    details: dict[str, Any] = Field(default_factory=dict)
-
-
-class ResultDocument(BaseModel):
-    """What is stored at ``results/<tenant>/<request_id>.json`` and served to callers."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    schema_: Literal["inferbus.result/v1"] = Field(RESULT_SCHEMA, alias="schema")
-    request_id: str
-    tenant_id: str
-    model: str
-    outcome: Literal["completed", "refused"]
-    result: InferenceResult | None = None
-    refusal: dict[str, str] | None = None
-    completed_at: str
 
 
 class ModelClient(Protocol):

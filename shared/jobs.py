@@ -84,8 +84,8 @@ class Versioned:
 class JobStore(Protocol):
     """Durable job documents keyed by tenant and id (``DocumentJobStore``)."""
 
-    def create(self, job: Job) -> bool:
-        """Store a new job; False when one with the same id already exists."""
+    def create(self, job: Job) -> str | None:
+        """Store a new job; its ETag, or None when one with the same id already exists."""
         ...
 
     def load(self, tenant_id: str, job_id: str) -> Versioned | None:
@@ -112,10 +112,9 @@ class DocumentJobStore:
     def _name(tenant_id: str, job_id: str) -> str:
         return f"{tenant_id}/{job_id}.json"
 
-    def create(self, job: Job) -> bool:
+    def create(self, job: Job) -> str | None:
         document = job.model_dump(mode="json", by_alias=True)
-        name = self._name(job.tenant_id, job.id)
-        return self._documents.create(self._container, name, document) is not None
+        return self._documents.create(self._container, self._name(job.tenant_id, job.id), document)
 
     def load(self, tenant_id: str, job_id: str) -> Versioned | None:
         if not job_id or "/" in job_id or job_id in (".", ".."):
@@ -135,7 +134,12 @@ class DocumentJobStore:
 
 
 class JobRepository:
-    """Use-case facing access to jobs: lookups scoped to a tenant and CAS updates."""
+    """Use-case facing access to jobs: lookups scoped to a tenant and CAS updates.
+
+    Storage round trips are the cost of a request (each is a network call to Blob
+    storage), so a caller that already holds a job's ETag, from the read or write before,
+    passes the ``Versioned`` job to ``advance`` instead of having it read again.
+    """
 
     MAX_CAS_ATTEMPTS = 8
 
@@ -143,8 +147,13 @@ class JobRepository:
         self._store = store
         self.clock = clock
 
-    def create(self, job: Job) -> bool:
-        return self._store.create(job)
+    def create(self, job: Job) -> Versioned | None:
+        """Store a new job exclusively; None when the id is taken."""
+        etag = self._store.create(job)
+        return Versioned(job, etag) if etag is not None else None
+
+    def load(self, tenant_id: str, job_id: str) -> Versioned | None:
+        return self._store.load(tenant_id, job_id)
 
     def find(self, tenant_id: str, job_id: str) -> Job | None:
         found = self._store.load(tenant_id, job_id)
@@ -163,15 +172,27 @@ class JobRepository:
         ``change`` may raise (for example Conflict from ``transition``) to abort; it is
         called again with the fresh document after a lost race, so it must be pure.
         """
+        return self._update(tenant_id, job_id, change).job
+
+    def advance(self, current: Versioned, change: Callable[[Job], Job]) -> Versioned:
+        """``update`` starting from a job already read (one write when nobody raced)."""
+        updated = change(current.job)
+        try:
+            return Versioned(updated, self._store.replace(updated, current.etag))
+        except ConcurrencyConflict:
+            log.info("job %s changed since it was read; rereading", current.job.id)
+        return self._update(current.job.tenant_id, current.job.id, change)
+
+    def _update(self, tenant_id: str, job_id: str, change: Callable[[Job], Job]) -> Versioned:
         for attempt in range(1, self.MAX_CAS_ATTEMPTS + 1):
             current = self._store.load(tenant_id, job_id)
             if current is None:
                 raise NotFound(f"no request {job_id}")
             updated = change(current.job)
             try:
-                self._store.replace(updated, current.etag)
+                etag = self._store.replace(updated, current.etag)
             except ConcurrencyConflict:
                 log.info("job %s changed concurrently, retrying (attempt %d)", job_id, attempt)
                 continue
-            return updated
+            return Versioned(updated, etag)
         raise ConcurrencyConflict(f"job {job_id} kept changing; gave up after retries")

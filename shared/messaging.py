@@ -48,8 +48,10 @@ def request_envelope(
     trace: TraceContext,
     now: datetime,
     retry_count: int = 0,
+    source: str | None = None,
 ) -> OutgoingMessage:
-    """The Service Bus message for a request, per the contract above."""
+    """The Service Bus message for a request, per the contract above; ``source`` names
+    the door it came through (the job's ``source`` when the processor records it)."""
     properties: dict[str, PropertyValue] = {
         "priority": request.priority.value,
         "model_name": request.model,
@@ -60,6 +62,8 @@ def request_envelope(
     }
     if trace.tracestate:
         properties["tracestate"] = trace.tracestate
+    if source:
+        properties["source"] = source
     document_type = request.metadata.get("document_type")
     if document_type:
         properties["document_type"] = document_type

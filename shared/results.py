@@ -1,64 +1,24 @@
-"""Result documents: written once per request, found again on any redelivery.
+"""Result documents: what a model's answer (or refusal) becomes.
 
-Inference is the expensive, possibly non-deterministic step. If a previous attempt ran
-the model and stored the result but failed later (publication, settlement), a retry must
-publish that same stored result rather than run the model again: so results are looked
-up first and written only when absent.
+A result is stored in its job document, in the same compare-and-swap write that marks
+the job completed: one storage operation instead of a result blob plus a job update,
+and a status or result request reads one document. Inference is the expensive, possibly
+non-deterministic step, so the job is completed (the result durable) before anything is
+announced; a redelivery of a completed job republishes the stored result instead of
+running the model again.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 
 from shared.clock import Clock, utc_now
-from shared.contracts import RequestMessage
+from shared.contracts import RequestMessage, ResultDocument
 from shared.errors import PolicyRefusal
-from shared.inference import InferenceInput, ModelClient, ResultDocument
-from shared.intake.claim_checks import BlobStore
+from shared.inference import InferenceInput, ModelClient
 
 log = logging.getLogger(__name__)
-
-
-class ResultStore:
-    def __init__(self, blobs: BlobStore, container: str, clock: Clock = utc_now) -> None:
-        self._blobs = blobs
-        self._container = container
-        self._clock = clock
-
-    @staticmethod
-    def blob_name(tenant_id: str, request_id: str) -> str:
-        return f"{tenant_id}/{request_id}.json"
-
-    def uri(self, blob_name: str) -> str:
-        return f"{self._blobs.account_url}/{self._container}/{blob_name}"
-
-    def find(self, tenant_id: str, request_id: str) -> ResultDocument | None:
-        content = self._blobs.read(self._container, self.blob_name(tenant_id, request_id))
-        return ResultDocument.model_validate_json(content) if content is not None else None
-
-    def save(self, document: ResultDocument) -> str:
-        name = self.blob_name(document.tenant_id, document.request_id)
-        body = document.model_dump_json(by_alias=True).encode("utf-8")
-        self._blobs.upload(self._container, name, body, "application/json", {})
-        return name
-
-    def find_or_create(
-        self,
-        request: RequestMessage,
-        read_input: Callable[[], tuple[bytes, str]],
-        model: ModelClient,
-        attempt: int,
-    ) -> tuple[ResultDocument, str]:
-        """The stored result of ``request``, running the model only when there is none."""
-        existing = self.find(request.tenant_id, request.request_id)
-        if existing is not None:
-            log.info("result of %s already stored; reusing it", request.request_id)
-            return existing, self.blob_name(request.tenant_id, request.request_id)
-        content, media_type = read_input()
-        document = run_model(request, content, media_type, model, attempt, self._clock)
-        return document, self.save(document)
 
 
 def run_model(

@@ -100,7 +100,6 @@ class Settings(BaseModel):
     )
     incoming_container: str = Field("incoming", alias="IncomingContainer")
     inputs_container: str = Field("inputs", alias="InputsContainer")
-    results_container: str = Field("results", alias="ResultsContainer")
     jobs_container: str = Field("jobs", alias="JobsContainer")
     idempotency_container: str = Field("idempotency", alias="IdempotencyContainer")
     allowed_input_containers: CsvList = Field(
@@ -127,6 +126,15 @@ class Settings(BaseModel):
     default_deadline_seconds: int = Field(3600, ge=1, alias="DefaultDeadlineSeconds")
     max_deadline_seconds: int = Field(86_400, ge=1, alias="MaxDeadlineSeconds")
     status_poll_seconds: int = Field(2, ge=1, alias="StatusPollSeconds")
+    # Days a job (with its result) is kept: the Blob lifecycle rule on JobsContainer
+    # (Bicep's jobsRetentionDays) deletes it then, and the status API answers 410 Gone.
+    job_retention_days: int = Field(90, ge=1, alias="JobRetentionDays")
+    # Where callers reach the API; result announcements link to it. Unset: https://
+    # followed by WEBSITE_HOSTNAME, which the Functions platform sets.
+    public_base_url: str | None = Field(None, alias="PublicBaseUrl", json_schema_extra=ALTERNATIVE)
+    website_hostname: str | None = Field(
+        None, alias="WEBSITE_HOSTNAME", json_schema_extra=ALTERNATIVE
+    )
     max_queue_backlog: int = Field(5000, ge=0, alias="MaxQueueBacklog")
     backlog_cache_seconds: float = Field(5.0, ge=0, alias="BacklogCacheSeconds")
 
@@ -222,6 +230,15 @@ class Settings(BaseModel):
     def simulated_faults_allowed(self) -> bool:
         """Whether callers may ask the local model for faults (``parameters.simulate``)."""
         return self.model_provider == "local" and self.local_model_faults
+
+    @property
+    def api_base_url(self) -> str | None:
+        """The API's public origin (no trailing slash), or None when it is not known."""
+        if self.public_base_url:
+            return self.public_base_url.rstrip("/")
+        if self.website_hostname:
+            return f"https://{self.website_hostname}"
+        return None
 
     @property
     def blob_service_uri(self) -> str | None:

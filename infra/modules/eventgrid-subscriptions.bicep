@@ -99,7 +99,7 @@ var entraDelivery = empty(webhookEntraApplicationIdOrUri) ? {} : {
 }
 
 // Only blobs created in the incoming container trigger intake: the app's own containers
-// (inputs, results, jobs...) never re-trigger it.
+// (inputs, jobs, ledgers...) never re-trigger it.
 resource blobCreated 'Microsoft.EventGrid/systemTopics/eventSubscriptions@2025-02-15' = {
   parent: systemTopic
   name: 'blob-intake'

@@ -93,6 +93,10 @@ param webhookTokenIssuer string = ''
 @maxValue(256)
 param modelConcurrency int = 4
 
+@description('Days a job document is kept (the jobs lifecycle rule of the data account, the same parameter of main.bicep): JobRetentionDays, after which the app answers 410 Gone for a request id whose job is gone.')
+@minValue(2)
+param jobsRetentionDays int = 90
+
 @description('Model client: local (deterministic stand-in) or azure_openai.')
 @allowed([
   'local'
@@ -229,7 +233,6 @@ var appSettings = {
   EventGridDeadLetterContainer: dataContainers.eventGridDeadLetters
   IncomingContainer: dataContainers.incoming
   InputsContainer: dataContainers.inputs
-  ResultsContainer: dataContainers.results
   JobsContainer: dataContainers.jobs
   IdempotencyContainer: dataContainers.idempotency
   AllowedInputContainers: '${dataContainers.incoming},${dataContainers.inputs}'
@@ -240,8 +243,12 @@ var appSettings = {
   MaxUploadBytes: '10485760'
   AllowedUploadMediaTypes: 'text/plain,text/markdown,text/csv,text/html,application/json,application/pdf,image/*'
   DefaultDeadlineSeconds: '3600'
+  // The retention parameters of main.bicep assume this longest deadline (1 day).
   MaxDeadlineSeconds: '86400'
   StatusPollSeconds: '2'
+  // Retention: the jobs lifecycle rule deletes a job this many days after its last update;
+  // the app answers 410 Gone for an older request id whose job is gone.
+  JobRetentionDays: string(jobsRetentionDays)
   MaxQueueBacklog: '5000'
   BacklogCacheSeconds: '5'
   // Processing: retries with backoff, lock renewal, the deferred-message sweeper.

@@ -1,5 +1,5 @@
-// Data storage: the application's containers (claim-check inputs, results, jobs,
-// idempotency records, ledgers) and the Event Grid dead-letter container.
+// Data storage: the application's containers (claim-check inputs, jobs with their results,
+// Idempotency-Key markers, ledgers) and the Event Grid dead-letter container.
 // The app identity is Storage Blob Data Contributor on each app container, never on the
 // account; Event Grid's identity may write only to the dead-letter container.
 //
@@ -9,6 +9,10 @@
 // Owner is scoped to the one container the trigger reads (incoming); the queue role is on
 // this account, where the blobs extension creates its poison queue (webjobs-blobtrigger-poison)
 // on demand. Receipts and the trigger's own work queue live in the host account.
+//
+// Retention: every container that accumulates has a lifecycle delete rule (below), its days
+// a parameter. Rules run about once a day, so a blob goes a day or two after its limit.
+// https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-overview
 
 // Shared constants, fixed at compile time (catalog.json, role-definitions.json).
 var appContainerNames = loadJsonContent('catalog.json', '$.appContainerNames')
@@ -30,17 +34,28 @@ param appPrincipalId string
 @description('Principal id of the identity Event Grid uses to write dead-lettered events.')
 param eventGridPrincipalId string
 
-@description('Days an uploaded blob stays in the incoming container.')
-@minValue(1)
+// The longest request deadline is MaxDeadlineSeconds (86400 s, function-app.bicep): a
+// request's input, its job and its ledger entries must outlive it, hence minValue 2 there.
+
+@description('Days a document dropped in the incoming container is kept; it is the input of the job it starts, so it must outlive the longest request deadline (1 day).')
+@minValue(2)
 param incomingRetentionDays int = 7
 
-@description('Days a claim-check input stays in the inputs container.')
-@minValue(1)
+@description('Days a claim-check input stays in the inputs container; it must outlive the longest request deadline (1 day).')
+@minValue(2)
 param inputsRetentionDays int = 30
 
-@description('Days a result stays in the results container.')
+@description('Days a job document (status and result) stays in the jobs container after its last update; the app answers 410 Gone for an older request id (JobRetentionDays).')
+@minValue(2)
+param jobsRetentionDays int = 90
+
+@description('Days an Idempotency-Key marker stays in the idempotency container: a key is remembered at least this long.')
 @minValue(1)
-param resultsRetentionDays int = 90
+param idempotencyRetentionDays int = 1
+
+@description('Days a deferral ledger entry or an Event Grid replay marker stays in the ledgers container; it must outlive the longest request deadline (1 day), and replay markers the dead letters they guard (deadLetterRetentionDays).')
+@minValue(2)
+param ledgersRetentionDays int = 30
 
 @description('Days a dead-lettered Event Grid event is kept.')
 @minValue(1)
@@ -101,8 +116,9 @@ resource deadLetterContainer 'Microsoft.Storage/storageAccounts/blobServices/con
   }
 }
 
-// Retention: claim-check inputs and results are kept for a bounded time; job and
-// idempotency records are small and kept until a later policy says otherwise.
+// Retention: one delete rule per container, days after the blob's last modification (a
+// job document is rewritten as its request moves on, so its clock starts at its last
+// update). Every container the app writes to is listed: nothing accumulates unbounded.
 resource lifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@2024-01-01' = {
   parent: account
   name: 'default'
@@ -154,7 +170,7 @@ resource lifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@2024-01
           }
         }
         {
-          name: 'expire-results'
+          name: 'expire-jobs'
           enabled: true
           type: 'Lifecycle'
           definition: {
@@ -163,13 +179,57 @@ resource lifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@2024-01
                 'blockBlob'
               ]
               prefixMatch: [
-                '${dataContainers.results}/'
+                '${dataContainers.jobs}/'
               ]
             }
             actions: {
               baseBlob: {
                 delete: {
-                  daysAfterModificationGreaterThan: resultsRetentionDays
+                  daysAfterModificationGreaterThan: jobsRetentionDays
+                }
+              }
+            }
+          }
+        }
+        {
+          name: 'expire-idempotency'
+          enabled: true
+          type: 'Lifecycle'
+          definition: {
+            filters: {
+              blobTypes: [
+                'blockBlob'
+              ]
+              prefixMatch: [
+                '${dataContainers.idempotency}/'
+              ]
+            }
+            actions: {
+              baseBlob: {
+                delete: {
+                  daysAfterModificationGreaterThan: idempotencyRetentionDays
+                }
+              }
+            }
+          }
+        }
+        {
+          name: 'expire-ledgers'
+          enabled: true
+          type: 'Lifecycle'
+          definition: {
+            filters: {
+              blobTypes: [
+                'blockBlob'
+              ]
+              prefixMatch: [
+                '${dataContainers.ledgers}/'
+              ]
+            }
+            actions: {
+              baseBlob: {
+                delete: {
+                  daysAfterModificationGreaterThan: ledgersRetentionDays
                 }
               }
             }

@@ -25,8 +25,9 @@ from openai import (
 from pydantic import ValidationError
 
 from shared.adapters.identity import azure_credential
+from shared.contracts import InferenceResult
 from shared.errors import ConfigurationError, PermanentError, PolicyRefusal, TransientError
-from shared.inference import InferenceInput, InferenceResult
+from shared.inference import InferenceInput
 from shared.settings import Settings
 
 COGNITIVE_SERVICES_SCOPE = "https://cognitiveservices.azure.com/.default"

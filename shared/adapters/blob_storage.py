@@ -16,6 +16,7 @@ from azure.core.exceptions import (
     ResourceExistsError,
     ResourceNotFoundError,
 )
+from azure.core.pipeline.transport import HttpTransport
 from azure.storage.blob import BlobServiceClient, ContentSettings, LinearRetry
 
 from shared.adapters.identity import azure_credential
@@ -24,8 +25,11 @@ from shared.intake.claim_checks import BlobInfo
 from shared.settings import Settings
 
 
-def blob_service_client(settings: Settings) -> BlobServiceClient:
-    """The client for the ``Storage`` connection, by connection string or identity."""
+def blob_service_client(
+    settings: Settings, transport: HttpTransport[Any, Any] | None = None
+) -> BlobServiceClient:
+    """The client for the ``Storage`` connection, by connection string or identity;
+    ``transport`` replaces the HTTP transport (the tests count round trips with it)."""
     # The SDK's default retry waits 15 s and more between attempts: far too long for an
     # API that promises a 202 in milliseconds. Two quick retries, then 503 to the caller.
     options: dict[str, Any] = {
@@ -33,6 +37,8 @@ def blob_service_client(settings: Settings) -> BlobServiceClient:
         "connection_timeout": 5,
         "read_timeout": 60,
     }
+    if transport is not None:
+        options["transport"] = transport
     if settings.storage_connection_string:
         return BlobServiceClient.from_connection_string(
             settings.storage_connection_string, **options

@@ -31,9 +31,9 @@ from shared.adapters.local_model_vocabulary import (
     STOP_WORDS,
     URGENT_TERMS,
 )
-from shared.contracts import Priority
+from shared.contracts import InferenceResult, Priority
 from shared.errors import PermanentError, PolicyRefusal, TransientError
-from shared.inference import InferenceInput, InferenceResult
+from shared.inference import InferenceInput
 
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n{2,}")

@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from shared.contracts import RequestMessage
-from shared.inference import ResultDocument
+from shared.contracts import RequestMessage, ResultDocument
 from shared.messaging import MessageSender, OutgoingMessage
 
 EVENT_SOURCE = "/inferbus/processor"
@@ -28,7 +27,8 @@ _ID_NAMESPACE = uuid.UUID("6f0c6d8e-3b7a-4c1e-9a53-1f1f4b0e2a77")
 
 @dataclass(frozen=True)
 class Announcement:
-    """The facts of one finished request (no document content: consumers fetch it)."""
+    """The facts of one finished request (no document content: consumers fetch it from
+    ``result_url``, the request API's result endpoint)."""
 
     request_id: str
     tenant_id: str
@@ -37,7 +37,7 @@ class Announcement:
     priority: str
     document_type: str | None = None
     review_required: bool = False
-    result_uri: str | None = None
+    result_url: str | None = None
     error_code: str | None = None
     traceparent: str | None = None
     tracestate: str | None = None
@@ -84,7 +84,7 @@ def event_data(announcement: Announcement) -> dict[str, Any]:
         "document_type": announcement.document_type,
         "review_required": announcement.review_required,
         "priority": announcement.priority,
-        "result_uri": announcement.result_uri,
+        "result_url": announcement.result_url,
         "error_code": announcement.error_code,
     }
 
@@ -139,7 +139,7 @@ def announcement_for(
     properties: Mapping[str, object] | None = None,
     correlation_id: str | None = None,
     result: ResultDocument | None = None,
-    result_uri: str | None = None,
+    result_url: str | None = None,
     error_code: str | None = None,
 ) -> Announcement:
     """The announcement of a finished request; ``properties`` are the request message's
@@ -156,7 +156,7 @@ def announcement_for(
         priority=request.priority.value,
         document_type=inference.document_type if inference else None,
         review_required=bool(inference and inference.review_required),
-        result_uri=result_uri,
+        result_url=result_url,
         error_code=error_code,
         traceparent=traceparent if isinstance(traceparent, str) else None,
         tracestate=tracestate if isinstance(tracestate, str) else None,

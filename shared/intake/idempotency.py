@@ -1,17 +1,20 @@
 """Idempotency-Key handling: one key, one job, one message, however often it is sent.
 
 A marker per (tenant, key) is created with if-none-match, so exactly one of several
-concurrent submissions wins. The marker starts ``pending`` and becomes ``committed`` once
-the request message is durably enqueued. A second submission with the same key:
+concurrent submissions wins; it names the request id the key stands for. Whether that
+request was accepted is not written on the marker (a second write per request) but read
+from its job: intake records a job only after the broker took the request message
+(``submissions``). A second submission with the same key:
 
 - and a different body: 409 ``idempotency_key_reused``;
-- while the first is pending: waits a little for it to commit, then 409 with Retry-After
-  (it must not answer 202 for work that might still fail to enqueue);
-- after commit: gets the first job back.
+- when the first request's job exists: gets that job back;
+- while the first is still being accepted: waits a little for its job, then 409 with
+  Retry-After (it must not answer 202 for work that might still fail to enqueue).
 
-A failed submission deletes its marker so the key can be used again. A marker left
-``pending`` by a crashed instance is taken over after ``stale_after`` seconds, keeping its
-request id so that the job and the message (deduplicated by message id) stay single.
+A failed submission deletes its marker so the key can be used again. A marker whose
+request never got a job (the instance crashed before sending) is taken over after
+``stale_after`` seconds, keeping its request id so that the job and the message
+(deduplicated by message id) stay single.
 """
 
 from __future__ import annotations
@@ -19,15 +22,15 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Protocol
 
 from shared.clock import Clock, utc_now
 from shared.documents import JsonDocuments
 from shared.errors import ConcurrencyConflict, Conflict, FieldError, InvalidInput
+from shared.request_ids import new_request_id
 
 IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
 
@@ -38,7 +41,6 @@ class IdempotencyRecord:
     key_hash: str
     request_hash: str
     request_id: str
-    state: Literal["pending", "committed"]
     created_at: datetime
 
 
@@ -77,7 +79,6 @@ class DocumentIdempotencyStore:
             "key_hash": record.key_hash,
             "request_hash": record.request_hash,
             "request_id": record.request_id,
-            "state": record.state,
             "created_at": record.created_at.isoformat(),
         }
 
@@ -95,7 +96,6 @@ class DocumentIdempotencyStore:
             key_hash=document["key_hash"],
             request_hash=document["request_hash"],
             request_id=document["request_id"],
-            state=document["state"],
             created_at=datetime.fromisoformat(document["created_at"]),
         )
         return record, etag
@@ -133,16 +133,22 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("ascii")).hexdigest()
 
 
+RequestAccepted = Callable[[str, str], bool]
+"""Whether the request (tenant id, request id) was accepted, i.e. its job exists."""
+
+
 class IdempotencyGuard:
     def __init__(
         self,
         store: IdempotencyStore,
+        accepted: RequestAccepted,
         clock: Clock = utc_now,
         wait_seconds: float = 5.0,
         stale_after_seconds: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._store = store
+        self._accepted = accepted
         self._clock = clock
         self._wait_seconds = wait_seconds
         self._stale_after = stale_after_seconds
@@ -156,8 +162,7 @@ class IdempotencyGuard:
             tenant_id=tenant_id,
             key_hash=key_hash,
             request_hash=request_hash,
-            request_id=str(uuid.uuid4()),
-            state="pending",
+            request_id=new_request_id(self._clock),
             created_at=self._clock(),
         )
         while True:
@@ -185,7 +190,7 @@ class IdempotencyGuard:
                 "this Idempotency-Key was already used with a different request body",
                 code="idempotency_key_reused",
             )
-        if record.state == "committed":
+        if self._accepted(record.tenant_id, record.request_id):
             return Replay(record.request_id)
         age = (self._clock() - record.created_at).total_seconds()
         if age < self._stale_after:
@@ -195,10 +200,6 @@ class IdempotencyGuard:
             return Claimed(taken_over, self._store.replace(taken_over, etag))
         except ConcurrencyConflict:
             return None
-
-    def commit(self, claim: Claimed) -> None:
-        """The request is durably enqueued: later submissions replay it."""
-        self._store.replace(replace(claim.record, state="committed"), claim.etag)
 
     def release(self, claim: Claimed) -> None:
         """The submission failed: free the key for a new attempt."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from fnmatch import fnmatch
 from typing import Any
 
@@ -29,6 +29,7 @@ from shared.contracts import (
 from shared.errors import (
     Conflict,
     FieldError,
+    Gone,
     InvalidInput,
     NotFound,
     PayloadTooLarge,
@@ -38,6 +39,7 @@ from shared.intake.http import ApiRequest, ApiResponse, json_response
 from shared.intake.submissions import BlobReference, InlineContent, Submission
 from shared.intake.tenancy import resolve_tenant
 from shared.jobs import transition
+from shared.request_ids import is_retired
 from shared.tracing import continue_or_start
 
 JSON_ENVELOPE_ALLOWANCE = 65_536  # room for the JSON around the largest allowed inline text
@@ -201,9 +203,28 @@ def submit_request(services: Services, request: ApiRequest) -> ApiResponse:
     return json_response(202, body, headers)
 
 
+def _not_found(services: Services, job_id: str) -> NotFound:
+    """404, or 410 Gone for an id minted before the retention period (its job retired)."""
+    days = services.settings.job_retention_days
+    if is_retired(job_id, timedelta(days=days), services.jobs.clock()):
+        return Gone(
+            f"request {job_id} was accepted more than {days} days ago; its records have been "
+            f"retired (retention: {days} days)"
+        )
+    return NotFound(f"no request {job_id}")
+
+
+def _job(services: Services, request: ApiRequest) -> Job:
+    job_id = request.route_params.get("id", "")
+    job = services.jobs.find(_tenant(request, services), job_id)
+    if job is None:
+        raise _not_found(services, job_id)
+    return job
+
+
 def get_request(services: Services, request: ApiRequest) -> ApiResponse:
-    """``GET /api/v1/requests/{id}``: the job as the caller may see it."""
-    job = services.jobs.get(_tenant(request, services), request.route_params.get("id", ""))
+    """``GET /api/v1/requests/{id}``: the job as the caller may see it (one storage read)."""
+    job = _job(services, request)
     headers = {}
     if not job.status.is_terminal:
         headers["Retry-After"] = str(services.settings.status_poll_seconds)
@@ -211,27 +232,30 @@ def get_request(services: Services, request: ApiRequest) -> ApiResponse:
 
 
 def get_result(services: Services, request: ApiRequest) -> ApiResponse:
-    """``GET /api/v1/requests/{id}/result``: 409 with Retry-After until the job is done."""
-    job = services.jobs.get(_tenant(request, services), request.route_params.get("id", ""))
+    """``GET /api/v1/requests/{id}/result``: 409 with Retry-After until the job is done.
+
+    The result is kept in the job document, so this is one storage read too."""
+    job = _job(services, request)
     if not job.status.is_terminal:
         raise Conflict(
             f"request {job.id} is {job.status.value}; its result is not ready",
             code="result_not_ready",
             retry_after=services.settings.status_poll_seconds,
         )
-    if job.status is not JobStatus.COMPLETED or not job.result_blob:
+    if job.status is not JobStatus.COMPLETED or job.result is None:
         raise Conflict(f"request {job.id} ended {job.status.value} without a result", "no_result")
-    document = services.blobs.read(services.settings.results_container, job.result_blob)
-    if document is None:
-        raise NotFound(f"the result of request {job.id} is no longer stored")
-    return ApiResponse(200, document, {"Content-Type": "application/json"})
+    body = job.result.model_dump_json(by_alias=True).encode("utf-8")
+    return ApiResponse(200, body, {"Content-Type": "application/json"})
 
 
 def cancel_request(services: Services, request: ApiRequest) -> ApiResponse:
     """``DELETE /api/v1/requests/{id}``: cancel unless already terminal (then 409)."""
     tenant_id = _tenant(request, services)
     job_id = request.route_params.get("id", "")
-    job = services.jobs.update(
-        tenant_id, job_id, lambda current: transition(current, JobStatus.CANCELLED)
-    )
+    try:
+        job = services.jobs.update(
+            tenant_id, job_id, lambda current: transition(current, JobStatus.CANCELLED)
+        )
+    except NotFound:
+        raise _not_found(services, job_id) from None
     return json_response(200, job_view(job, _collection_url(request)))

@@ -4,16 +4,21 @@ Every door (HTTP API, webhook, Event Grid trigger, blob trigger) ends here, so t
 guarantees hold for all of them:
 
 - everything cheap is validated before anything is written;
-- a 202 (or any "accepted") is only ever given for work whose message the broker took;
-  when the send fails, the job is marked ``failed`` with ``enqueue_failed``, the
-  idempotency key is released and the caller is told to retry (503);
+- a 202 (or any "accepted") is only ever given for work whose message the broker took:
+  the input is stored, the message sent, and only then the job recorded, so a job
+  exists only for queued work. When the send fails nothing was accepted: no job, the
+  idempotency key is released and the caller is told to retry (503). When recording
+  the job fails after the send, the processor records it from the message
+  (``processing.adopted_jobs``);
 - the same Idempotency-Key and body give the same job and never a second message.
+
+Storage round trips are most of a request's cost: two on this path (the input, the
+job), three with an Idempotency-Key (its marker), none of them a read.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,8 +35,9 @@ from shared.errors import (
 from shared.intake.backpressure import BacklogGate
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.idempotency import Claimed, IdempotencyGuard, Replay
-from shared.jobs import JobRepository, fail
+from shared.jobs import JobRepository
 from shared.messaging import MessageSender, request_envelope
+from shared.request_ids import new_request_id
 from shared.tracing import TraceContext, continue_or_start
 
 log = logging.getLogger(__name__)
@@ -122,20 +128,14 @@ class Intake:
             if isinstance(outcome, Replay):
                 return Accepted(self._jobs.get(submission.tenant_id, outcome.request_id), True)
             claim = outcome
-        request_id = claim.record.request_id if claim else str(uuid.uuid4())
+        request_id = claim.record.request_id if claim else new_request_id(self._clock)
         try:
-            job = self._accept(submission, request_id, deadline_seconds)
+            queued = self._enqueue(submission, request_id, deadline_seconds)
         except BaseException:
-            if claim:
+            if claim:  # nothing was accepted: the key is free for a new attempt
                 self._release_quietly(claim)
             raise
-        if claim:
-            try:
-                self._idempotency.commit(claim)
-            except Exception:
-                # The work is enqueued: answering 202 is right. A retry with the same key
-                # waits for the stale marker and then replays this same request id.
-                log.warning("could not commit idempotency key for %s", request_id, exc_info=True)
+        job = self._record(queued)
         log.info(
             "accepted request %s tenant=%s model=%s source=%s",
             request_id,
@@ -191,13 +191,10 @@ class Intake:
             submission.tenant_id, request_id, content.data, content.media_type
         )
 
-    def _accept(self, submission: Submission, request_id: str, deadline_seconds: int) -> Job:
+    def _enqueue(self, submission: Submission, request_id: str, deadline_seconds: int) -> Job:
+        """Store the input and send the message; the job to record (not yet stored)."""
         claim_check = self._claim_check(submission, request_id)
-        job = self._jobs.find(submission.tenant_id, request_id)
-        if job is None:
-            job = self._new_job(submission, request_id, claim_check, deadline_seconds)
-            if not self._jobs.create(job):
-                job = self._jobs.get(submission.tenant_id, request_id)
+        job = self._new_job(submission, request_id, claim_check, deadline_seconds)
         message = RequestMessage(
             request_id=job.id,
             tenant_id=job.tenant_id,
@@ -211,16 +208,37 @@ class Intake:
             after=job.after,
         )
         envelope = request_envelope(
-            message, correlation_id=job.correlation_id, trace=submission.trace, now=self._clock()
+            message,
+            correlation_id=job.correlation_id,
+            trace=submission.trace,
+            now=self._clock(),
+            source=job.source,
         )
         try:
             self._sender.send(envelope)
         except TransientError as error:
-            self._mark_enqueue_failed(job, error)
             raise ServiceUnavailable(
                 "the request could not be queued; nothing was accepted, retry later",
                 retry_after=error.retry_after or 5,
             ) from error
+        return job
+
+    def _record(self, job: Job) -> Job:
+        """Record the job of queued work (exclusive create: no read first).
+
+        The work is accepted once the broker took its message, so a storage failure here
+        still answers 202: the processor records the job from the message, and until
+        then the status URL answers 404.
+        """
+        try:
+            created = self._jobs.create(job)
+        except TransientError:
+            log.warning("request %s is queued; its job will be recorded from its message", job.id)
+            return job
+        if created is None:
+            # The processor was quicker and recorded the job from the message, or an
+            # earlier attempt with the same Idempotency-Key got this far.
+            return self._jobs.get(job.tenant_id, job.id)
         return job
 
     def _new_job(
@@ -247,18 +265,6 @@ class Intake:
             not_before=submission.not_before,
             deadline=now + timedelta(seconds=deadline_seconds),
         )
-
-    def _mark_enqueue_failed(self, job: Job, error: Exception) -> None:
-        try:
-            self._jobs.update(
-                job.tenant_id,
-                job.id,
-                lambda current: fail(
-                    current, "enqueue_failed", f"the request message was not sent: {error}"
-                ),
-            )
-        except Exception:
-            log.exception("could not mark job %s as enqueue_failed", job.id)
 
     def _release_quietly(self, claim: Claimed) -> None:
         try:

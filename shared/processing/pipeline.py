@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from shared.clock import Clock, utc_now
 from shared.contracts import (
     ClaimCheck,
+    Job,
     JobError,
     JobStatus,
     RequestMessage,
@@ -25,15 +26,16 @@ from shared.errors import ClaimCheckInvalid, Conflict, PermanentError, Transient
 from shared.events.announcements import Announcer, announcement_for
 from shared.inference import ModelClient
 from shared.intake.claim_checks import ClaimChecks
-from shared.jobs import JobRepository, fail, transition
+from shared.jobs import JobRepository, Versioned, fail, transition
 from shared.messaging import MessageSender
+from shared.processing.adopted_jobs import job_from_message
 from shared.processing.backoff import retry_delay
 from shared.processing.deferral import DeferralLedger, DeferredEntry
 from shared.processing.inbound import InboundMessage
 from shared.processing.request_parsing import InvalidPayload, parse_request
 from shared.processing.retries import retry_copy
 from shared.processing.settlement import MAX_DESCRIPTION_CHARS, DeadLetterReason, Settler
-from shared.results import ResultStore, summary_of
+from shared.results import run_model, summary_of
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,7 @@ class ProcessingPolicy:
     max_retries: int
     retry_base_seconds: float
     retry_max_seconds: float
+    api_base_url: str | None = None  # announcements link to ``<this>/api/v1/requests/<id>/result``
 
 
 def _clip(text: str) -> str:
@@ -61,7 +64,6 @@ class MessageProcessor:
         jobs: JobRepository,
         claim_checks: ClaimChecks,
         model: ModelClient,
-        results: ResultStore,
         announcer: Announcer,
         retry_sender: MessageSender,
         ledger: DeferralLedger,
@@ -72,7 +74,6 @@ class MessageProcessor:
         self._jobs = jobs
         self._claim_checks = claim_checks
         self._model = model
-        self._results = results
         self._announcer = announcer
         self._retry_sender = retry_sender
         self._ledger = ledger
@@ -98,28 +99,37 @@ class MessageProcessor:
             request = parse_request(message, self._policy.allowed_models)
         except InvalidPayload as error:
             return self._dead_letter_invalid(message, settler, str(error))
-        job = self._jobs.find(request.tenant_id, request.request_id)
-        if job is None:
-            description = f"no job {request.request_id} for tenant {request.tenant_id}"
-            settler.dead_letter(message, DeadLetterReason.PERMANENT_FAILURE, description)
-            return "dead-lettered"
+        current = self._jobs.load(request.tenant_id, request.request_id)
+        if current is None:
+            current = self._adopt(message, request)
+        job = current.job
         if job.status.is_terminal:
-            settler.complete(message)
-            return "duplicate"
+            return self._ended_already(message, request, settler, job)
         now = self._clock()
         deadline = request.deadline or job.deadline
         if deadline is not None and now >= deadline:
-            return self._expire(message, request, settler)
+            return self._expire(message, request, settler, current)
         if request.not_before is not None and request.not_before > now:
             return self._defer(message, request, settler, request.not_before, "not_before")
         if request.after:
             prerequisite = self._prerequisite(request)
             if prerequisite is JobStatus.COMPLETED:
-                return self._run(message, request, settler)
+                return self._run(message, request, settler, current)
             if prerequisite is not None and prerequisite.is_terminal:
                 return self._prerequisite_failed(message, request, settler, prerequisite)
             return self._defer(message, request, settler, now + PREREQUISITE_RECHECK, "after")
-        return self._run(message, request, settler)
+        return self._run(message, request, settler, current)
+
+    def _adopt(self, message: InboundMessage, request: RequestMessage) -> Versioned:
+        """Record the job of a message that came before it (see ``adopted_jobs``)."""
+        created = self._jobs.create(job_from_message(request, message, self._clock()))
+        if created is not None:
+            log.info("recorded job %s from its message", request.request_id)
+            return created
+        existing = self._jobs.load(request.tenant_id, request.request_id)
+        if existing is None:
+            raise TransientError(f"job {request.request_id} was created and is gone again")
+        return existing
 
     # --- the rows of the table ------------------------------------------------------------
 
@@ -130,12 +140,29 @@ class MessageProcessor:
         settler.dead_letter(message, DeadLetterReason.INVALID_PAYLOAD, _clip(why))
         return "dead-lettered"
 
-    def _expire(self, message: InboundMessage, request: RequestMessage, settler: Settler) -> str:
+    def _ended_already(
+        self, message: InboundMessage, request: RequestMessage, settler: Settler, job: Job
+    ) -> str:
+        """A delivery of finished work. When it is a redelivery or a retry copy, a crash or
+        a failed publication may have come between storing the result and announcing it,
+        so a completed job is announced again (the events' ids are deterministic:
+        consumers drop a repeat). A first delivery of another message for the same
+        request is a duplicate whose original announces: it is only completed."""
+        attempted_before = message.delivery_count > 1 or message.retry_count > 0
+        if attempted_before and job.status is JobStatus.COMPLETED and job.result is not None:
+            try:
+                self._announce_result(message, request, job)
+            except TransientError as error:
+                return self._retry(message, request, settler, error, completed=True)
+        settler.complete(message)
+        return "duplicate"
+
+    def _expire(
+        self, message: InboundMessage, request: RequestMessage, settler: Settler, current: Versioned
+    ) -> str:
         try:
-            self._jobs.update(
-                request.tenant_id,
-                request.request_id,
-                lambda job: transition(job, JobStatus.EXPIRED, settlement="completed"),
+            self._jobs.advance(
+                current, lambda job: transition(job, JobStatus.EXPIRED, settlement="completed")
             )
             self._announce_end(
                 request, "expired", "deadline_exceeded", message.application_properties
@@ -189,43 +216,44 @@ class MessageProcessor:
         settler.dead_letter(message, DeadLetterReason.PERMANENT_FAILURE, why)
         return "dead-lettered"
 
-    def _run(self, message: InboundMessage, request: RequestMessage, settler: Settler) -> str:
+    def _run(
+        self,
+        message: InboundMessage,
+        request: RequestMessage,
+        settler: Settler,
+        current: Versioned,
+    ) -> str:
+        """Success costs two job writes, each with the ETag of the step before: running,
+        then completed with the result in it (durable before it is announced)."""
         try:
-            job = self._jobs.update(
-                request.tenant_id,
-                request.request_id,
-                lambda current: transition(
-                    current, JobStatus.RUNNING, attempts=current.attempts + 1, settlement=None
+            running = self._jobs.advance(
+                current,
+                lambda job: transition(
+                    job, JobStatus.RUNNING, attempts=job.attempts + 1, settlement=None
                 ),
             )
         except Conflict:
             settler.complete(message)  # cancelled or finished meanwhile
             return "duplicate"
         try:
-            document, result_blob = self._results.find_or_create(
-                request, lambda: self._read_input(request), self._model, message.retry_count
+            content, media_type = self._read_input(request)
+            document = run_model(
+                request, content, media_type, self._model, message.retry_count, self._clock
             )
-            self._announcer.announce(
-                announcement_for(
-                    request,
-                    document.outcome,
-                    properties=message.application_properties,
-                    correlation_id=job.correlation_id,
-                    result=document,
-                    result_uri=self._results.uri(result_blob),
+            try:
+                completed = self._jobs.advance(
+                    running,
+                    lambda job: transition(
+                        job,
+                        JobStatus.COMPLETED,
+                        result=document,
+                        result_summary=summary_of(document),
+                        settlement="completed",
+                    ),
                 )
-            )
-            self._jobs.update(
-                request.tenant_id,
-                request.request_id,
-                lambda current: transition(
-                    current,
-                    JobStatus.COMPLETED,
-                    result_blob=result_blob,
-                    result_summary=summary_of(document),
-                    settlement="completed",
-                ),
-            )
+            except Conflict:
+                settler.complete(message)  # cancelled while the model ran: nothing to tell
+                return "duplicate"
         except ClaimCheckInvalid as error:
             self._fail_job(request.tenant_id, request.request_id, "claim_check_invalid", str(error))
             settler.dead_letter(message, DeadLetterReason.CLAIM_CHECK_INVALID, _clip(str(error)))
@@ -240,8 +268,26 @@ class MessageProcessor:
             return "dead-lettered"
         except TransientError as error:
             return self._retry(message, request, settler, error)
+        try:
+            self._announce_result(message, request, completed.job)
+        except TransientError as error:
+            return self._retry(message, request, settler, error, completed=True)
         settler.complete(message)
         return document.outcome
+
+    def _announce_result(self, message: InboundMessage, request: RequestMessage, job: Job) -> None:
+        assert job.result is not None
+        base = self._policy.api_base_url
+        self._announcer.announce(
+            announcement_for(
+                request,
+                job.result.outcome,
+                properties=message.application_properties,
+                correlation_id=job.correlation_id,
+                result=job.result,
+                result_url=f"{base}/api/v1/requests/{job.id}/result" if base else None,
+            )
+        )
 
     def _read_input(self, request: RequestMessage) -> tuple[bytes, str]:
         if isinstance(request.input, ClaimCheck):
@@ -255,8 +301,16 @@ class MessageProcessor:
         request: RequestMessage,
         settler: Settler,
         error: TransientError,
+        *,
+        completed: bool = False,
     ) -> str:
+        """Schedule a retry copy; ``completed``: the result is stored, only its
+        announcement failed (the job stays completed whatever happens here)."""
         retries = message.retry_count
+        if retries >= self._policy.max_retries and completed:
+            why = f"the result is stored; announcing it failed {retries + 1} times: {error}"
+            settler.dead_letter(message, DeadLetterReason.MAX_RETRIES_EXCEEDED, _clip(why))
+            return "dead-lettered"
         if retries >= self._policy.max_retries:
             why = f"gave up after {retries} retries; last error: {error}"
             self._fail_job(request.tenant_id, request.request_id, "max_retries_exceeded", why)
@@ -285,19 +339,20 @@ class MessageProcessor:
             )
             settler.abandon(message)
             return "abandoned"
-        try:
-            self._jobs.update(
-                request.tenant_id,
-                request.request_id,
-                lambda current: transition(
-                    current,
-                    JobStatus.ACCEPTED,
-                    last_error=JobError(code=error.code, message=str(error)),
-                    settlement=f"retry {retries + 1} scheduled in {delay:.1f}s",
-                ),
-            )
-        except Exception:
-            log.warning("retry of %s scheduled but its job was not updated", message.message_id)
+        if not completed:
+            try:
+                self._jobs.update(
+                    request.tenant_id,
+                    request.request_id,
+                    lambda current: transition(
+                        current,
+                        JobStatus.ACCEPTED,
+                        last_error=JobError(code=error.code, message=str(error)),
+                        settlement=f"retry {retries + 1} scheduled in {delay:.1f}s",
+                    ),
+                )
+            except Exception:
+                log.warning("retry of %s scheduled; its job was not updated", message.message_id)
         settler.complete(message)
         return "retry-scheduled"
 

@@ -1,4 +1,5 @@
-"""Scale bounds, retention and alerts: the operational promises of the deployment."""
+"""Scale bounds and alerts: the operational promises of the deployment (retention:
+test_retention.py)."""
 
 import re
 from datetime import UTC, datetime, timedelta
@@ -25,7 +26,6 @@ from tests.infra import (
 MAIN = INFRA / "main.bicep"
 FUNCTION_APP = MODULES / "function-app.bicep"
 ALERTS = MODULES / "alerts.bicep"
-DATA_STORAGE = MODULES / "storage-data.bicep"
 
 
 @pytest.mark.parametrize(
@@ -63,32 +63,6 @@ def test_scale_parameters_reach_function_app_config() -> None:
     assert is_reference(
         scale["triggers"]["http"]["perInstanceConcurrency"], "httpPerInstanceConcurrency"
     )
-
-
-def _lifecycle_rules() -> dict[str, Any]:
-    (policy,) = resources_of_type(
-        DATA_STORAGE, "Microsoft.Storage/storageAccounts/managementPolicies"
-    ).values()
-    rules = resource_body(policy)["properties"]["policy"]["rules"]
-    return {rule["name"]: rule["definition"] for rule in rules}
-
-
-@pytest.mark.parametrize(
-    ("rule", "prefix", "days"),
-    [
-        ("expire-inputs", "inputs/", "inputsRetentionDays"),
-        ("expire-results", "results/", "resultsRetentionDays"),
-    ],
-)
-def test_retention_rules(rule: str, prefix: str, days: str) -> None:
-    definition = _lifecycle_rules()[rule]
-    (prefix_match,) = definition["filters"]["prefixMatch"]
-    hole, slash = literal(prefix_match)
-    assert slash == "/"
-    assert render(hole) == f"dataContainers.{prefix[:-1]}"
-    delete = definition["actions"]["baseBlob"]["delete"]
-    assert delete == {"daysAfterModificationGreaterThan": days}
-    assert is_reference(delete["daysAfterModificationGreaterThan"])
 
 
 def _metric_alerts() -> dict[str, dict[str, Any]]:

@@ -207,15 +207,15 @@ def test_the_event_grid_trigger_makes_one_job_per_event(
 def test_outputs_of_the_app_never_trigger_work(
     doors: Services, bus: ServiceBusClient, storage: AzureBlobStore, tenant: str
 ) -> None:
-    storage.upload("results", f"{tenant}/r.json", b"{}", "application/json", {})
+    storage.upload("jobs", f"{tenant}/r.json", b"{}", "application/json", {})
     response = webhook(
-        [blob_created_event(storage, "results", f"{tenant}/r.json")],
+        [blob_created_event(storage, "jobs", f"{tenant}/r.json")],
         content_type="application/json",
     )
     assert response.status_code == 200
     assert json_of(response)["events"][0]["status"] == "ignored"
     blob_door = indexed_functions()["blob_intake"].get_user_function()
-    blob_door(InputStream(data=b"{}", name=f"results/{tenant}/r.json", length=2))
+    blob_door(InputStream(data=b"{}", name=f"jobs/{tenant}/r.json", length=2))
     assert queued_ids(bus) == []
 
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.composition import Services
-from shared.contracts import JobStatus
+from shared.contracts import JobStatus, ResultDocument
 from shared.jobs import transition
 from tests.integration.conftest import Call, json_body
 
@@ -70,14 +68,19 @@ def test_result_is_409_with_retry_after_until_completed_then_served(
     assert early.headers["Retry-After"] == "2"
     assert json_body(early)["type"] == "urn:inferbus:problem:result-not-ready"
 
-    result = {"request_id": request_id, "summary": "done"}
-    blob_name = f"{tenant}/{request_id}.json"
-    storage.upload("results", blob_name, json.dumps(result).encode(), "application/json", {})
+    result = ResultDocument(
+        request_id=request_id,
+        tenant_id=tenant,
+        model="local-analyzer",
+        outcome="refused",
+        refusal={"category": "configured_term", "message": "declined"},
+        completed_at="2026-11-30T12:00:00+00:00",
+    )
     services.jobs.update(
         tenant,
         request_id,
         lambda job: transition(
-            job, JobStatus.COMPLETED, result_blob=blob_name, result_summary={"outcome": "ok"}
+            job, JobStatus.COMPLETED, result=result, result_summary={"outcome": "ok"}
         ),
     )
 
@@ -89,7 +92,7 @@ def test_result_is_409_with_retry_after_until_completed_then_served(
         "get_request_result", "GET", f"/v1/requests/{request_id}/result", route_params=route
     )
     assert served.status_code == 200
-    assert json_body(served) == result
+    assert json_body(served) == result.model_dump(mode="json", by_alias=True)
 
 
 def test_cancel_then_cancel_again_is_409(call: Call, services: Services, tenant: str) -> None:

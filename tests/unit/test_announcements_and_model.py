@@ -19,7 +19,7 @@ def announcement(**changes: object) -> Announcement:
         "priority": "high",
         "document_type": "invoice",
         "review_required": True,
-        "result_uri": "https://a/results/t1/r1.json",
+        "result_url": "https://app.example/api/v1/requests/r1/result",
         "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
     }
     fields.update(changes)

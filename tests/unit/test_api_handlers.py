@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -13,7 +15,8 @@ from shared.adapters.in_memory import RecordingSettler
 from shared.events import webhook
 from shared.intake import request_api as api
 from shared.intake.http import ApiResponse
-from tests.fakes import broker_down
+from shared.request_ids import new_request_id
+from tests.fakes import ManualClock, broker_down
 from tests.support.events import (
     blob_created_event,
     requested_event,
@@ -125,6 +128,28 @@ def test_another_tenants_request_does_not_exist(wired: Wired) -> None:
     assert body(on_job(wired, api.get_request, "GET", job_id))["status"] == "accepted"
 
 
+def test_a_request_retired_by_the_retention_policy_is_410_gone() -> None:
+    """Lifecycle rules delete jobs without a trace; the request id remembers its age."""
+    clock = ManualClock(datetime(2026, 3, 1, tzinfo=UTC))
+    wired = wire(clock=clock, JobRetentionDays="30")
+    job_id = body(submit(wired))["id"]
+    clock.now += timedelta(days=31)
+    wired.documents.delete("jobs", f"{TENANT}/{job_id}.json")  # what the lifecycle rule does
+
+    for handler, method, suffix in (
+        (api.get_request, "GET", ""),
+        (api.get_result, "GET", "/result"),
+        (api.cancel_request, "DELETE", ""),
+    ):
+        problem = assert_problem(
+            on_job(wired, handler, method, job_id, suffix), 410, "request-retired"
+        )
+        assert "30 days" in problem["detail"]
+    young = new_request_id(lambda: clock.now - timedelta(days=29))
+    assert_problem(on_job(wired, api.get_request, "GET", young), 404, "not-found")
+    assert_problem(on_job(wired, api.get_request, "GET", str(uuid.uuid4())), 404, "not-found")
+
+
 def test_the_tenant_comes_from_the_principal_and_the_header_only_where_allowed() -> None:
     principal = {"auth_typ": "aad", "claims": [{"typ": "tid", "val": "fabrikam"}]}
     encoded = base64.b64encode(json.dumps(principal).encode()).decode()
@@ -205,20 +230,17 @@ def test_with_faults_enabled_a_simulated_fault_is_accepted_and_injected() -> Non
     assert action[:3] == ("dead_letter", body(response)["id"], "PermanentFailure")
 
 
-def test_a_failed_send_is_503_with_retry_after_and_the_job_failed(wired: Wired) -> None:
+def test_a_failed_send_is_503_with_retry_after_and_nothing_accepted(wired: Wired) -> None:
     wired.queue.fail_with = broker_down()
     response = submit(wired, headers={"Idempotency-Key": "k"})
     assert_problem(response, 503, "service-unavailable")
     assert response.headers["Retry-After"] == "5"
-    (name,) = wired.documents.list_names("jobs", f"{TENANT}/")
-    job_id = name.split("/")[1].removesuffix(".json")
-    failed = body(on_job(wired, api.get_request, "GET", job_id))
-    assert (failed["status"], failed["error"]["code"]) == ("failed", "enqueue_failed")
+    assert wired.documents.list_names("jobs", f"{TENANT}/") == []
 
     wired.queue.fail_with = None
     retry = submit(wired, headers={"Idempotency-Key": "k"})
     assert retry.status == 202
-    assert body(retry)["id"] != job_id
+    assert body(on_job(wired, api.get_request, "GET", body(retry)["id"]))["status"] == "accepted"
 
 
 # --- /api/v1/events ----------------------------------------------------------------------

@@ -4,7 +4,7 @@ sweep and the backlog report each contain every failure (a batch function never 
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -13,6 +13,7 @@ from shared.adapters.in_memory import InMemoryDeferredSource, RecordingSettler
 from shared.composition import Services
 from shared.errors import ConfigurationError
 from shared.intake.submissions import InlineContent, Submission
+from tests.fakes import ManualClock
 from tests.support.wiring import Wired, wire
 
 
@@ -50,14 +51,6 @@ def test_a_batch_whose_services_cannot_be_built_is_logged_not_raised(
         entry_points.handle_request_batch(broken, [wired.deliver(wired.queue.sent[0])], settler)
     assert "locks will lapse" in caplog.text
     assert settler.actions == []
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def test_the_sweep_runs_due_deferred_messages_through_the_pipeline() -> None:

@@ -15,6 +15,7 @@ from shared.intake.idempotency import (
     Replay,
     hash_key,
 )
+from tests.fakes import ManualClock
 
 
 def new_store() -> DocumentIdempotencyStore:
@@ -22,32 +23,38 @@ def new_store() -> DocumentIdempotencyStore:
     return DocumentIdempotencyStore(InMemoryDocuments(), "idempotency")
 
 
-class ManualClock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
+ACCEPTED: set[tuple[str, str]] = set()
 
 
-def guard(store: DocumentIdempotencyStore, clock: ManualClock) -> IdempotencyGuard:
+def guard(
+    store: DocumentIdempotencyStore,
+    clock: ManualClock,
+    accepted: set[tuple[str, str]] = ACCEPTED,
+) -> IdempotencyGuard:
+    """A guard for which the requests in ``accepted`` have jobs (none by default)."""
     return IdempotencyGuard(
-        store, clock, wait_seconds=0.2, stale_after_seconds=60, sleep=lambda _: None
+        store,
+        accepted=lambda tenant, request_id: (tenant, request_id) in accepted,
+        clock=clock,
+        wait_seconds=0.2,
+        stale_after_seconds=60,
+        sleep=lambda _: None,
     )
 
 
-def test_first_claim_wins_and_commit_makes_later_ones_replay() -> None:
-    store, clock = new_store(), ManualClock()
+def test_first_claim_wins_and_its_job_makes_later_ones_replay() -> None:
+    store, clock = new_store(), ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
     first = guard(store, clock).begin("t", "key", "hash-a")
     assert isinstance(first, Claimed)
-    guard(store, clock).commit(first)
+    assert first.record.request_id.count("-") == 4
 
-    again = guard(store, clock).begin("t", "key", "hash-a")
+    jobs = {("t", first.record.request_id)}
+    again = guard(store, clock, jobs).begin("t", "key", "hash-a")
     assert again == Replay(first.record.request_id)
 
 
 def test_a_different_body_with_the_same_key_conflicts() -> None:
-    store, clock = new_store(), ManualClock()
+    store, clock = new_store(), ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
     claim = guard(store, clock).begin("t", "key", "hash-a")
     assert isinstance(claim, Claimed)
     with pytest.raises(Conflict) as conflict:
@@ -56,7 +63,7 @@ def test_a_different_body_with_the_same_key_conflicts() -> None:
 
 
 def test_a_pending_claim_makes_others_wait_then_409_with_retry_after() -> None:
-    store, clock = new_store(), ManualClock()
+    store, clock = new_store(), ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
     assert isinstance(guard(store, clock).begin("t", "key", "h"), Claimed)
     with pytest.raises(Conflict) as conflict:
         guard(store, clock).begin("t", "key", "h")
@@ -65,7 +72,7 @@ def test_a_pending_claim_makes_others_wait_then_409_with_retry_after() -> None:
 
 
 def test_release_frees_the_key_for_a_new_request() -> None:
-    store, clock = new_store(), ManualClock()
+    store, clock = new_store(), ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
     first = guard(store, clock).begin("t", "key", "h")
     assert isinstance(first, Claimed)
     guard(store, clock).release(first)
@@ -75,7 +82,7 @@ def test_release_frees_the_key_for_a_new_request() -> None:
 
 
 def test_a_stale_pending_claim_is_taken_over_with_the_same_request_id() -> None:
-    store, clock = new_store(), ManualClock()
+    store, clock = new_store(), ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
     crashed = guard(store, clock).begin("t", "key", "h")
     assert isinstance(crashed, Claimed)
     clock.now += timedelta(seconds=61)
@@ -83,7 +90,16 @@ def test_a_stale_pending_claim_is_taken_over_with_the_same_request_id() -> None:
     assert isinstance(takeover, Claimed)
     assert takeover.record.request_id == crashed.record.request_id
     with pytest.raises(ConcurrencyConflict):
-        guard(store, clock).commit(crashed)
+        guard(store, clock).release(crashed)  # the crashed owner's ETag is out of date
+
+
+def test_a_claim_whose_job_exists_is_not_taken_over_however_old() -> None:
+    store, clock = new_store(), ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    first = guard(store, clock).begin("t", "key", "h")
+    assert isinstance(first, Claimed)
+    clock.now += timedelta(days=1)
+    jobs = {("t", first.record.request_id)}
+    assert guard(store, clock, jobs).begin("t", "key", "h") == Replay(first.record.request_id)
 
 
 @pytest.mark.parametrize("key", ["", "with space", "é", "x" * 256])

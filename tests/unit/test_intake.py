@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from shared.adapters.in_memory import FixedBacklog
+from shared.adapters.in_memory import FixedBacklog, InMemoryDocuments, RecordingSender
 from shared.contracts import JobStatus
+from shared.documents import Document
 from shared.errors import (
     Conflict,
     InvalidInput,
@@ -19,6 +20,7 @@ from shared.errors import (
 )
 from shared.intake.idempotency import hash_key
 from shared.intake.submissions import BlobReference, InlineContent, Submission
+from shared.messaging import OutgoingMessage
 from tests.fakes import broker_down
 from tests.support.wiring import Wired, wire
 
@@ -80,7 +82,7 @@ def test_the_same_key_and_body_give_the_same_job_and_never_a_second_message(
     assert [m.message_id for m in wired.queue.sent] == [first.job.id]
     marker = wired.documents.load("idempotency", f"contoso/{hash_key('order-1')}.json")
     assert marker is not None
-    assert marker[0]["state"] == "committed"
+    assert marker[0]["request_id"] == first.job.id
 
 
 def test_the_same_key_with_another_body_is_a_conflict_and_keys_are_per_tenant(
@@ -98,7 +100,7 @@ def test_the_same_key_with_another_body_is_a_conflict_and_keys_are_per_tenant(
     assert len(wired.queue.sent) == 2
 
 
-def test_a_failed_send_fails_the_job_releases_the_key_and_is_503() -> None:
+def test_a_failed_send_records_no_job_releases_the_key_and_is_503() -> None:
     wired = wire()
     wired.queue.fail_with = broker_down()
 
@@ -107,18 +109,16 @@ def test_a_failed_send_fails_the_job_releases_the_key_and_is_503() -> None:
 
     assert isinstance(unavailable.value, TransientError)
     assert unavailable.value.retry_after == 5
-    (name,) = wired.documents.list_names("jobs", "contoso/")
-    failed = wired.services.jobs.get("contoso", name.split("/")[1].removesuffix(".json"))
-    assert failed.status is JobStatus.FAILED
-    assert failed.error is not None
-    assert failed.error.code == "enqueue_failed"
+    assert wired.documents.list_names("jobs", "contoso/") == [], "nothing was accepted"
     assert wired.documents.list_names("idempotency", "contoso/") == [], "the key is released"
 
     wired.queue.fail_with = None
     retried = wired.services.intake.submit(text_submission(idempotency_key="k", request_hash="h"))
     assert retried.replayed is False
-    assert retried.job.id != failed.id, "the released key starts a new request"
     assert [m.message_id for m in wired.queue.sent] == [retried.job.id]
+    assert [n.split("/")[1] for n in wired.documents.list_names("jobs", "contoso/")] == [
+        f"{retried.job.id}.json"
+    ]
 
 
 def test_a_referenced_blob_of_the_tenant_becomes_the_claim_check(wired: Wired) -> None:
@@ -203,3 +203,46 @@ def test_a_full_queue_is_503_before_anything_is_stored() -> None:
     backlog.depth = 9
     wire_again = wire(MaxQueueBacklog="10", ports={"backlog": backlog})
     assert wire_again.services.intake.submit(text_submission()).job.status is JobStatus.ACCEPTED
+
+
+class JobsAtSend(RecordingSender):
+    """Notes which jobs existed each time a message was sent."""
+
+    def __init__(self, documents: InMemoryDocuments) -> None:
+        super().__init__()
+        self.documents = documents
+        self.jobs_at_send: list[list[str]] = []
+
+    def send(self, message: OutgoingMessage) -> None:
+        self.jobs_at_send.append(self.documents.list_names("jobs", ""))
+        super().send(message)
+
+
+class JobWritesFail(InMemoryDocuments):
+    def create(self, container: str, name: str, document: Document) -> str | None:
+        if container == "jobs":
+            raise TransientError("storage is unavailable")
+        return super().create(container, name, document)
+
+
+def test_the_message_is_sent_before_the_job_is_recorded() -> None:
+    """A job exists only for work the broker took (no orphan job when the send fails)."""
+    documents = InMemoryDocuments()
+    sender = JobsAtSend(documents)
+    wired = wire(ports={"documents": documents, "requests": sender})
+
+    accepted = wired.services.intake.submit(text_submission())
+
+    assert sender.jobs_at_send == [[]]
+    assert wired.documents.list_names("jobs", "") == [f"contoso/{accepted.job.id}.json"]
+
+
+def test_queued_work_is_accepted_even_when_its_job_cannot_be_recorded() -> None:
+    """The processor records the job from the message (processing.adopted_jobs)."""
+    wired = wire(ports={"documents": JobWritesFail()})
+
+    accepted = wired.services.intake.submit(text_submission())
+
+    assert accepted.job.status is JobStatus.ACCEPTED
+    assert [m.message_id for m in wired.queue.sent] == [accepted.job.id]
+    assert wired.queue.sent[0].application_properties["source"] == "http"

@@ -9,7 +9,14 @@ import pytest
 from shared.adapters.in_memory import InMemoryDocuments
 from shared.contracts import Job, JobStatus
 from shared.errors import ConcurrencyConflict, Conflict, NotFound
-from shared.jobs import ALLOWED_TRANSITIONS, DocumentJobStore, JobRepository, fail, transition
+from shared.jobs import (
+    ALLOWED_TRANSITIONS,
+    DocumentJobStore,
+    JobRepository,
+    Versioned,
+    fail,
+    transition,
+)
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -104,3 +111,45 @@ def test_missing_and_foreign_jobs_are_not_found() -> None:
         repository.get("t2", "r1")
     with pytest.raises(NotFound):
         repository.update("t1", "nope", lambda job: job)
+
+
+class CountingStore(DocumentJobStore):
+    """Counts the reads a repository makes."""
+
+    def __init__(self) -> None:
+        super().__init__(InMemoryDocuments(), "jobs")
+        self.loads = 0
+
+    def load(self, tenant_id: str, job_id: str) -> Versioned | None:
+        self.loads += 1
+        return super().load(tenant_id, job_id)
+
+
+def test_advance_writes_with_the_etag_it_holds_and_reads_nothing() -> None:
+    store = CountingStore()
+    repository = JobRepository(store)
+    created = repository.create(new_job())
+    assert created is not None
+    assert repository.create(new_job()) is None, "creation is exclusive"
+
+    running = repository.advance(created, lambda job: transition(job, JobStatus.RUNNING))
+    done = repository.advance(running, lambda job: transition(job, JobStatus.COMPLETED))
+
+    assert store.loads == 0
+    assert repository.get("t1", "r1").status is JobStatus.COMPLETED
+    assert done.etag != running.etag != created.etag
+
+
+def test_advance_from_an_outdated_version_rereads_and_reapplies() -> None:
+    store = in_memory_store()
+    repository = JobRepository(store)
+    created = repository.create(new_job())
+    assert created is not None
+    repository.update("t1", "r1", lambda job: job.model_copy(update={"attempts": 5}))
+
+    advanced = repository.advance(created, lambda job: transition(job, JobStatus.RUNNING))
+
+    assert (advanced.job.status, advanced.job.attempts) == (JobStatus.RUNNING, 5)
+    stored = store.load("t1", "r1")
+    assert stored is not None
+    assert stored.etag == advanced.etag

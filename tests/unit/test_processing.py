@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,16 +18,15 @@ from shared.adapters.in_memory import (
     RecordingSettler,
 )
 from shared.adapters.local_model import LocalModel
-from shared.contracts import ClaimCheck, Job, JobStatus, RequestMessage
+from shared.contracts import ClaimCheck, InferenceResult, Job, JobStatus, RequestMessage
 from shared.errors import PermanentError, TransientError
 from shared.events.announcements import Announcer
-from shared.inference import InferenceInput, InferenceResult
+from shared.inference import InferenceInput
 from shared.intake.claim_checks import ClaimChecks
 from shared.jobs import DocumentJobStore, JobRepository
 from shared.processing.deferral import DeferredEntry, DocumentDeferralLedger
 from shared.processing.inbound import InboundMessage
 from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
-from shared.results import ResultStore
 from tests.fakes import broker_down
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -66,12 +65,16 @@ class Harness:
         self.jobs = JobRepository(self.store, clock=lambda: NOW)
         self.processor = MessageProcessor(
             policy=ProcessingPolicy(
-                "inference-requests", ("local-analyzer",), self.max_retries, 2.0, 60.0
+                "inference-requests",
+                ("local-analyzer",),
+                self.max_retries,
+                2.0,
+                60.0,
+                api_base_url="https://app.example",
             ),
             jobs=self.jobs,
             claim_checks=ClaimChecks(self.blobs, "inputs", ("inputs",), 10_000),
             model=self.model,
-            results=ResultStore(self.blobs, "results", clock=lambda: NOW),
             announcer=Announcer(self.events, self.topic),
             retry_sender=self.sender,
             ledger=self.ledger,
@@ -256,9 +259,10 @@ def test_a_refusal_is_a_completed_result(h: Harness) -> None:
     assert job.status is JobStatus.COMPLETED
     assert job.result_summary is not None
     assert job.result_summary["outcome"] == "refused"
-    stored = json.loads(h.blobs.read("results", f"{TENANT}/r1.json") or b"{}")
-    assert stored["outcome"] == "refused"
-    assert stored["refusal"]["category"] == "configured_term"
+    assert job.result is not None
+    assert job.result.outcome == "refused"
+    assert job.result.refusal is not None
+    assert job.result.refusal["category"] == "configured_term"
 
 
 def test_transient_failure_with_retries_left_schedules_a_copy_then_completes(h: Harness) -> None:
@@ -347,7 +351,9 @@ def test_success_persists_publishes_then_completes(h: Harness) -> None:
     assert h.settler.actions == [("complete", "r1", None, None)]
     job = h.jobs.get(TENANT, "r1")
     assert job.status is JobStatus.COMPLETED
-    assert job.result_blob == f"{TENANT}/r1.json"
+    assert job.result is not None
+    assert job.result.result is not None
+    assert job.result.result.document_type == "invoice"
     assert job.result_summary is not None
     assert job.result_summary["document_type"] == "invoice"
     assert [e.type for e in h.events.published] == ["com.inferbus.InferenceCompleted"]
@@ -356,6 +362,8 @@ def test_success_persists_publishes_then_completes(h: Harness) -> None:
     assert topic.application_properties["outcome"] == "completed"
     assert topic.application_properties["document_type"] == "invoice"
     assert topic.message_id == h.events.published[0].id
+    result_url = "https://app.example/api/v1/requests/r1/result"
+    assert h.events.published[0].data["result_url"] == result_url
 
 
 def test_a_publication_failure_is_retried_and_the_retry_reuses_the_stored_result(
@@ -366,9 +374,53 @@ def test_a_publication_failure_is_retried_and_the_retry_reuses_the_stored_result
     first = message(request_body(h))
     assert h.processor.process(first, h.settler) == "retry-scheduled"
     assert h.model.calls == 1
-    assert h.blobs.read("results", f"{TENANT}/r1.json") is not None
+    assert h.status() is JobStatus.COMPLETED, "the result is stored before it is announced"
+    assert h.events.published == []
 
     h.events.fail_with = None
-    assert h.processor.process(message(request_body(h), retry_count=1), h.settler) == "completed"
+    assert h.processor.process(message(request_body(h), retry_count=1), h.settler) == "duplicate"
     assert h.model.calls == 1, "the stored result is published, the model is not run again"
+    assert [e.type for e in h.events.published] == ["com.inferbus.InferenceCompleted"]
+    assert h.events.published[0].data["document_type"] == "invoice"
     assert h.status() is JobStatus.COMPLETED
+
+
+def test_an_announcement_that_keeps_failing_dead_letters_but_keeps_the_result(
+    h: Harness,
+) -> None:
+    h.job()
+    h.events.fail_with = TransientError("Event Grid answered 503")
+    exhausted = message(request_body(h), retry_count=h.max_retries)
+    assert h.processor.process(exhausted, h.settler) == "dead-lettered"
+    action, _, reason, description = h.settler.actions[0]
+    assert (action, reason) == ("dead_letter", "MaxRetriesExceeded")
+    assert "result is stored" in str(description)
+    assert h.status() is JobStatus.COMPLETED
+    assert h.topic.sent == [], "no InferenceFailed for a request that has its result"
+
+
+def test_a_message_without_a_job_records_it_from_the_message_and_runs(h: Harness) -> None:
+    """Intake sends before it records the job, and direct producers never record one."""
+    arriving = message(request_body(h), source="http")
+    assert h.processor.process(arriving, h.settler) == "completed"
+    job = h.jobs.get(TENANT, "r1")
+    assert (job.status, job.source, job.correlation_id) == (JobStatus.COMPLETED, "http", "corr")
+    assert job.created_at == NOW
+    direct = message(request_body(h, request_id="r2"))
+    assert h.processor.process(direct, h.settler) == "completed"
+    assert h.jobs.get(TENANT, "r2").source == "servicebus"
+
+
+def test_only_a_redelivery_of_completed_work_announces_it_again(h: Harness) -> None:
+    """A lock lost after the result was stored must not lose the announcement; a second
+    message for the same request is a duplicate whose original announced."""
+    h.job()
+    assert h.processor.process(message(request_body(h)), h.settler) == "completed"
+    assert len(h.events.published) == 1
+
+    assert h.processor.process(message(request_body(h)), h.settler) == "duplicate"
+    assert len(h.events.published) == 1
+    redelivered = replace(message(request_body(h)), delivery_count=2)
+    assert h.processor.process(redelivered, h.settler) == "duplicate"
+    assert [e.id for e in h.events.published[1:]] == [h.events.published[0].id]
+    assert h.model.calls == 1

@@ -1,0 +1,154 @@
+"""Storage round trips per request, counted at the HTTP transport of the app's blob client.
+
+Storage calls are most of a request's cost (each one a network round trip to Blob
+storage), so their number is a budget a change must not exceed silently: two at intake
+(the input, the job), three with an Idempotency-Key (its marker), four in processing (the
+job, running, the input, completed with the result), and one per status or result poll.
+The requests go through the registered functions against Azurite and the Service Bus
+emulator; only the transport under azure-storage-blob is wrapped, to count.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from azure.core.pipeline.transport import HttpRequest, HttpResponse, RequestsTransport
+from azure.servicebus import ServiceBusClient, ServiceBusReceiver
+
+from shared.adapters.blob_documents import BlobJsonDocuments
+from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
+from shared.composition import Services
+from shared.contracts import JobStatus
+from tests.fixtures.azurite import Azurite
+from tests.fixtures.servicebus_emulator import ServiceBusEmulator
+from tests.integration.conftest import (
+    Call,
+    InstallServices,
+    indexed_functions,
+    json_body,
+    make_settings,
+)
+from tests.support.servicebus import ReceiverMessageActions, connect, drain
+
+pytestmark = pytest.mark.integration
+
+QUEUE = "inference-requests"
+INTAKE_BUDGET = 2
+INTAKE_BUDGET_WITH_KEY = 3
+PROCESSING_BUDGET = 4
+TEXT = "Invoice 12. Total amount due: 300 EUR. Payment within 30 days."
+
+
+class CountingTransport(RequestsTransport):
+    """The SDK's own transport, noting each request as ``METHOD container/blob``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.operations: list[str] = []
+        self._lock = threading.Lock()
+
+    def send(self, request: HttpRequest, **kwargs: Any) -> HttpResponse:  # type: ignore[override]
+        path = unquote(urlsplit(request.url).path).split("/", 2)[-1]  # drop the account
+        with self._lock:
+            self.operations.append(f"{request.method} {path}")
+        return super().send(request, **kwargs)
+
+    def since(self, mark: int) -> list[str]:
+        with self._lock:
+            return self.operations[mark:]
+
+
+@pytest.fixture
+def transport() -> CountingTransport:
+    return CountingTransport()
+
+
+@pytest.fixture
+def counted(
+    install_services: InstallServices, azurite: Azurite, transport: CountingTransport
+) -> Services:
+    """The app's services with every storage call going through ``transport``."""
+    client = blob_service_client(make_settings(azurite), transport=transport)
+    return install_services(
+        ports={"blobs": AzureBlobStore(client), "documents": BlobJsonDocuments(client)}
+    )
+
+
+@pytest.fixture
+def receiver(servicebus_emulator: ServiceBusEmulator) -> Iterator[ServiceBusReceiver]:
+    client: ServiceBusClient = connect(servicebus_emulator)
+    with client:
+        drain(client, QUEUE)
+        with client.get_queue_receiver(QUEUE) as queue_receiver:
+            yield queue_receiver
+
+
+def process_one_batch(receiver: ServiceBusReceiver) -> list[tuple[str, Any]]:
+    """Receive what is queued and hand it to the registered batch function."""
+    trigger = indexed_functions()["process_requests"].get_user_function()
+    messages = receiver.receive_messages(max_message_count=8, max_wait_time=5)
+    assert messages, "the request message was not queued"
+    actions = ReceiverMessageActions(receiver)
+    trigger(messages=messages, message_actions=actions)
+    return actions.calls
+
+
+def submit(call: Call, **headers: str) -> str:
+    body = {"model": "local-analyzer", "input": {"text": TEXT}}
+    response = call("submit_request", "POST", "/v1/requests", body=body, headers=headers)
+    assert response.status_code == 202, response.get_body()
+    return str(json_body(response)["id"])
+
+
+def test_a_request_costs_at_most_six_storage_operations(
+    call: Call,
+    counted: Services,
+    transport: CountingTransport,
+    receiver: ServiceBusReceiver,
+    tenant: str,
+) -> None:
+    mark = len(transport.operations)
+    request_id = submit(call)
+    intake = transport.since(mark)
+    assert len(intake) <= INTAKE_BUDGET, intake
+    assert not any(op.startswith(("GET", "HEAD")) for op in intake), f"intake reads: {intake}"
+
+    mark = len(transport.operations)
+    assert process_one_batch(receiver) == [("complete", request_id)]
+    processing = transport.since(mark)
+    assert len(processing) <= PROCESSING_BUDGET, processing
+
+    route = {"id": request_id}
+    for function, suffix in (("get_request", ""), ("get_request_result", "/result")):
+        mark = len(transport.operations)
+        path = f"/v1/requests/{request_id}{suffix}"
+        response = call(function, "GET", path, route_params=route)
+        assert response.status_code == 200, response.get_body()
+        assert len(transport.since(mark)) == 1, transport.since(mark)
+    job = counted.jobs.get(tenant, request_id)
+    assert job.status is JobStatus.COMPLETED
+    assert job.result is not None
+
+
+def test_an_idempotency_key_costs_one_more_operation_and_a_replay_sends_nothing(
+    call: Call,
+    counted: Services,
+    transport: CountingTransport,
+    receiver: ServiceBusReceiver,
+    tenant: str,
+) -> None:
+    mark = len(transport.operations)
+    request_id = submit(call, **{"Idempotency-Key": f"order-{tenant}"})
+    intake = transport.since(mark)
+    assert len(intake) <= INTAKE_BUDGET_WITH_KEY, intake
+    assert not any(op.startswith(("GET", "HEAD")) for op in intake), f"intake reads: {intake}"
+
+    assert submit(call, **{"Idempotency-Key": f"order-{tenant}"}) == request_id
+    assert process_one_batch(receiver) == [("complete", request_id)]
+    assert not receiver.receive_messages(max_message_count=1, max_wait_time=1), (
+        "a replayed submission sent a second message"
+    )

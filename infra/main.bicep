@@ -135,6 +135,19 @@ param oldestMessageAgeThresholdSeconds int = 900
 @description('Accept only Microsoft Entra authenticated telemetry in Application Insights.')
 param appInsightsDisableLocalAuth bool = false
 
+@description('Zone-redundant Event Grid namespace (the pull door). Fixed when the namespace is created; set false in a region without availability zones.')
+param eventGridNamespaceZoneRedundant bool = true
+
+@description('Public network access of the Event Grid namespace: Enabled (the Flex Consumption app has no VNet integration) or Disabled (private endpoints, not deployed here).')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param eventGridNamespacePublicNetworkAccess string = 'Enabled'
+
+@description('Publish result CloudEvents to the Event Grid namespace topic inference-results instead of the custom topic (EventGridTopic__topicEndpoint becomes the namespace endpoint, EventGridTopic__namespaceTopic the topic name).')
+param publishResultsToNamespace bool = false
+
 @description('Tags applied to every resource.')
 param tags object = {}
 
@@ -152,6 +165,7 @@ var names = {
   serviceBus: 'sb-${environmentName}-${token}'
   eventGridSystemTopic: 'evgst-${environmentName}-storage'
   eventGridTopic: 'evgt-${environmentName}-${token}'
+  eventGridNamespace: 'evgns-${environmentName}-${token}'
   plan: 'plan-${environmentName}-${token}'
   functionApp: 'func-${environmentName}-${token}'
 }
@@ -237,6 +251,20 @@ module eventGrid 'modules/eventgrid-topics.bicep' = {
   }
 }
 
+module eventGridNamespace 'modules/eventgrid-namespace.bicep' = {
+  name: 'eventgrid-namespace'
+  params: {
+    location: location
+    name: names.eventGridNamespace
+    isZoneRedundant: eventGridNamespaceZoneRedundant
+    publicNetworkAccess: eventGridNamespacePublicNetworkAccess
+    eventGridIdentityId: identities.outputs.eventGridIdentityId
+    dataStorageAccountId: dataStorage.outputs.id
+    appPrincipalId: identities.outputs.appIdentityPrincipalId
+    tags: allTags
+  }
+}
+
 module functionApp 'modules/function-app.bicep' = {
   name: 'function-app'
   params: {
@@ -252,7 +280,11 @@ module functionApp 'modules/function-app.bicep' = {
     dataQueueEndpoint: dataStorage.outputs.queueEndpoint
     serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
     appInsightsName: monitoring.outputs.appInsightsName
-    eventGridTopicEndpoint: eventGrid.outputs.topicEndpoint
+    eventGridTopicEndpoint: publishResultsToNamespace ? eventGridNamespace.outputs.endpoint : eventGrid.outputs.topicEndpoint
+    eventGridNamespaceTopic: publishResultsToNamespace ? eventGridNamespace.outputs.resultsTopicName : ''
+    eventGridPullNamespaceEndpoint: eventGridNamespace.outputs.endpoint
+    eventGridPullTopicName: eventGridNamespace.outputs.pullTopicName
+    eventGridPullSubscriptionName: eventGridNamespace.outputs.pullSubscriptionName
     maximumInstanceCount: maximumInstanceCount
     instanceMemoryMB: instanceMemoryMB
     httpPerInstanceConcurrency: httpPerInstanceConcurrency
@@ -312,3 +344,5 @@ output resultsTopicName string = serviceBus.outputs.resultsTopicName
 output eventGridTopicEndpoint string = eventGrid.outputs.topicEndpoint
 output eventGridSystemTopicName string = eventGrid.outputs.systemTopicName
 output eventGridTopicName string = eventGrid.outputs.topicName
+output eventGridNamespaceName string = eventGridNamespace.outputs.name
+output eventGridNamespaceEndpoint string = eventGridNamespace.outputs.endpoint

@@ -23,6 +23,7 @@ from shared.clock import Clock, utc_now
 from shared.documents import JsonDocuments
 from shared.events.announcements import Announcer, EventPublisher
 from shared.events.intake import EventIntake
+from shared.events.pull import EventQueue, PullDoor, PullPolicy
 from shared.events.webhook_auth import TokenValidator
 from shared.inference import ModelClient
 from shared.intake.backpressure import BacklogGate, BacklogProbe
@@ -60,6 +61,7 @@ class Ports:
     queue_observer: QueueObserverFactory
     webhook_tokens: TokenValidator | None  # None: no bearer tokens required
     clock: Clock
+    event_queue: EventQueue | None = None  # None: no Event Grid namespace pull door
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class Services:
     sweeper: DeferredSweeper
     event_intake: EventIntake
     dead_letters: DeadLetterReplay
+    pull_door: PullDoor | None
 
 
 ServicesProvider = Callable[[], Services]
@@ -162,6 +165,17 @@ def build_services(settings: Settings, ports: Ports) -> Services:
             event_intake,
             clock,
         ),
+        pull_door=PullDoor(
+            ports.event_queue,
+            event_intake,
+            PullPolicy(
+                max_events=settings.eventgrid_pull_max_events,
+                max_wait_seconds=settings.eventgrid_pull_max_wait_seconds,
+                drain_seconds=settings.eventgrid_pull_drain_seconds,
+            ),
+        )
+        if ports.event_queue is not None
+        else None,
     )
 
 
@@ -210,6 +224,7 @@ def azure_ports(settings: Settings) -> Ports:
     from shared.adapters.blob_documents import BlobJsonDocuments
     from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
     from shared.adapters.eventgrid import event_grid_publisher
+    from shared.adapters.eventgrid_pull import namespace_queue
     from shared.adapters.queue_counts import backlog_probe_for
     from shared.adapters.servicebus import LazyServiceBusSender, servicebus_client
     from shared.adapters.servicebus_inbound import deferred_source
@@ -235,6 +250,7 @@ def azure_ports(settings: Settings) -> Ports:
         queue_observer=_Lazy(observer).get,
         webhook_tokens=webhook_tokens_for(settings),
         clock=utc_now,
+        event_queue=namespace_queue(settings),
     )
 
 

@@ -81,6 +81,18 @@ def handle_event(services: Services, event: IncomingEvent) -> None:
         log.error("event %s (%s) rejected: %s", event.id, event.type, outcome.reason)
 
 
+def pull_events(provider: ServicesProvider) -> None:
+    """Drain the Event Grid namespace queue subscription through intake (when configured)."""
+    try:
+        door = provider().pull_door
+        if door is None:
+            log.debug("no Event Grid namespace configured for pull delivery")
+            return
+        door.drain()
+    except Exception:
+        log.exception("event grid pull failed; it runs again on the next schedule")
+
+
 def report_backlog(provider: ServicesProvider) -> None:
     """Log the request queue's counts and oldest message age (see ops/backlog_report.py)."""
     from shared.ops.backlog_report import report_backlog as report

@@ -90,6 +90,24 @@ class Settings(BaseModel):
     event_grid_client_id: str | None = Field(
         None, alias="EventGridTopic__clientId", json_schema_extra=AZURE
     )
+    # The pull door: a namespace topic's queue event subscription (empty endpoint: off).
+    eventgrid_pull_endpoint: str | None = Field(None, alias="EventGridPull__namespaceEndpoint")
+    eventgrid_pull_topic: str = Field("inference-requests", alias="EventGridPull__topicName")
+    eventgrid_pull_subscription: str = Field("app-pull", alias="EventGridPull__subscriptionName")
+    eventgrid_pull_key: str | None = Field(
+        None, alias="EventGridPull__key", json_schema_extra=LOCAL
+    )
+    eventgrid_pull_client_id: str | None = Field(
+        None, alias="EventGridPull__clientId", json_schema_extra=AZURE
+    )
+    eventgrid_pull_max_events: int = Field(32, ge=1, le=100, alias="EventGridPull__maxEvents")
+    eventgrid_pull_max_wait_seconds: int = Field(
+        10, ge=10, le=120, alias="EventGridPull__maxWaitSeconds"
+    )
+    eventgrid_pull_drain_seconds: float = Field(
+        50.0, gt=0, le=540, alias="EventGridPull__drainSeconds"
+    )
+    eventgrid_pull_schedule: str = Field("*/10 * * * * *", alias="EventGridPullSchedule")
 
     # --- entities and containers -------------------------------------------------------
     requests_queue_name: str = Field("inference-requests", alias="RequestsQueueName")

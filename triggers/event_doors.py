@@ -1,5 +1,6 @@
-"""Event doors into intake: the Blob-created trigger, the Event Grid trigger and the
-Event Grid webhook. Each decodes its binding and hands over to ``shared``.
+"""Event doors into intake: the Blob-created trigger, the Event Grid trigger, the
+Event Grid webhook and the Event Grid namespace pull timer. Each decodes its binding
+and hands over to ``shared``.
 
 The blob trigger uses ``source=EventGrid``: the storage account's system topic pushes
 ``BlobCreated`` to ``/runtime/webhooks/blobs`` (a subscription filtered to the incoming
@@ -51,3 +52,11 @@ def eventgrid_intake(event: func.EventGridEvent) -> None:
 @bp.route(route="v1/events", methods=["POST", "OPTIONS"], auth_level=func.AuthLevel.FUNCTION)
 def event_webhook(req: func.HttpRequest) -> func.HttpResponse:
     return serve(events_api.handle, req)
+
+
+@bp.function_name("pull_events")
+@bp.timer_trigger(arg_name="timer", schedule="%EventGridPullSchedule%", run_on_startup=False)
+def pull_events(timer: func.TimerRequest) -> None:
+    """Functions has no namespace pull trigger: a singleton timer drains the queue
+    subscription for a bounded window (``shared.events.pull``)."""
+    entry_points.pull_events(get_services)

@@ -48,8 +48,20 @@ param serviceBusFullyQualifiedNamespace string
 @description('Name of the Application Insights component.')
 param appInsightsName string
 
-@description('Endpoint of the custom Event Grid topic the app publishes result CloudEvents to.')
+@description('Endpoint the app publishes result CloudEvents to: the custom Event Grid topic, or the Event Grid namespace when eventGridNamespaceTopic is set.')
 param eventGridTopicEndpoint string
+
+@description('Namespace topic the app publishes result CloudEvents to (EventGridTopic__namespaceTopic) when eventGridTopicEndpoint is the namespace endpoint; empty publishes to the custom topic.')
+param eventGridNamespaceTopic string = ''
+
+@description('HTTP endpoint of the Event Grid namespace (https://<namespace hostname>) the pull consumer receives from.')
+param eventGridPullNamespaceEndpoint string
+
+@description('Namespace topic of the pull consumer (its queue event subscription below).')
+param eventGridPullTopicName string
+
+@description('Queue event subscription the pull consumer receives from.')
+param eventGridPullSubscriptionName string
 
 @description('Upper bound of instances. Inference is bounded by model quota (tokens and requests per minute), not by backlog alone: instances x concurrency x batch size should stay within it.')
 @minValue(1)
@@ -226,6 +238,15 @@ var appSettings = {
   EventGridTopic__topicEndpoint: eventGridTopicEndpoint
   EventGridTopic__credential: 'managedidentity'
   EventGridTopic__clientId: appIdentityClientId
+  // Empty: the topic above is a custom topic. Set: it is the namespace, and this its topic.
+  EventGridTopic__namespaceTopic: eventGridNamespaceTopic
+  // Event Grid namespace pull door (timer-triggered consumer of a queue event subscription),
+  // through the app identity (EventGrid Data Receiver on the topic). No key: the namespace
+  // keys are never read (EventGridPull__key is local only).
+  EventGridPull__namespaceEndpoint: eventGridPullNamespaceEndpoint
+  EventGridPull__topicName: eventGridPullTopicName
+  EventGridPull__subscriptionName: eventGridPullSubscriptionName
+  EventGridPull__clientId: appIdentityClientId
   // Entities and containers.
   RequestsQueueName: queueNames.requests
   ResultsTopicName: resultsTopicName
@@ -260,6 +281,12 @@ var appSettings = {
   MaxLockRenewalSeconds: '600'
   DeferredSweepSchedule: '0 */1 * * * *'
   BacklogReportSchedule: '30 */1 * * * *'
+  // Pull door: each timer run receives batches of up to maxEvents (each receive waits up to
+  // maxWaitSeconds for events) until drainSeconds have passed.
+  EventGridPullSchedule: '*/10 * * * * *'
+  EventGridPull__maxEvents: '32'
+  EventGridPull__maxWaitSeconds: '10'
+  EventGridPull__drainSeconds: '50'
   // Models. The local stand-in knobs stay neutral in Azure.
   ModelProvider: modelProvider
   LocalModelLatencyMs: '0'

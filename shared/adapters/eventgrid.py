@@ -13,12 +13,11 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from azure.core.credentials import AzureKeyCredential
 from azure.core.exceptions import AzureError, HttpResponseError
 from azure.core.messaging import CloudEvent
 from azure.eventgrid import EventGridPublisherClient
 
-from shared.adapters.identity import azure_credential
+from shared.adapters.identity import key_or_identity
 from shared.errors import ConfigurationError, PermanentError, TransientError
 from shared.events.announcements import CloudEventSpec
 from shared.settings import Settings
@@ -82,14 +81,9 @@ def event_grid_publisher(settings: Settings) -> EventGridPublisher | None:
     """The publisher, or None when no topic is configured (events are then not published)."""
     if not settings.event_grid_topic_endpoint:
         return None
-    credential: Any
-    if settings.event_grid_topic_key:
-        credential = AzureKeyCredential(settings.event_grid_topic_key)
-    else:
-        credential = azure_credential(settings.event_grid_client_id)
     client = EventGridPublisherClient(
         settings.event_grid_topic_endpoint,
-        credential,
+        key_or_identity(settings.event_grid_topic_key, settings.event_grid_client_id),
         namespace_topic=settings.event_grid_namespace_topic or None,
     )
     return EventGridPublisher(client)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from azure.core.credentials import AzureKeyCredential
 from azure.identity import DefaultAzureCredential
 
 
@@ -18,3 +19,12 @@ def azure_credential(client_id: str | None = None) -> DefaultAzureCredential:
     if client_id:
         return DefaultAzureCredential(managed_identity_client_id=client_id)
     return DefaultAzureCredential()
+
+
+def key_or_identity(
+    key: str | None, client_id: str | None
+) -> AzureKeyCredential | DefaultAzureCredential:
+    """An access key where one is configured (local emulators only), else the identity."""
+    if key:
+        return AzureKeyCredential(key)
+    return azure_credential(client_id)

@@ -10,7 +10,8 @@ pycep turns a template into JSON-like data: ``parameters``, ``variables``, ``res
 escapes and ``${...}`` holes as written); calls and operators are ``{"function": ...}`` and
 ``{"operator": ...}`` nodes. The helpers below only look at that output: :func:`render` writes
 a value back as canonical Bicep text, :func:`resolve` evaluates the compile-time part
-(references to constants, ``loadJsonContent``, interpolation, ``take``, ``string``).
+(references to constants, ``loadJsonContent``, interpolation, ``take``, ``string``,
+``union``).
 """
 
 from __future__ import annotations
@@ -365,7 +366,32 @@ def resolve(value: Any, known: dict[str, Any], base: Path = MODULES) -> Any:
     if node_type == "take":
         taken = resolve(parameters["original_value"], known, base)
         return taken[: resolve(parameters["number_to_take"], known, base)]
+    if node_type == "union":
+        return _union([resolve(argument, known, base) for argument in _arguments(parameters)])
     raise Unresolved(render(value))
+
+
+def _arguments(parameters: dict[str, Any]) -> list[Any]:
+    """The ``arg_1, arg_2...`` parameters of a variadic function, in order."""
+    numbered = {int(key.removeprefix("arg_")): item for key, item in parameters.items()}
+    return [numbered[index] for index in sorted(numbered)]
+
+
+def _union(values: list[Any]) -> Any:
+    """``union()`` of objects (top-level keys, the last value wins) or of arrays (in order,
+    without duplicates). The templates nest ``union`` explicitly where a nested object is
+    extended, so ARM's recursive merge of nested objects is not needed here."""
+    if all(isinstance(value, dict) for value in values):
+        merged: dict[str, Any] = {}
+        for value in values:
+            merged.update(value)
+        return merged
+    if all(isinstance(value, list) for value in values):
+        joined: list[Any] = []
+        for value in values:
+            joined.extend(item for item in value if item not in joined)
+        return joined
+    raise Unresolved(f"union of {values!r}")
 
 
 def _key(key: str) -> str:

@@ -34,6 +34,7 @@ DOCUMENTED_ROLE_IDS = {
     "Storage Blob Data Contributor": "ba92f5b4-2d11-453d-a403-e96b0029c9fe",
     "Storage Queue Data Contributor": "974c5e8b-45b9-4653-ba55-5f855dd0fb88",
     "EventGrid Data Sender": "d5a91429-5739-47e2-a06b-3470a27159e7",
+    "EventGrid Data Receiver": "78cbd9e7-9798-4e2e-9b5a-547d9ebb31fb",
     "Monitoring Metrics Publisher": "3913510d-42f4-4e42-8a64-420c390055eb",
 }
 
@@ -46,6 +47,7 @@ CONSTANT_FOR_ROLE = {
     "Storage Blob Data Contributor": "storageBlobDataContributor",
     "Storage Queue Data Contributor": "storageQueueDataContributor",
     "EventGrid Data Sender": "eventGridDataSender",
+    "EventGrid Data Receiver": "eventGridDataReceiver",
     "Monitoring Metrics Publisher": "monitoringMetricsPublisher",
 }
 
@@ -64,7 +66,10 @@ ALLOWED_SCOPES = {
     },
     "storageQueueDataContributor": {"Microsoft.Storage/storageAccounts"},
     "storageBlobDataContributor": {"Microsoft.Storage/storageAccounts/blobServices/containers"},
-    "eventGridDataSender": {"Microsoft.EventGrid/topics"},
+    # The custom topic, and the namespace topic the app may publish results to.
+    "eventGridDataSender": {"Microsoft.EventGrid/topics", "Microsoft.EventGrid/namespaces/topics"},
+    # The pull topic (namespace topic); never the namespace.
+    "eventGridDataReceiver": {"Microsoft.EventGrid/namespaces/topics"},
     "monitoringMetricsPublisher": {"Microsoft.Insights/components"},
 }
 

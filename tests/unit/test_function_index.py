@@ -33,6 +33,7 @@ EXPECTED_TRIGGERS = {
     "process_requests": "serviceBusTrigger",
     "report_backlog": "timerTrigger",
     "sweep_deferred": "timerTrigger",
+    "pull_events": "timerTrigger",
     "blob_intake": "blobTrigger",
     "eventgrid_intake": "eventGridTrigger",
 }

@@ -35,9 +35,19 @@ def parse_timespan(text: str) -> float:
     return total + (float(f"0.{fraction}") if fraction else 0.0)
 
 
+# The extension refuses a longer maxBatchWaitTime at start: held messages must be
+# dispatched well within their locks (at most half of the longest lock, 5 minutes).
+MAX_BATCH_WAIT_TIME_S = 150.0
+
+
 @dataclass(frozen=True)
 class ServiceBusOptions:
-    """host.json ``extensions.serviceBus`` with the defaults Microsoft documents (5.x)."""
+    """host.json ``extensions.serviceBus``, defaults as in the extension 5.x ServiceBusOptions.
+
+    Keys match case-insensitively, as .NET configuration binding does. Like the extension
+    at start, a ``minMessageBatchSize`` above ``maxMessageBatchSize`` or a
+    ``maxBatchWaitTime`` above 2.5 minutes is refused.
+    """
 
     max_message_batch_size: int = 1000
     min_message_batch_size: int = 1
@@ -49,25 +59,55 @@ class ServiceBusOptions:
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> ServiceBusOptions:
         defaults = cls()
-        wait = section.get("maxBatchWaitTime")
-        return cls(
-            max_message_batch_size=int(
-                section.get("maxMessageBatchSize", defaults.max_message_batch_size)
-            ),
-            min_message_batch_size=int(
-                section.get("minMessageBatchSize", defaults.min_message_batch_size)
-            ),
+        values = {str(key).lower(): value for key, value in section.items()}
+
+        def number(name: str, default: int) -> int:
+            value = values.get(name.lower())
+            if value is None:
+                return default
+            try:
+                return int(value)
+            except (TypeError, ValueError) as error:
+                raise HostConfigError(
+                    f"extensions.serviceBus.{name}: not a number: {value!r}"
+                ) from error
+
+        wait = values.get("maxbatchwaittime")
+        auto = values.get("autocompletemessages")
+        options = cls(
+            max_message_batch_size=number("maxMessageBatchSize", defaults.max_message_batch_size),
+            min_message_batch_size=number("minMessageBatchSize", defaults.min_message_batch_size),
             max_batch_wait_time_s=(
                 parse_timespan(str(wait)) if wait else defaults.max_batch_wait_time_s
             ),
-            max_concurrent_calls=int(
-                section.get("maxConcurrentCalls", defaults.max_concurrent_calls)
-            ),
-            prefetch_count=int(section.get("prefetchCount", defaults.prefetch_count)),
-            auto_complete_messages=bool(
-                section.get("autoCompleteMessages", defaults.auto_complete_messages)
+            max_concurrent_calls=number("maxConcurrentCalls", defaults.max_concurrent_calls),
+            prefetch_count=number("prefetchCount", defaults.prefetch_count),
+            auto_complete_messages=(
+                defaults.auto_complete_messages if auto is None else _boolean(auto)
             ),
         )
+        if options.min_message_batch_size > options.max_message_batch_size:
+            raise HostConfigError(
+                "extensions.serviceBus: minMessageBatchSize "
+                f"({options.min_message_batch_size}) must not be larger than "
+                f"maxMessageBatchSize ({options.max_message_batch_size})"
+            )
+        if options.max_batch_wait_time_s > MAX_BATCH_WAIT_TIME_S:
+            raise HostConfigError(
+                "extensions.serviceBus: maxBatchWaitTime must be at most 00:02:30 "
+                "(half the longest message lock), or held messages may lose their locks"
+            )
+        return options
+
+
+def _boolean(value: Any) -> bool:
+    """A JSON boolean, or the string forms .NET configuration accepts."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise HostConfigError(f"not a boolean: {value!r}")
+    return text == "true"
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,29 @@
 """Service Bus triggers: one peek-lock receiver per function, batches as the extension does.
 
-Batch functions (``cardinality="many"``) get up to ``maxMessageBatchSize`` messages; when
-``minMessageBatchSize`` > 1 the listener waits up to ``maxBatchWaitTime`` to fill that
-minimum, then dispatches what it has. Single-message functions get up to
-``maxConcurrentCalls`` messages dispatched concurrently, one invocation each. Session
-triggers hold one session at a time and process its messages in order, one by one.
+Batch functions (``cardinality="many"``) follow the receive loop of the Service Bus
+extension 5.x (``ServiceBusListener.RunBatchReceiveLoopAsync``): one loop per function,
+so one batch invocation at a time per host instance (dynamic concurrency does not apply),
+and no receive while it runs. Each receive asks for ``maxMessageBatchSize`` messages and
+returns once the first has arrived and 20 ms more have passed (the .NET SDK's AMQP batch
+wait), or when it has them all. With ``minMessageBatchSize`` 1 what a receive returns is
+dispatched at once. Above 1, received messages are held (``PendingBatch``): once the
+minimum is there the oldest ``maxMessageBatchSize`` go at once; otherwise a partial batch
+goes ``maxBatchWaitTime`` after the receive that first left messages waiting (later
+arrivals do not restart that wait), when a session ends, and when the listener stops.
+
+Single-message functions get up to ``maxConcurrentCalls`` messages dispatched
+concurrently, one invocation each. Session triggers hold one session at a time and process
+its messages in order, one by one.
 
 Trigger data is what the Functions host sends (servicebus_binding.py): model binding data
 for SDK types, body and metadata otherwise. While an invocation runs, its messages (and
 session) are registered with the Settlement service, so ``ServiceBusMessageActions`` in
-the worker settles them through this receiver. Settlement follows extension 5.x: with
-``autoCompleteMessages`` (binding value, else host.json, default true) every message the
-function did not settle is completed after success and abandoned after an exception; with
-false the function settles and unsettled messages return when their locks expire. Not
-done here: automatic lock renewal (``maxAutoLockRenewalDuration``) and message-count
-based scaling.
+the worker settles them through this receiver. Settlement follows extension 5.x: every
+message the function did not settle is abandoned after an exception, and, with
+``autoCompleteMessages`` (binding value, else host.json, default true), completed after
+success; with false, messages left unsettled by a successful invocation return when their
+locks expire. Not done here: automatic lock renewal (``maxAutoLockRenewalDuration``; the
+extension does not renew locks of batches either) and message-count based scaling.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import logging
 import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from azure.servicebus import (
@@ -46,7 +56,16 @@ from functions_host.servicebus_binding import (
 from functions_host.settlement import HeldSession, MessageLocks
 
 log = logging.getLogger("host.servicebus")
+# How long a receive waits for its first message. The extension waits ClientRetryOptions
+# TryTimeout (60 s); the wait ends when a message arrives, so its length only bounds how
+# soon the loop sees a stop.
 POLL_S = 1.0
+# After the first message, how long a receive keeps collecting: the .NET SDK's AmqpReceiver
+# passes a 20 ms batch wait to its AMQP link. The Python SDK would keep going for 200 ms.
+BATCH_WINDOW_S = 0.02
+# The Python SDK checks its receive deadline between socket reads, which block for up to
+# its socket timeout (0.2 s by default): the window above needs a read timeout as short.
+SOCKET_TIMEOUT_S = 0.02
 
 
 def open_client(connection: str) -> ServiceBusClient:
@@ -62,6 +81,63 @@ def open_client(connection: str) -> ServiceBusClient:
     raise RuntimeError(
         f"app setting {connection!r} (or {connection}__fullyQualifiedNamespace) is not set"
     )
+
+
+class PendingBatch:
+    """Received messages of a batch function that wait for ``minMessageBatchSize``.
+
+    The extension's rule (ServiceBusMessageManager and the cache monitor of
+    ServiceBusListener): messages join in arrival order; when the minimum is held the
+    oldest ``max_size`` are taken at once. When messages are left waiting, one wait of
+    ``wait_s`` starts (``arm``); more messages do not restart it, a dispatch cancels it.
+    When it has passed (``due``) everything held goes as a partial batch. No I/O here.
+    """
+
+    def __init__(self, max_size: int, min_size: int, wait_s: float) -> None:
+        self.max_size = max(1, max_size)
+        self.min_size = min_size
+        self.wait_s = wait_s
+        self.deadline: float | None = None
+        self._messages: list[ServiceBusReceivedMessage] = []
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def add(self, received: list[ServiceBusReceivedMessage]) -> list[ServiceBusReceivedMessage]:
+        """The batch to dispatch now (the minimum is reached), else [] and the messages wait."""
+        self._messages.extend(received)
+        if len(self._messages) < self.min_size:
+            return []
+        return self.take()
+
+    def take(self) -> list[ServiceBusReceivedMessage]:
+        """The oldest messages, at most ``max_size``, even fewer than the minimum."""
+        self.deadline = None
+        batch, self._messages = self._messages[: self.max_size], self._messages[self.max_size :]
+        return batch
+
+    def arm(self, now: float) -> None:
+        """Start the wait for messages left behind, unless one is already running."""
+        if self._messages and self.deadline is None:
+            self.deadline = now + self.wait_s
+
+    def due(self, now: float) -> bool:
+        return self.deadline is not None and now >= self.deadline
+
+    def receive_wait(self, now: float, longest: float) -> float:
+        """How long the next receive may wait for a first message: not past the deadline."""
+        if self.deadline is None:
+            return longest
+        return max(0.001, min(longest, self.deadline - now))
+
+
+@dataclass
+class _Held:
+    """The open receiver of a batch function and the messages it holds for a batch."""
+
+    receiver: ServiceBusReceiver
+    lock: threading.Lock
+    pending: PendingBatch
 
 
 class ServiceBusListener:
@@ -87,6 +163,9 @@ class ServiceBusListener:
             )
         auto = trigger.get("autoCompleteMessages")
         self._auto_complete = options.auto_complete_messages if auto is None else bool(auto)
+        # As for autoCompleteMessages, a binding value wins over host.json (extension 5.x).
+        batch_size = trigger.get("maxMessageBatchSize")
+        self._max_batch = options.max_message_batch_size if batch_size is None else int(batch_size)
         self._sessions = bool(trigger.get("isSessionsEnabled"))
         self._queue = trigger.get("queueName")
         self._topic = trigger.get("topicName")
@@ -100,6 +179,10 @@ class ServiceBusListener:
             max_workers=max(1, options.max_concurrent_calls),
             thread_name_prefix=f"dispatch-{spec.name}",
         )
+        # Batch invocations (and taking messages out of the pending batch) happen under
+        # this lock: one batch at a time, also when stop() dispatches what is held.
+        self._dispatching = threading.Lock()
+        self._held: _Held | None = None
 
     @property
     def entity(self) -> str:
@@ -111,7 +194,12 @@ class ServiceBusListener:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop receiving; messages held for a batch are dispatched now, as the extension's
+        StopAsync does (after the batch running, if any), while invocations are accepted."""
         self._stop.set()
+        held = self._held
+        if held is not None and len(held.pending):
+            self._flush(held)
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
@@ -121,6 +209,7 @@ class ServiceBusListener:
         kwargs: dict[str, Any] = {
             "receive_mode": ServiceBusReceiveMode.PEEK_LOCK,
             "prefetch_count": self._options.prefetch_count,
+            "socket_timeout": SOCKET_TIMEOUT_S,
         }
         if self._sessions:
             kwargs["session_id"] = NEXT_AVAILABLE_SESSION
@@ -162,7 +251,10 @@ class ServiceBusListener:
                     self._locks.hold_session(session_id, receiver, lock) if session_id else None
                 )
                 try:
-                    self._dispatch_until_idle(receiver, lock, session)
+                    if self._many:
+                        self._run_batches(receiver, lock, session)
+                    else:
+                        self._dispatch_until_idle(receiver, lock, session)
                 finally:
                     if session_id:
                         self._locks.release_session(session_id)
@@ -171,20 +263,83 @@ class ServiceBusListener:
                 return  # no session available right now
             raise
 
+    def _receive(
+        self, receiver: ServiceBusReceiver, lock: threading.Lock, limit: int, wait_s: float
+    ) -> list[ServiceBusReceivedMessage]:
+        """Up to ``limit`` messages: the first within ``wait_s``, then what else arrives
+        within BATCH_WINDOW_S (the extension's receive call).
+
+        Two SDK calls, since a single one would collect for 200 ms after the first message
+        (the Python SDK's further-pull time): one message, then the rest within the window.
+        """
+        with lock:
+            received = receiver.receive_messages(max_message_count=1, max_wait_time=wait_s)
+            if received and limit > 1:
+                received += receiver.receive_messages(
+                    max_message_count=limit - 1, max_wait_time=BATCH_WINDOW_S
+                )
+        return received
+
+    def _run_batches(
+        self, receiver: ServiceBusReceiver, lock: threading.Lock, session: HeldSession | None
+    ) -> None:
+        """The extension's batch receive loop, for one receiver (or one session).
+
+        With ``minMessageBatchSize`` 1 nothing is ever held: each receive is a batch.
+        """
+        options = self._options
+        pending = PendingBatch(
+            self._max_batch, options.min_message_batch_size, options.max_batch_wait_time_s
+        )
+        held = _Held(receiver, lock, pending)
+        with self._dispatching:
+            self._held = held
+        try:
+            while not self._stop.is_set():
+                if session is not None and session.released.is_set():
+                    break  # the function called release_session: what is held goes first
+                received: list[ServiceBusReceivedMessage] = []
+                if not pending.due(time.monotonic()):
+                    wait = pending.receive_wait(time.monotonic(), POLL_S)
+                    received = self._receive(receiver, lock, self._max_batch, wait)
+                    if not received:
+                        if self._sessions and wait >= POLL_S:
+                            break  # session idle: what is held goes, then another session
+                        continue
+                with self._dispatching:
+                    # Received messages join what is held; a passed wait takes it all.
+                    batch = pending.add(received) if received else pending.take()
+                    if batch:
+                        self._process(receiver, lock, batch)
+                    # As the extension's cache monitor, the wait starts after the dispatch.
+                    pending.arm(time.monotonic())
+            self._flush(held)
+        finally:
+            with self._dispatching:
+                # Still held here only when the receiver failed: the locks will expire.
+                self._held = None
+
+    def _flush(self, held: _Held) -> None:
+        """Dispatch everything ``held`` holds, in batches of at most the maximum size."""
+        with self._dispatching:
+            if self._held is not held:
+                return  # its receiver is gone; the messages return when their locks expire
+            while len(held.pending):
+                self._process(held.receiver, held.lock, held.pending.take())
+
     def _dispatch_until_idle(
         self, receiver: ServiceBusReceiver, lock: threading.Lock, session: HeldSession | None
     ) -> None:
+        limit = max(1, self._options.max_concurrent_calls)
         while not self._stop.is_set():
             if session is not None and session.released.is_set():
                 return  # the function called release_session
-            batch = self._receive_batch(receiver, lock)
+            batch = self._receive(receiver, lock, limit, POLL_S)
             if not batch:
                 if self._sessions:
                     return  # let another session have a turn
                 continue
-            if self._many:
-                self._process(receiver, lock, batch)
-            elif self._sessions:
+            if self._sessions:
                 # One message at a time within a session (the extension's
                 # maxConcurrentCallsPerSession default), so order is kept.
                 for message in batch:
@@ -195,30 +350,6 @@ class ServiceBusListener:
                     for message in batch
                 ]
                 concurrent.futures.wait(futures)
-
-    def _receive_batch(
-        self, receiver: ServiceBusReceiver, lock: threading.Lock
-    ) -> list[ServiceBusReceivedMessage]:
-        options = self._options
-        limit = (
-            options.max_message_batch_size if self._many else max(1, options.max_concurrent_calls)
-        )
-        minimum = min(options.min_message_batch_size, limit) if self._many else 1
-        deadline = time.monotonic() + options.max_batch_wait_time_s if minimum > 1 else None
-        batch: list[ServiceBusReceivedMessage] = []
-        while not self._stop.is_set():
-            wait = (
-                POLL_S if deadline is None else max(0.05, min(POLL_S, deadline - time.monotonic()))
-            )
-            with lock:
-                batch += receiver.receive_messages(
-                    max_message_count=limit - len(batch), max_wait_time=wait
-                )
-            if len(batch) >= minimum:  # minimum <= limit, so a full batch also stops here
-                break
-            if deadline is None or time.monotonic() >= deadline:
-                break
-        return batch
 
     def _trigger_input(
         self, batch: list[ServiceBusReceivedMessage]
@@ -238,19 +369,23 @@ class ServiceBusListener:
     ) -> None:
         held = self._locks.hold(receiver, batch, lock)
         succeeded = False
+        invoked = True
         try:
             inputs, metadata = self._trigger_input(batch)
             trace_parent = _trace_parent_of(batch[0]) if len(batch) == 1 else None
             self._invoker.invoke(self.spec, inputs, metadata, trace_parent=trace_parent)
             succeeded = True
         except HostStoppingError:
-            pass  # not invoked: abandoned below with auto-complete, else left to lock expiry
+            invoked = False  # abandoned below with auto-complete, else left to lock expiry
         except Exception as error:
             # The invoker logged it; the settlement below decides what the broker sees.
             log.debug("%s failed: %r", self.spec.name, error)
         finally:
             self._locks.release(held)
-        if not self._auto_complete:
+        # Success completes only with auto-complete; a failed invocation abandons whatever
+        # the function did not settle whatever autoCompleteMessages says (the extension's
+        # batch loop does so explicitly, the SDK processor for single messages too).
+        if not self._auto_complete and (succeeded or not invoked):
             return
         for entry in held:
             if entry.settled:

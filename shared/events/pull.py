@@ -1,0 +1,196 @@
+"""The pull door: ``InferenceRequested`` events read from an Event Grid namespace queue.
+
+A queue event subscription of a namespace topic is for consumers that cannot expose a
+webhook, sit behind private links, or take work at their own pace. The consumer reads a
+batch, runs each event through the same ``EventIntake`` as the push doors (durable dedupe
+by source and id, so a redelivery makes no second job), and settles each event on its
+own:
+
+- accepted, duplicate, or not ours (a type the subscription should have filtered):
+  **acknowledge** (the event is deleted);
+- invalid (malformed CloudEvent, data that fails validation): **reject** (the namespace
+  dead-letters it; the reason is logged, as the event itself carries none);
+- transient trouble (storage or Service Bus unavailable, the backlog over its limit, a
+  concurrent duplicate still being accepted) or a bug: **release** with a delay that
+  grows with the delivery count, so a struggling dependency is not hammered; the
+  subscription's max delivery count dead-letters an event that never gets through.
+
+A batch is settled at its end, one call per action, rather than one call per event.
+Locks last ``receiveLockDurationInSeconds`` (60 s by default); intake of one event takes
+milliseconds (bounded by the storage and broker timeouts in the worst case), so instead
+of a renewal thread the door renews the batch's locks between events once
+``lock_renewal_seconds`` have passed. (Renewing a settled token is impossible: the batch
+is settled only at its end, so every token is still held.)
+
+Functions has no trigger for namespace pull delivery, so a timer runs ``drain``: it
+receives until the queue is empty or its time window closes (the timer is a singleton
+across instances, so there is one consumer; see README, "Event Grid namespace pull").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from shared.errors import Conflict, InvalidInput, TransientError
+from shared.events.incoming import IncomingEvent, event_from_cloudevent
+from shared.events.intake import EventIntake
+
+log = logging.getLogger(__name__)
+
+SOURCE = "eventgrid-pull"
+# The delays Event Grid accepts for a release, in seconds (ReleaseDelay).
+RELEASE_DELAYS = (10, 60, 600, 3600)
+
+
+@dataclass(frozen=True)
+class PulledEvent:
+    """One received event: its lock token, delivery count and the raw CloudEvent."""
+
+    lock_token: str
+    delivery_count: int
+    cloud_event: object
+
+
+class EventQueue(Protocol):
+    """A namespace topic's queue event subscription (adapter: ``EventGridConsumerClient``).
+
+    Settling methods return the lock tokens that failed (lock lost or already settled).
+    """
+
+    def receive(self, max_events: int, max_wait_seconds: int) -> list[PulledEvent]: ...
+
+    def acknowledge(self, lock_tokens: list[str]) -> list[str]: ...
+
+    def release(self, lock_tokens: list[str], delay_seconds: int) -> list[str]: ...
+
+    def reject(self, lock_tokens: list[str]) -> list[str]: ...
+
+    def renew_locks(self, lock_tokens: list[str]) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class PullPolicy:
+    max_events: int = 32
+    max_wait_seconds: int = 10
+    drain_seconds: float = 50.0
+    lock_renewal_seconds: float = 30.0
+
+
+@dataclass
+class PullReport:
+    """What one drain did, for its log line (and the tests)."""
+
+    received: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    lost_locks: int = 0
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{name}={count}" for name, count in sorted(self.outcomes.items()))
+        return f"received={self.received} {parts} lost_locks={self.lost_locks}".strip()
+
+
+def release_delay(delivery_count: int) -> int:
+    """10 s after the first delivery, then a minute, ten minutes, an hour."""
+    index = min(max(delivery_count, 1), len(RELEASE_DELAYS)) - 1
+    return RELEASE_DELAYS[index]
+
+
+@dataclass(frozen=True)
+class _Decision:
+    action: str  # acknowledge | reject | release
+    outcome: str  # for the report: accepted, duplicate, ignored, rejected, released
+    delay: int = 0
+
+
+class PullDoor:
+    def __init__(
+        self,
+        queue: EventQueue,
+        intake: EventIntake,
+        policy: PullPolicy,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._queue = queue
+        self._intake = intake
+        self._policy = policy
+        self._monotonic = monotonic
+
+    def drain(self) -> PullReport:
+        """Receive and settle batches until the queue is empty or the window closes."""
+        report = PullReport()
+        closes = self._monotonic() + self._policy.drain_seconds
+        while self._monotonic() < closes:
+            batch = self._queue.receive(self._policy.max_events, self._policy.max_wait_seconds)
+            if not batch:
+                break
+            report.received += len(batch)
+            self._settle_batch(batch, report)
+        log.info("event grid pull: %s", report.summary())
+        return report
+
+    def _settle_batch(self, batch: list[PulledEvent], report: PullReport) -> None:
+        """Decide every event, then settle them in one call per action (and delay)."""
+        renewed_at = self._monotonic()
+        groups: dict[tuple[str, int], list[str]] = defaultdict(list)
+        for pulled in batch:
+            if self._monotonic() - renewed_at >= self._policy.lock_renewal_seconds:
+                report.lost_locks += len(self._queue.renew_locks([p.lock_token for p in batch]))
+                renewed_at = self._monotonic()
+            decision = self._decide(pulled)
+            report.outcomes[decision.outcome] += 1
+            groups[(decision.action, decision.delay)].append(pulled.lock_token)
+        for (action, delay), tokens in groups.items():
+            failed = self._settle(action, delay, tokens)
+            if failed:
+                log.warning(
+                    "could not %s %d event(s): their locks were lost; they will be redelivered",
+                    action,
+                    len(failed),
+                )
+            report.lost_locks += len(failed)
+
+    def _decide(self, pulled: PulledEvent) -> _Decision:
+        try:
+            event: IncomingEvent = event_from_cloudevent(pulled.cloud_event)
+        except (InvalidInput, ValueError) as error:
+            log.warning("rejecting malformed event (lock %s): %s", pulled.lock_token, error)
+            return _Decision("reject", "rejected")
+        try:
+            outcome = self._intake.accept_event(event, SOURCE)
+        except TransientError as error:
+            return self._release(pulled, event, str(error))
+        except Conflict as error:
+            if error.retry_after is not None:
+                return self._release(pulled, event, str(error))
+            log.warning("rejecting event %s: %s", event.id, error)
+            return _Decision("reject", "rejected")
+        except Exception:
+            log.exception("unexpected failure on event %s; releasing it", event.id)
+            return _Decision("release", "released", release_delay(pulled.delivery_count))
+        if outcome.status == "rejected":
+            log.warning("rejecting event %s: %s", event.id, outcome.reason)
+            return _Decision("reject", "rejected")
+        return _Decision("acknowledge", outcome.status)
+
+    def _release(self, pulled: PulledEvent, event: IncomingEvent, why: str) -> _Decision:
+        delay = release_delay(pulled.delivery_count)
+        log.warning(
+            "releasing event %s for %d s (delivery %d): %s",
+            event.id,
+            delay,
+            pulled.delivery_count,
+            why,
+        )
+        return _Decision("release", "released", delay)
+
+    def _settle(self, action: str, delay: int, tokens: list[str]) -> list[str]:
+        if action == "acknowledge":
+            return self._queue.acknowledge(tokens)
+        if action == "reject":
+            return self._queue.reject(tokens)
+        return self._queue.release(tokens, delay)

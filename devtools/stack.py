@@ -1,9 +1,13 @@
-"""``python -m devtools.stack`` (``make run``): Azurite, the Service Bus emulator and the app.
+"""``python -m devtools.stack`` (``make run``): Azurite, the emulators and the app.
+
+The emulators are the Service Bus emulator and the Event Grid namespace emulator (the pull
+door's namespace, at ``EventGridPull__namespaceEndpoint``).
 
 Ports come from the local settings connection strings (``AzureWebJobsStorage``/``Storage``
 endpoints, ``ServiceBusConnection``). A port that already answers is probed: Azurite (HTTP
 with an ``x-ms-request-id`` or ``Server: Azurite-*`` header) or an AMQP listener (the
-emulator) is reused, anything else stops the launch with a message naming the port.
+emulator) (or the Event Grid emulator's ``/health``) is reused, anything else stops the launch with
+a message naming the port.
 Azurite keeps its data in ``.local/azurite`` so jobs and blobs survive a restart
 (``--in-memory`` to start clean).
 Child processes run in their own sessions: Ctrl-C reaches only this launcher, which drains
@@ -19,9 +23,11 @@ import re
 import signal
 import sys
 import threading
+import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from eventgrid_emulator.process import EventGridEmulatorProcess
 from functions_host.process import HostProcess
 from local_processes import PORT_OWNERS, Child, StartError, describe_port, start_azurite
 from servicebus_emulator.process import EmulatorProcess
@@ -29,6 +35,7 @@ from servicebus_emulator.process import EmulatorProcess
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCAL_DIR = REPO_ROOT / ".local"
 EMULATOR_CONFIG = REPO_ROOT / "infra" / "local" / "servicebus-emulator.json"
+EVENTGRID_CONFIG = REPO_ROOT / "infra" / "local" / "eventgrid-namespace.json"
 DEFAULT_STORAGE_PORTS = {"Blob": 10000, "Queue": 10001, "Table": 10002}
 
 
@@ -114,6 +121,44 @@ def ensure_emulator(
     return admin_url
 
 
+def eventgrid_port(values: dict[str, str]) -> int | None:
+    """The local namespace emulator's port from ``EventGridPull__namespaceEndpoint``, or None
+    when the pull door is off or points elsewhere than this machine."""
+    endpoint = urlsplit(values.get("EventGridPull__namespaceEndpoint", ""))
+    if endpoint.hostname not in ("127.0.0.1", "localhost"):
+        return None
+    return endpoint.port or 80
+
+
+def _is_eventgrid_emulator(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as response:
+            return bool(json.loads(response.read()).get("status") == "ok")
+    except (OSError, ValueError):
+        return False
+
+
+def ensure_eventgrid(port: int, storage: str, started: list[Child]) -> None:
+    """Start (or reuse) the Event Grid namespace emulator; dead letters go to Azurite."""
+    state = describe_port(port)
+    if state == "http" and _is_eventgrid_emulator(port):
+        print(f"Reusing the Event Grid namespace emulator already on port {port}")
+        return
+    if state != "free":
+        raise StackError(
+            f"port {port} (EventGridPull__namespaceEndpoint) is taken by {PORT_OWNERS[state]}; "
+            "free it or change the endpoint in local.settings.json (or use --no-eventgrid)"
+        )
+    log_path = LOCAL_DIR / "logs" / "eventgrid-emulator.log"
+    emulator = EventGridEmulatorProcess(EVENTGRID_CONFIG, log_path, port=port, storage=storage)
+    started.append(emulator.child)
+    emulator.wait_ready(timeout=30)
+    print(
+        f"Started the Event Grid namespace emulator on port {port} "
+        "(log .local/logs/eventgrid-emulator.log)"
+    )
+
+
 def ensure_containers(settings_path: Path, values: dict[str, str]) -> list[str]:
     from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
     from shared.settings import load_settings
@@ -140,6 +185,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--no-emulator", action="store_true", help="do not start the Service Bus emulator"
+    )
+    parser.add_argument(
+        "--no-eventgrid",
+        action="store_true",
+        help="do not start the Event Grid namespace emulator",
     )
     parser.add_argument("--in-memory", action="store_true", help="Azurite keeps nothing on disk")
     return parser.parse_args(argv)
@@ -183,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_emulator:
             port, key = servicebus_endpoint(values)
             admin_url = ensure_emulator(port, key, runtime_counts_port(values), started)
+        eventgrid = eventgrid_port(values)
+        if eventgrid is not None and not args.no_eventgrid:
+            ensure_eventgrid(eventgrid, values.get("Storage", ""), started)
         containers = ensure_containers(settings_path, values)
         host = HostProcess(REPO_ROOT, settings_path, None, port=http_port)
         started.append(host.child)
@@ -215,7 +268,7 @@ def print_banner(base_url: str, key: str, containers: list[str], admin_url: str 
         f"  Function key:    {key}   (.local/host-keys.json)",
         f"  Containers:      {', '.join(containers)}",
         *([f"  Emulator counts: {admin_url}/runtime"] if admin_url else []),
-        "  Logs:            .local/logs/ (Azurite, emulator); the host logs here",
+        "  Logs:            .local/logs/ (Azurite, emulators); the host logs here",
         "",
         "Try:",
         f'  curl -X POST "{local}/api/v1/requests?code={key}" -H "Content-Type: application/json" '

@@ -121,15 +121,15 @@ class PullDoor:
         self._monotonic = monotonic
 
     def drain(self) -> PullReport:
-        """Receive and settle batches until the queue is empty or the window closes."""
+        """Receive and settle batches until the queue is empty or the window closes (a run
+        always receives once; a receive that starts in the window may wait past it)."""
         report = PullReport()
         closes = self._monotonic() + self._policy.drain_seconds
-        while self._monotonic() < closes:
-            batch = self._queue.receive(self._policy.max_events, self._policy.max_wait_seconds)
-            if not batch:
-                break
+        while batch := self._queue.receive(self._policy.max_events, self._policy.max_wait_seconds):
             report.received += len(batch)
             self._settle_batch(batch, report)
+            if self._monotonic() >= closes:
+                break
         log.info("event grid pull: %s", report.summary())
         return report
 

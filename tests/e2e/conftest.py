@@ -1,7 +1,8 @@
 """The whole local stack as a user starts it (``python -m devtools.stack``), on free ports.
 
 End-to-end tests use only what a user has: HTTP against the local host, blob uploads to
-Azurite and the Service Bus SDK against the emulator.
+Azurite, the Service Bus SDK against its emulator and the Event Grid SDK against the
+namespace emulator.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class Stack:
     key: str
     storage_connection_string: str
     servicebus_connection_string: str
+    eventgrid_endpoint: str
+    eventgrid_key: str
     log_path: Path
 
     def request(
@@ -67,9 +70,9 @@ class Stack:
             return error.code, dict(error.headers), error.read()
 
 
-def _settings(root: Path, workdir: Path) -> tuple[Path, str, str]:
+def _settings(root: Path, workdir: Path) -> tuple[Path, dict[str, str]]:
     sample = json.loads((root / "local.settings.sample.json").read_text())
-    blob, queue, table, bus, http, counts = (free_port() for _ in range(6))
+    blob, queue, table, bus, http, counts, eventgrid = (free_port() for _ in range(7))
     storage = (
         f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT_NAME};AccountKey={ACCOUNT_KEY};"
         f"BlobEndpoint=http://127.0.0.1:{blob}/{ACCOUNT_NAME};"
@@ -86,6 +89,8 @@ def _settings(root: Path, workdir: Path) -> tuple[Path, str, str]:
             "Storage": storage,
             "ServiceBusConnection": servicebus,
             "ServiceBusRuntimeCountsUrl": f"http://127.0.0.1:{counts}/runtime",
+            "EventGridPull__namespaceEndpoint": f"http://127.0.0.1:{eventgrid}",
+            "EventGridPullSchedule": "*/2 * * * * *",
             "RetryBaseSeconds": "0.5",
             "RetryMaxSeconds": "1",
             "MaxRetries": "2",
@@ -96,14 +101,14 @@ def _settings(root: Path, workdir: Path) -> tuple[Path, str, str]:
     sample["Host"]["LocalHttpPort"] = http
     path = workdir / "local.settings.json"
     path.write_text(json.dumps(sample))
-    return path, storage, servicebus
+    return path, sample["Values"]
 
 
 @pytest.fixture(scope="session")
 def stack(pytestconfig: pytest.Config) -> Iterator[Stack]:
     """``python -m devtools.stack`` with its own ports; stopped with Ctrl-C at the end."""
     workdir = Path(tempfile.mkdtemp(prefix="inferbus-e2e-"))
-    settings_path, storage, servicebus = _settings(pytestconfig.rootpath, workdir)
+    settings_path, values = _settings(pytestconfig.rootpath, workdir)
     log_path = workdir / "stack.log"
     command = [
         sys.executable,
@@ -120,7 +125,15 @@ def stack(pytestconfig: pytest.Config) -> Iterator[Stack]:
         started, key = _STARTED.search(text), _KEY.search(text)
         assert started, f"the stack printed no URL:\n{text}"
         assert key, f"the stack printed no function key:\n{text}"
-        yield Stack(started.group(1), key.group(1), storage, servicebus, log_path)
+        yield Stack(
+            started.group(1),
+            key.group(1),
+            values["Storage"],
+            values["ServiceBusConnection"],
+            values["EventGridPull__namespaceEndpoint"],
+            values["EventGridPull__key"],
+            log_path,
+        )
     finally:
         stack_process.stop(signal.SIGINT, timeout=60)
 

@@ -10,6 +10,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from azure.core.credentials import AzureKeyCredential
+from azure.core.messaging import CloudEvent
+from azure.eventgrid import EventGridPublisherClient
 from azure.servicebus import ServiceBusClient
 from azure.storage.blob import BlobServiceClient, ContentSettings
 
@@ -115,6 +118,28 @@ def test_a_dropped_document_becomes_a_completed_job(stack: Stack) -> None:
     finished = poll(stack, who, request_id)
     assert finished["status"] == "completed"
     assert finished["priority"] == "high"
+
+
+def test_an_event_published_to_the_namespace_is_pulled_and_completes(stack: Stack) -> None:
+    """The pull door: a CloudEvent on the namespace topic, taken by the pull timer."""
+    who = tenant()
+    event = CloudEvent(
+        source="/apps/crm",
+        type="com.inferbus.InferenceRequested",
+        data={"tenant_id": who, "input": {"text": "Invoice 9. Amount due: 40 EUR."}},
+    )
+    with EventGridPublisherClient(
+        stack.eventgrid_endpoint,
+        AzureKeyCredential(stack.eventgrid_key),
+        namespace_topic="inference-requests",
+    ) as publisher:
+        publisher.send([event, event])  # a duplicate delivery makes no second job
+    with ServiceBusClient.from_connection_string(stack.servicebus_connection_string) as bus:
+        announced = _announcements(bus, "audit", who, count=1)  # exactly one
+    finished = poll(stack, who, announced[0]["request_id"])
+    assert finished["status"] == "completed"
+    assert finished["result"]["document_type"] == "invoice"
+    assert announced[0]["result_url"].endswith(f"/api/v1/requests/{finished['id']}/result")
 
 
 def test_a_transient_model_fault_is_retried_and_completes(stack: Stack) -> None:

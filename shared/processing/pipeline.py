@@ -1,7 +1,8 @@
 """The pipeline for one request message, settled per the outcome table in architecture.md.
 
-Every message is settled exactly once by this module, and every branch of the table is a
-method here. Nothing one message does can touch another: errors are contained per
+Every message is settled exactly once by this module: the rows of the table are methods
+here, except those that end in a scheduled retry or in giving up, which ``failures``
+carries out. Nothing one message does can touch another: errors are contained per
 message, and anything unexpected abandons only that message (the broker's max delivery
 count is the backstop for a bug that repeats).
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -18,7 +19,6 @@ from shared.clock import Clock, utc_now
 from shared.contracts import (
     ClaimCheck,
     Job,
-    JobError,
     JobStatus,
     RequestMessage,
 )
@@ -26,15 +26,14 @@ from shared.errors import ClaimCheckInvalid, Conflict, PermanentError, Transient
 from shared.events.announcements import Announcer, announcement_for
 from shared.inference import ModelClient
 from shared.intake.claim_checks import ClaimChecks
-from shared.jobs import JobRepository, Versioned, fail, transition
+from shared.jobs import JobRepository, Versioned, transition
 from shared.messaging import MessageSender
 from shared.processing.adopted_jobs import job_from_message
-from shared.processing.backoff import retry_delay
 from shared.processing.deferral import DeferralLedger, DeferredEntry
+from shared.processing.failures import Failures, clip
 from shared.processing.inbound import InboundMessage
 from shared.processing.request_parsing import InvalidPayload, parse_request
-from shared.processing.retries import retry_copy
-from shared.processing.settlement import MAX_DESCRIPTION_CHARS, DeadLetterReason, Settler
+from shared.processing.settlement import DeadLetterReason, Settler
 from shared.results import run_model, summary_of
 
 log = logging.getLogger(__name__)
@@ -50,10 +49,6 @@ class ProcessingPolicy:
     retry_base_seconds: float
     retry_max_seconds: float
     api_base_url: str | None = None  # announcements link to ``<this>/api/v1/requests/<id>/result``
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_DESCRIPTION_CHARS else text[: MAX_DESCRIPTION_CHARS - 1] + "…"
 
 
 class MessageProcessor:
@@ -75,10 +70,18 @@ class MessageProcessor:
         self._claim_checks = claim_checks
         self._model = model
         self._announcer = announcer
-        self._retry_sender = retry_sender
         self._ledger = ledger
         self._clock = clock
-        self._uniform = uniform
+        self._failures = Failures(
+            max_retries=policy.max_retries,
+            retry_base_seconds=policy.retry_base_seconds,
+            retry_max_seconds=policy.retry_max_seconds,
+            jobs=jobs,
+            announcer=announcer,
+            retry_sender=retry_sender,
+            clock=clock,
+            uniform=uniform,
+        )
 
     def process(self, message: InboundMessage, settler: Settler) -> str:
         """Process and settle one message; returns the outcome (for logs and reports)."""
@@ -136,8 +139,8 @@ class MessageProcessor:
     def _dead_letter_invalid(self, message: InboundMessage, settler: Settler, why: str) -> str:
         tenant = message.application_properties.get("tenant")
         if isinstance(tenant, str) and message.message_id:
-            self._fail_job(tenant, message.message_id, "invalid_payload", why)
-        settler.dead_letter(message, DeadLetterReason.INVALID_PAYLOAD, _clip(why))
+            self._failures.fail_job(tenant, message.message_id, "invalid_payload", why)
+        settler.dead_letter(message, DeadLetterReason.INVALID_PAYLOAD, clip(why))
         return "dead-lettered"
 
     def _ended_already(
@@ -153,7 +156,7 @@ class MessageProcessor:
             try:
                 self._announce_result(message, request, job)
             except TransientError as error:
-                return self._retry(message, request, settler, error, completed=True)
+                return self._failures.retry(message, request, settler, error, completed=True)
         settler.complete(message)
         return "duplicate"
 
@@ -164,7 +167,7 @@ class MessageProcessor:
             self._jobs.advance(
                 current, lambda job: transition(job, JobStatus.EXPIRED, settlement="completed")
             )
-            self._announce_end(
+            self._failures.announce_end(
                 request, "expired", "deadline_exceeded", message.application_properties
             )
         except Conflict:
@@ -212,7 +215,7 @@ class MessageProcessor:
     ) -> str:
         """An ordered step whose predecessor ended without a result can never run."""
         why = f"prerequisite {request.after} ended {prerequisite.value}"
-        self._fail_job(request.tenant_id, request.request_id, "prerequisite_failed", why)
+        self._failures.fail_job(request.tenant_id, request.request_id, "prerequisite_failed", why)
         settler.dead_letter(message, DeadLetterReason.PERMANENT_FAILURE, why)
         return "dead-lettered"
 
@@ -255,23 +258,25 @@ class MessageProcessor:
                 settler.complete(message)  # cancelled while the model ran: nothing to tell
                 return "duplicate"
         except ClaimCheckInvalid as error:
-            self._fail_job(request.tenant_id, request.request_id, "claim_check_invalid", str(error))
-            settler.dead_letter(message, DeadLetterReason.CLAIM_CHECK_INVALID, _clip(str(error)))
-            self._announce_end(
-                request, "failed", "claim_check_invalid", message.application_properties
-            )
-            return "dead-lettered"
+            return self._failures.give_up(
+                message, request, settler, DeadLetterReason.CLAIM_CHECK_INVALID,
+                "claim_check_invalid", str(error),
+            )  # fmt: skip
         except PermanentError as error:
-            self._fail_job(request.tenant_id, request.request_id, error.code, str(error))
-            settler.dead_letter(message, DeadLetterReason.PERMANENT_FAILURE, _clip(str(error)))
-            self._announce_end(request, "failed", error.code, message.application_properties)
-            return "dead-lettered"
+            return self._failures.give_up(
+                message,
+                request,
+                settler,
+                DeadLetterReason.PERMANENT_FAILURE,
+                error.code,
+                str(error),
+            )
         except TransientError as error:
-            return self._retry(message, request, settler, error)
+            return self._failures.retry(message, request, settler, error)
         try:
             self._announce_result(message, request, completed.job)
         except TransientError as error:
-            return self._retry(message, request, settler, error, completed=True)
+            return self._failures.retry(message, request, settler, error, completed=True)
         settler.complete(message)
         return document.outcome
 
@@ -294,89 +299,3 @@ class MessageProcessor:
             content = self._claim_checks.open(request.input, request.tenant_id)
             return content, request.input.media_type
         return request.input.text.encode("utf-8"), "text/plain; charset=utf-8"
-
-    def _retry(
-        self,
-        message: InboundMessage,
-        request: RequestMessage,
-        settler: Settler,
-        error: TransientError,
-        *,
-        completed: bool = False,
-    ) -> str:
-        """Schedule a retry copy; ``completed``: the result is stored, only its
-        announcement failed (the job stays completed whatever happens here)."""
-        retries = message.retry_count
-        if retries >= self._policy.max_retries and completed:
-            why = f"the result is stored; announcing it failed {retries + 1} times: {error}"
-            settler.dead_letter(message, DeadLetterReason.MAX_RETRIES_EXCEEDED, _clip(why))
-            return "dead-lettered"
-        if retries >= self._policy.max_retries:
-            why = f"gave up after {retries} retries; last error: {error}"
-            self._fail_job(request.tenant_id, request.request_id, "max_retries_exceeded", why)
-            settler.dead_letter(message, DeadLetterReason.MAX_RETRIES_EXCEEDED, _clip(why))
-            self._announce_end(
-                request, "failed", "max_retries_exceeded", message.application_properties
-            )
-            return "dead-lettered"
-        delay = retry_delay(
-            retries,
-            base_seconds=self._policy.retry_base_seconds,
-            cap_seconds=self._policy.retry_max_seconds,
-            retry_after=error.retry_after,
-            uniform=self._uniform,
-        )
-        now = self._clock()
-        try:
-            self._retry_sender.send(
-                retry_copy(
-                    message, retries + 1, now + timedelta(seconds=delay), request.deadline, now
-                )
-            )
-        except Exception:
-            log.warning(
-                "could not schedule retry of %s; abandoning", message.message_id, exc_info=True
-            )
-            settler.abandon(message)
-            return "abandoned"
-        if not completed:
-            try:
-                self._jobs.update(
-                    request.tenant_id,
-                    request.request_id,
-                    lambda current: transition(
-                        current,
-                        JobStatus.ACCEPTED,
-                        last_error=JobError(code=error.code, message=str(error)),
-                        settlement=f"retry {retries + 1} scheduled in {delay:.1f}s",
-                    ),
-                )
-            except Exception:
-                log.warning("retry of %s scheduled; its job was not updated", message.message_id)
-        settler.complete(message)
-        return "retry-scheduled"
-
-    # --- helpers --------------------------------------------------------------------------
-
-    def _fail_job(self, tenant_id: str, request_id: str, code: str, why: str) -> None:
-        try:
-            self._jobs.update(
-                tenant_id, request_id, lambda job: fail(job, code, why, settlement="dead-lettered")
-            )
-        except Exception:
-            log.info("job %s not marked failed (%s)", request_id, code, exc_info=True)
-
-    def _announce_end(
-        self,
-        request: RequestMessage,
-        outcome: str,
-        error_code: str,
-        properties: Mapping[str, object] | None = None,
-    ) -> None:
-        """Failures are announced best-effort: the dead-letter queue is the record."""
-        try:
-            self._announcer.announce(
-                announcement_for(request, outcome, properties=properties, error_code=error_code)
-            )
-        except Exception:
-            log.warning("could not announce %s of %s", outcome, request.request_id, exc_info=True)

@@ -1,0 +1,153 @@
+"""The unhappy rows of the outcome table: retries with backoff, failed jobs, failure events.
+
+``MessageProcessor`` decides which row a message falls into; this module carries out the
+rows that end in a scheduled retry or a dead letter. Marking the job failed and
+announcing ``InferenceFailed`` are best-effort there: the dead-letter queue, with its
+reason and description, is the record that cannot be lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+
+from shared.clock import Clock, utc_now
+from shared.contracts import JobError, JobStatus, RequestMessage
+from shared.errors import TransientError
+from shared.events.announcements import Announcer, announcement_for
+from shared.jobs import JobRepository, fail, transition
+from shared.messaging import MessageSender
+from shared.processing.backoff import retry_delay
+from shared.processing.inbound import InboundMessage
+from shared.processing.retries import retry_copy
+from shared.processing.settlement import MAX_DESCRIPTION_CHARS, DeadLetterReason, Settler
+
+log = logging.getLogger(__name__)
+
+
+def clip(text: str) -> str:
+    """A dead-letter description within the broker's limit."""
+    return text if len(text) <= MAX_DESCRIPTION_CHARS else text[: MAX_DESCRIPTION_CHARS - 1] + "…"
+
+
+class Failures:
+    def __init__(
+        self,
+        *,
+        max_retries: int,
+        retry_base_seconds: float,
+        retry_max_seconds: float,
+        jobs: JobRepository,
+        announcer: Announcer,
+        retry_sender: MessageSender,
+        clock: Clock = utc_now,
+        uniform: Callable[[float, float], float] = random.uniform,
+    ) -> None:
+        self._max_retries = max_retries
+        self._retry_base_seconds = retry_base_seconds
+        self._retry_max_seconds = retry_max_seconds
+        self._jobs = jobs
+        self._announcer = announcer
+        self._retry_sender = retry_sender
+        self._clock = clock
+        self._uniform = uniform
+
+    def retry(
+        self,
+        message: InboundMessage,
+        request: RequestMessage,
+        settler: Settler,
+        error: TransientError,
+        *,
+        completed: bool = False,
+    ) -> str:
+        """Schedule a retry copy; ``completed``: the result is stored, only its
+        announcement failed (the job stays completed whatever happens here)."""
+        retries = message.retry_count
+        if retries >= self._max_retries and completed:
+            why = f"the result is stored; announcing it failed {retries + 1} times: {error}"
+            settler.dead_letter(message, DeadLetterReason.MAX_RETRIES_EXCEEDED, clip(why))
+            return "dead-lettered"
+        if retries >= self._max_retries:
+            why = f"gave up after {retries} retries; last error: {error}"
+            return self.give_up(
+                message, request, settler, DeadLetterReason.MAX_RETRIES_EXCEEDED,
+                "max_retries_exceeded", why,
+            )  # fmt: skip
+        delay = retry_delay(
+            retries,
+            base_seconds=self._retry_base_seconds,
+            cap_seconds=self._retry_max_seconds,
+            retry_after=error.retry_after,
+            uniform=self._uniform,
+        )
+        now = self._clock()
+        try:
+            self._retry_sender.send(
+                retry_copy(
+                    message, retries + 1, now + timedelta(seconds=delay), request.deadline, now
+                )
+            )
+        except Exception:
+            log.warning(
+                "could not schedule retry of %s; abandoning", message.message_id, exc_info=True
+            )
+            settler.abandon(message)
+            return "abandoned"
+        if not completed:
+            try:
+                self._jobs.update(
+                    request.tenant_id,
+                    request.request_id,
+                    lambda current: transition(
+                        current,
+                        JobStatus.ACCEPTED,
+                        last_error=JobError(code=error.code, message=str(error)),
+                        settlement=f"retry {retries + 1} scheduled in {delay:.1f}s",
+                    ),
+                )
+            except Exception:
+                log.warning("retry of %s scheduled; its job was not updated", message.message_id)
+        settler.complete(message)
+        return "retry-scheduled"
+
+    def give_up(
+        self,
+        message: InboundMessage,
+        request: RequestMessage,
+        settler: Settler,
+        reason: DeadLetterReason,
+        code: str,
+        why: str,
+    ) -> str:
+        """A request that can never succeed: its job failed, its message dead-lettered,
+        ``InferenceFailed`` announced."""
+        self.fail_job(request.tenant_id, request.request_id, code, why)
+        settler.dead_letter(message, reason, clip(why))
+        self.announce_end(request, "failed", code, message.application_properties)
+        return "dead-lettered"
+
+    def fail_job(self, tenant_id: str, request_id: str, code: str, why: str) -> None:
+        try:
+            self._jobs.update(
+                tenant_id, request_id, lambda job: fail(job, code, why, settlement="dead-lettered")
+            )
+        except Exception:
+            log.info("job %s not marked failed (%s)", request_id, code, exc_info=True)
+
+    def announce_end(
+        self,
+        request: RequestMessage,
+        outcome: str,
+        error_code: str,
+        properties: Mapping[str, object] | None = None,
+    ) -> None:
+        """Failures are announced best-effort: the dead-letter queue is the record."""
+        try:
+            self._announcer.announce(
+                announcement_for(request, outcome, properties=properties, error_code=error_code)
+            )
+        except Exception:
+            log.warning("could not announce %s of %s", outcome, request.request_id, exc_info=True)

@@ -79,7 +79,7 @@ test-unit: $(VENV_STAMP) $(PROTO_OUT)
 lint: $(VENV_STAMP) $(PROTO_OUT)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy shared devtools $(TOOL_SOURCES) $(wildcard tools/*/bench)
+	$(PY) -m mypy shared devtools bench $(TOOL_SOURCES) $(wildcard tools/*/bench)
 
 format: $(VENV_STAMP)
 	$(PY) -m ruff format .

@@ -1,325 +1,311 @@
-"""Benchmarks of the batch processor. Prints figures; asserts nothing about speed.
+"""Batch processing through the local host, as in production: drain rate and outcomes.
 
-1. Per-message overhead of the pipeline with in-memory ports (no I/O): parse, job CAS
-   updates, claim-check verification, the local model, result and announcements.
-2. Throughput through the Service Bus emulator and Azurite with the local model, A/B
-   interleaved over repeats (medians printed): A receives batches with the SDK and runs
-   the batch use case in-process (what the trigger calls); B is the local host with the
-   real Functions runtime (the worker process decodes model binding data, settlement goes
-   over gRPC to the host's receiver), timed from "Host started" until the queue is empty.
-3. Work amplification with 2% poison messages: per-message settlement versus an
-   all-or-nothing batch baseline, where one poison message sends the whole batch back
-   (healthy messages reprocessed per poison message).
+What it measures. Per run, on a fresh in-memory Azurite and emulator: a local host with the
+processor disabled (``AzureWebJobs.process_requests.Disabled=true``, which the local host
+honours as the Functions host does) takes ``--messages`` requests over HTTP, so the queue
+holds real request messages for real jobs and input blobs; that host stops. Then a host
+with every function enabled starts on the same app snapshot and drains the queue through
+the real Functions runtime (batch trigger, SDK-type binding, settlement over gRPC). The
+clock runs from its ``Host started`` line until every message's outcome has been seen:
+its result message on a benchmark subscription of the results topic, or its dead letter
+in the request queue's dead-letter queue. Printed: drain msg/s (all outcomes / seconds),
+good (completed or refused) msg/s, outcome counts, and deliveries as measured, not
+computed: for requests, how often the job was run (its ``attempts``, read with one
+``GET /api/v1/requests/{id}`` per request after the clock stops); for the poison messages,
+the broker's count on the dead letter (failed deliveries, plus the delivery on which the
+app dead-lettered it). Reprocessed = deliveries - messages. (A redelivery that finds its
+job already finished is completed without a run and is not in ``attempts``.) Invocations
+(the host's ``Executed`` lines) give the mean batch size.
 
-Run: ``.venv/bin/python bench/batch_processing.py [--messages 400] [--batch 32]``.
+Also the rate to the first 95% of the outcomes: the difference is the run's tail (with
+``minMessageBatchSize`` > 1 a last partial batch waits ``maxBatchWaitTime``).
+
+Variants, interleaved per repeat (clean, poison, clean, poison...), the same number of
+messages each: ``clean``, and ``poison``: ``--poison-rate`` (2%) of them are messages with
+an invalid body (not JSON, the app's application properties, a random id), sent with the
+SDK in between the HTTP submissions, so they share batches with healthy messages.
+Per-message settlement should dead-letter each on its first delivery and reprocess nothing.
+
+Local limit, same run: min(Service Bus receive+complete msgs/s with host.json's prefetch and
+batch size on the run's emulator after the drain, Azurite's ops/s for the processing op mix
+replayed at min(ModelConcurrency, maxMessageBatchSize) threads / processing storage ops per
+message) (see ``_harness``: calibration at the storage boundary, replay on a fresh
+Azurite). Ratio = drain msg/s / limit.
+
+The old in-process figures (the batch use case called directly, an arithmetic
+amplification model) are gone: they did not go through the host, and the in-memory
+per-message figure needed app internals that are being changed.
+
+Run: ``.venv/bin/python bench/batch_processing.py [--messages 300] [--repeats 3]
+[--poison-rate 0.02]``. How to read: ``median [min..max, n=repeats]``. Figures only.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import hashlib
-import json
-import statistics
+import http.client
 import sys
 import tempfile
+import threading
 import time
-import uuid
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from shared.adapters.in_memory import (  # noqa: E402
-    InMemoryBlobs,
-    InMemoryDocuments,
-    RecordingPublisher,
-    RecordingSender,
-    RecordingSettler,
+from _harness import (
+    FALLBACK_SHAPE,
+    PROCESSOR,
+    BatchSettings,
+    CpuMeter,
+    Host,
+    MessageShape,
+    OutcomeWatcher,
+    app_snapshot,
+    calibrate,
+    connect,
+    create_containers,
+    good,
+    job_status,
+    machine,
+    now_stamp,
+    outcome_text,
+    ratio,
+    running_host,
+    sample_values,
+    send_messages,
+    servicebus_ceiling,
+    services,
+    spread,
+    storage_replay,
+    submit_load,
 )
-from shared.adapters.local_model import LocalModel  # noqa: E402
-from shared.contracts import ClaimCheck, Job, RequestMessage  # noqa: E402
-from shared.events.announcements import Announcer  # noqa: E402
-from shared.intake.claim_checks import ClaimChecks  # noqa: E402
-from shared.jobs import DocumentJobStore, JobRepository  # noqa: E402
-from shared.processing.deferral import DocumentDeferralLedger  # noqa: E402
-from shared.processing.inbound import InboundMessage  # noqa: E402
-from shared.processing.pipeline import MessageProcessor, ProcessingPolicy  # noqa: E402
-from shared.results import ResultStore  # noqa: E402
-
-TEXT = (
-    "Invoice 2291 for consulting services. The total amount due is 4,200 EUR, payable within "
-    "30 days. Late payment incurs interest. Please quote the invoice number with your payment. "
-) * 8  # about 1.4 KB
 
 
-def in_memory_processor(
-    count: int,
-) -> tuple[MessageProcessor, list[InboundMessage], RecordingSettler]:
-    now = datetime.now(UTC)
-    blobs = InMemoryBlobs()
-    documents = InMemoryDocuments(blobs)
-    store = DocumentJobStore(documents, "jobs")
-    processor = MessageProcessor(
-        policy=ProcessingPolicy("q", ("local-analyzer",), 3, 1.0, 10.0),
-        jobs=JobRepository(store),
-        claim_checks=ClaimChecks(blobs, "inputs", ("inputs",), 1 << 20),
-        model=LocalModel(),
-        results=ResultStore(blobs, "results"),
-        announcer=Announcer(RecordingPublisher(), RecordingSender()),
-        retry_sender=RecordingSender(),
-        ledger=DocumentDeferralLedger(documents, "ledgers"),
-    )
-    messages = []
-    for n in range(count):
-        request_id = f"r{n}"
-        data = TEXT.encode()
-        blobs.upload("inputs", f"t/{request_id}", data, "text/plain", {})
-        check = ClaimCheck(
-            blob_uri=f"{blobs.account_url}/inputs/t/{request_id}",
-            sha256=hashlib.sha256(data).hexdigest(),
-            size=len(data),
-            media_type="text/plain",
-        )
-        store.create(
-            Job(
-                id=request_id,
-                tenant_id="t",
-                model="local-analyzer",
-                correlation_id="c",
-                created_at=now,
-                updated_at=now,
-                deadline=now + timedelta(hours=1),
+@dataclass
+class Drain:
+    variant: str
+    messages: int
+    rate: float
+    rate_95: float  # the first 95% of the outcomes: without the tail of the run
+    good_rate: float
+    outcomes: Counter[str]
+    deliveries: int
+    unknown_attempts: int
+    invocations: int
+    cpu_ms: float
+    servicebus: float
+    limit: float
+    finished: bool
+
+
+def poison(shape: MessageShape) -> MessageShape:
+    return MessageShape(b"{not json", shape.properties, "application/json")
+
+
+def prefill(
+    root: Path, values: dict[str, str], work: Path, name: str, count: int, callers: int,
+    poisons: int, shape: MessageShape,
+) -> tuple[list[str], list[str]]:  # fmt: skip
+    """``count`` requests over HTTP with the processor disabled, ``poisons`` invalid
+    messages sent in between; returns (request ids, poison message ids)."""
+    ids: list[str] = []
+    poison_ids: list[str] = []
+    chunks = poisons + 1
+    with running_host(root, values, work, name, disabled=(PROCESSOR,)) as host:
+        for chunk in range(chunks):
+            size = count // chunks + (1 if chunk < count % chunks else 0)
+            ids += list(submit_load(host.port, host.key, size, callers).accepted)
+            if chunk < poisons:
+                message = poison(shape).message()
+                poison_ids.append(str(message.message_id))
+                send_messages(
+                    values["ServiceBusConnection"], values["RequestsQueueName"], [message]
+                )
+    return ids, poison_ids
+
+
+def attempts_of(port: int, key: str, ids: list[str]) -> tuple[int, int]:
+    """Sum of the jobs' ``attempts`` (8 clients, once per job); (sum, jobs without it)."""
+    total = [0, 0]
+    lock = threading.Lock()
+    todo = iter(ids)
+
+    def reader() -> None:
+        connection = connect(port)
+        try:
+            while True:
+                with lock:
+                    request_id = next(todo, None)
+                if request_id is None:
+                    return
+                try:
+                    job = job_status(connection, key, request_id)
+                except (OSError, http.client.HTTPException):
+                    job = {}
+                    connection.close()
+                    connection = connect(port)
+                with lock:
+                    if isinstance(job.get("attempts"), int):
+                        total[0] += job["attempts"]
+                    else:
+                        total[1] += 1
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=reader) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return total[0], total[1]
+
+
+def drain(
+    variant: str, work: Path, root: Path, name: str, args: argparse.Namespace,
+    shape: MessageShape, storage_limit: float,
+) -> Drain:  # fmt: skip
+    with services(work, name) as stack:
+        values = stack.values()
+        create_containers(stack.storage, values)
+        queue, topic = values["RequestsQueueName"], values["ResultsTopicName"]
+        poisons = round(args.messages * args.poison_rate) if variant == "poison" else 0
+        ids, poison_ids = prefill(
+            root, values, work, f"{name}-fill", args.messages - poisons, args.callers, poisons,
+            shape,
+        )  # fmt: skip
+        waiting = stack.queue_counts(queue)["active_message_count"]
+        if waiting != len(ids) + len(poison_ids):
+            print(f"  note: {waiting} messages queued for {len(ids) + len(poison_ids)} sent")
+        everything = ids + poison_ids
+        host = Host(root, values, work, f"{name}-drain")
+        with OutcomeWatcher(stack.servicebus, topic, queue) as watcher:
+            try:
+                host.start()
+                started = time.perf_counter()
+                meter = CpuMeter({"host": host.pid})
+                meter.start()
+                finished = watcher.wait_for(everything, timeout=120 + len(everything))
+                ended = watcher.last_outcome_at(everything) if finished else time.perf_counter()
+                times = sorted(t for t in map(watcher.observed, everything) if t is not None)
+                cpu = meter.stop()["host"]
+                attempts, unknown = attempts_of(host.port, host.key, ids)
+                invocations = host.invocations(PROCESSOR)
+            finally:
+                host.stop()
+            outcomes = watcher.outcomes(everything)
+            poison_deliveries = sum(
+                watcher.dead_letters[p].deliveries for p in poison_ids if p in watcher.dead_letters
             )
+        ceiling = servicebus_ceiling(
+            stack.servicebus, queue, shape, args.ceiling_messages, BatchSettings.of(root)
         )
-        body = RequestMessage(
-            request_id=request_id, tenant_id="t", model="local-analyzer", input=check
-        )
-        messages.append(
-            InboundMessage(
-                body=body.model_dump_json(by_alias=True).encode(),
-                message_id=request_id,
-                sequence_number=n,
-                delivery_count=1,
-                enqueued_time=now,
-                application_properties={"tenant": "t"},
-            )
-        )
-    return processor, messages, RecordingSettler()
-
-
-def bench_overhead(count: int) -> None:
-    processor, messages, settler = in_memory_processor(count)
-    timings = []
-    for message in messages:
-        started = time.perf_counter()
-        processor.process(message, settler)
-        timings.append(time.perf_counter() - started)
-    completed = sum(1 for action in settler.actions if action[0] == "complete")
-    timings.sort()
-    mean_ms = statistics.mean(timings) * 1e3
-    p50_ms = timings[len(timings) // 2] * 1e3
-    p99_ms = timings[int(len(timings) * 0.99)] * 1e3
-    rate = count / sum(timings)
-    print(f"pipeline overhead, in-memory ports, {count} messages of {len(TEXT)} B:")
-    print(
-        f"  {completed} completed; mean {mean_ms:.3f} ms  p50 {p50_ms:.3f} ms  p99 {p99_ms:.3f} ms"
-    )
-    print(f"  -> {rate:,.0f} msg/s on one thread")
-
-
-def bench_amplification(count: int, batch_size: int, poison_rate: float = 0.02) -> None:
-    """Healthy messages processed again per poison message, both settlement styles.
-
-    All-or-nothing: a batch containing a poison message is abandoned whole, so its healthy
-    messages come back; the poison message is redelivered until the broker's max delivery
-    count (10) dead-letters it. Per-message: the poison message is dead-lettered on sight.
-    Batches are re-formed from whatever is available, as a receiver would.
-    """
-    poison_every = round(1 / poison_rate)
-    poisons = {n for n in range(count) if n % poison_every == poison_every // 2}
-    max_delivery = 10
-
-    def run(all_or_nothing: bool) -> tuple[int, int]:
-        pending = list(range(count))
-        deliveries = dict.fromkeys(pending, 0)
-        healthy_work = 0
-        while pending:
-            batch, pending = pending[:batch_size], pending[batch_size:]
-            for n in batch:
-                deliveries[n] += 1
-            healthy_work += sum(1 for n in batch if n not in poisons)
-            bad = [n for n in batch if n in poisons]
-            if all_or_nothing and bad:
-                back = [n for n in batch if deliveries[n] < max_delivery or n not in poisons]
-                pending = back + pending  # the whole batch is abandoned and redelivered
-        healthy = count - len(poisons)
-        return healthy_work - healthy, len(poisons)
-
-    per_extra, poison_count = run(False)
-    all_extra, _ = run(True)
-    print(
-        f"work amplification, {count} messages, {len(poisons)} poison ({poison_rate:.0%}), "
-        f"batches of {batch_size}:"
-    )
-    for label, extra in (
-        ("per-message settlement", per_extra),
-        ("all-or-nothing batches", all_extra),
-    ):
-        per_poison = extra / poison_count
-        print(f"  {label}: {extra} healthy messages reprocessed ({per_poison:.1f} per poison)")
-
-
-@contextlib.contextmanager
-def local_stack() -> Iterator[tuple[str, Any]]:
-    """Azurite and the Service Bus emulator on free ports (as the test fixtures start them)."""
-    from devtools.stack import EMULATOR_CONFIG
-    from local_processes import run_azurite
-    from servicebus_emulator.process import run_emulator
-
-    with run_azurite(REPO) as storage, run_emulator(EMULATOR_CONFIG) as emulator:
-        yield storage.connection_string, emulator
-
-
-def _settings_values(storage: str, emulator: Any) -> dict[str, str]:
-    sample = json.loads((REPO / "local.settings.sample.json").read_text())["Values"]
-    return sample | {
-        "AzureWebJobsStorage": storage,
-        "Storage": storage,
-        "ServiceBusConnection": emulator.connection_string,
-        "ServiceBusRuntimeCountsUrl": f"{emulator.admin_url}/runtime",
-        "MaxQueueBacklog": "0",
-        "ModelConcurrency": "8",
-    }
-
-
-def _submit(services: Any, count: int) -> float:
-    """Submit ``count`` requests through intake; returns the intake rate (req/s)."""
-    from shared.intake.submissions import InlineContent, Submission
-
-    tenant = f"bench-{uuid.uuid4().hex[:6]}"
-    started = time.perf_counter()
-    for _ in range(count):
-        services.intake.submit(
-            Submission(
-                tenant_id=tenant,
-                model="local-analyzer",
-                content=InlineContent(TEXT.encode(), "text/plain"),
-            )
-        )
-    return count / (time.perf_counter() - started)
-
-
-def _direct_run(settings: Any, emulator: Any, count: int, batch_size: int) -> float:
-    """A: an SDK receiver and the batch use case in this process (what the trigger calls,
-    with the receiver's settler in place of ServiceBusMessageActions); msg/s."""
-    from azure.servicebus import ServiceBusClient
-
-    from shared import entry_points
-    from shared.adapters.servicebus_inbound import ReceiverSettler, from_sdk
-    from shared.composition import get_services
-
-    processed = 0
-    started = time.perf_counter()
-    with (
-        ServiceBusClient.from_connection_string(emulator.connection_string) as client,
-        client.get_queue_receiver(settings.requests_queue_name) as receiver,
-    ):
-        settler = ReceiverSettler(receiver)
-        while processed < count:
-            messages = receiver.receive_messages(max_message_count=batch_size, max_wait_time=5)
-            if not messages:
-                break
-            inbound = [from_sdk(message) for message in messages]
-            entry_points.handle_request_batch(get_services, inbound, settler)
-            processed += len(messages)
-    return processed / (time.perf_counter() - started)
-
-
-def _host_run(settings_path: Path, emulator: Any, queue: str, count: int, log: Path) -> float:
-    """B: the local host with the real runtime drains the queue; msg/s from "Host started"."""
-    from functions_host.process import HostProcess
-
-    others = ("submit_request", "get_request", "get_request_result", "cancel_request",
-              "event_webhook", "report_backlog", "sweep_deferred", "blob_intake",
-              "eventgrid_intake")  # fmt: skip
-    disabled = [arg for name in others for arg in ("--disable", name)]
-    host = HostProcess(REPO, settings_path, log, keys_path=log.with_suffix(".keys"),
-                       extra_args=disabled)  # fmt: skip
-    try:
-        host.wait_started(timeout=90)
-        started = time.perf_counter()
-        deadline = started + 600
-        while time.perf_counter() < deadline:
-            counts = emulator.runtime_properties(queue)
-            if counts["active_message_count"] == 0 and counts["scheduled_message_count"] == 0:
-                break
-            time.sleep(0.05)
-        return count / (time.perf_counter() - started)
-    finally:
-        host.stop(timeout=40)
-
-
-def bench_throughput(count: int, repeats: int) -> None:
-    from shared.composition import azure_ports, build_services, use_services
-    from shared.settings import Settings
-
-    host_json = json.loads((REPO / "host.json").read_text())
-    batch_size = int(host_json["extensions"]["serviceBus"]["maxMessageBatchSize"])
-    workdir = Path(tempfile.mkdtemp(prefix="inferbus-bench-host-"))
-    with local_stack() as (storage, emulator):
-        values = _settings_values(storage, emulator)
-        settings = Settings.model_validate(values)
-        settings_path = workdir / "local.settings.json"
-        settings_path.write_text(json.dumps({"IsEncrypted": False, "Values": values}))
-        services = build_services(settings, azure_ports(settings))
-        services.blobs.ensure_containers(settings.container_names())  # type: ignore[attr-defined]
-        use_services(services)
-        intake: list[float] = []
-        direct: list[float] = []
-        hosted: list[float] = []
-        for repeat in range(repeats):
-            intake.append(_submit(services, count))
-            direct.append(_direct_run(settings, emulator, count, batch_size))
-            intake.append(_submit(services, count))
-            log = workdir / f"host-{repeat}.log"
-            hosted.append(
-                _host_run(settings_path, emulator, settings.requests_queue_name, count, log)
-            )
-        use_services(None)
-    a, b = statistics.median(direct), statistics.median(hosted)
-    print(
-        f"through the emulator + Azurite, local model, {count} requests per run, "
-        f"batches of {batch_size} (host.json), ModelConcurrency 8, {repeats} repeats, medians:"
-    )
-    print(f"  intake (claim check + job + send): {statistics.median(intake):,.0f} req/s")
-    print(f"  A batch use case in-process (SDK receiver): {a:,.1f} msg/s")
-    print(f"  B local host + real runtime (gRPC settlement): {b:,.1f} msg/s")
-    print(
-        f"  B/A {b / a:.2f} (runs A {[round(x, 1) for x in direct]}, "
-        f"B {[round(x, 1) for x in hosted]})"
+    seconds = ended - started
+    observed = sum(count for outcome, count in outcomes.items() if outcome != "missing")
+    most = max(1, int(len(everything) * 0.95))
+    return Drain(
+        variant=variant,
+        messages=len(everything),
+        rate=observed / seconds,
+        rate_95=most / (times[most - 1] - started) if len(times) >= most else 0.0,
+        good_rate=good(outcomes) / seconds,
+        outcomes=outcomes,
+        deliveries=attempts + poison_deliveries,
+        unknown_attempts=unknown,
+        invocations=invocations,
+        cpu_ms=cpu * 1000 / max(1, observed),
+        servicebus=ceiling,
+        limit=min(ceiling, storage_limit),
+        finished=finished,
     )
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__.split("\n")[0] if __doc__ else None,
+        epilog="See the module docstring for how to read the figures.",
     )
-    parser.add_argument("--messages", type=int, default=400)
-    parser.add_argument("--batch", type=int, default=32, help="batch size of the amplification run")
-    parser.add_argument("--repeats", type=int, default=3, help="A/B repeats of the stack run")
-    parser.add_argument(
-        "--skip-stack", action="store_true", help="skip the emulator throughput run"
-    )
+    parser.add_argument("--messages", type=int, default=300, help="requests per run (300)")
+    parser.add_argument("--repeats", type=int, default=3, help="repeats of each variant (3)")
+    parser.add_argument("--poison-rate", type=float, default=0.02, help="poison share (0.02)")
+    parser.add_argument("--callers", type=int, default=16, help="HTTP clients of the prefill")
+    parser.add_argument("--calibration", type=int, default=10, help="calibration requests (10)")
+    parser.add_argument("--ceiling-messages", type=int, default=1000)
     args = parser.parse_args()
-    bench_overhead(2000)
-    bench_amplification(5000, args.batch)
-    if not args.skip_stack:
-        bench_throughput(args.messages, args.repeats)
+    with tempfile.TemporaryDirectory(prefix="inferbus-batch-") as folder:
+        work = Path(folder)
+        root = app_snapshot(work / "app")
+        batch = BatchSettings.of(root)
+        concurrency = int(sample_values().get("ModelConcurrency", "4"))
+        threads = min(concurrency, batch.max_batch)
+        print(
+            f"batch_processing ({now_stamp()}, {machine()}): {args.messages} requests per run, "
+            f"{args.repeats} repeats x (clean, poison {args.poison_rate:.0%}); host.json "
+            f"{batch.label()}; ModelConcurrency {concurrency}"
+        )
+        calibration = calibrate(work, root, args.calibration)
+        calibration.print()
+        per_message = calibration.ops_per_request(("processing",))
+        templates = calibration.templates()
+        shape = calibration.shape or FALLBACK_SHAPE
+        drains: dict[str, list[Drain]] = {"clean": [], "poison": []}
+        storage: list[float] = []
+        for repeat in range(args.repeats):
+            replayed = storage_replay(
+                work, f"replay-{repeat}", templates, args.messages, threads, timed=("processing",)
+            )
+            storage_limit = replayed.ops_per_second / per_message
+            storage.append(storage_limit)
+            for variant in drains:
+                run = drain(variant, work, root, f"{variant}-{repeat}", args, shape, storage_limit)
+                drains[variant].append(run)
+                print(
+                    f"  repeat {repeat + 1} {variant:<6}: {run.rate:6.1f} msg/s (limit "
+                    f"{run.limit:.1f}); {outcome_text(run.outcomes)}; deliveries "
+                    f"{run.deliveries} for {run.messages} messages; "
+                    f"{run.invocations} invocations"
+                    + ("" if run.finished else "; NOT ALL FINISHED")
+                )
+        report(drains, storage, per_message, threads)
+        print(f"finished {now_stamp()}, {machine()}")
+    return 0
+
+
+def report(
+    drains: dict[str, list[Drain]], storage: list[float], per_message: float, threads: int
+) -> None:
+    print(
+        f"\nlocal limit: storage {spread(storage)} msg/s ({per_message:.1f} processing ops per "
+        f"message, replayed at {threads} threads); Service Bus receive+complete per variant below"
+    )
+    for variant, runs in drains.items():
+        totals: Counter[str] = Counter()
+        for run in runs:
+            totals.update(run.outcomes)
+        messages = sum(run.messages for run in runs)
+        deliveries = sum(run.deliveries for run in runs)
+        unknown = sum(run.unknown_attempts for run in runs)
+        invocations = sum(run.invocations for run in runs)
+        print(f"{variant}:")
+        print(f"  drain (all outcomes)/s:  {spread([r.rate for r in runs])} msg/s")
+        print(f"  first 95% of outcomes/s: {spread([r.rate_95 for r in runs])} msg/s")
+        print(f"  completed+refused/s:     {spread([r.good_rate for r in runs])} msg/s")
+        print(
+            f"  local limit:             {spread([r.limit for r in runs])} msg/s (Service Bus "
+            f"receive+complete {spread([r.servicebus for r in runs], 0)} msg/s, storage above)"
+        )
+        print("  ratio drain / limit:     " + spread([ratio(r.rate, r.limit) for r in runs], 2))
+        print(f"  outcomes (all repeats):  {outcome_text(totals)}")
+        print(
+            f"  deliveries (measured):   {deliveries} for {messages} messages: "
+            f"{deliveries - messages} reprocessed"
+            + (f" ({unknown} jobs did not show attempts)" if unknown else "")
+        )
+        print(
+            f"  invocations:             {invocations} "
+            f"(mean batch {ratio(messages, invocations):.1f} messages)"
+        )
+        print(f"  host+worker CPU:         {spread([r.cpu_ms for r in runs])} ms per message")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

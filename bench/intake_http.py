@@ -1,289 +1,217 @@
-"""Intake latency and throughput of the local host serving the real Inferbus app.
+"""Intake over HTTP (``POST /api/v1/requests`` -> 202) against its own storage and broker costs.
 
-Starts what it needs on free loopback ports (Azurite in memory, the Service Bus emulator
-with infra/local, the local host twice: the Inferbus app and the host benchmark's ping
-app, whose anonymous ``ping`` function is the ceiling of the host itself), then for each
-concurrency level runs a fixed-duration closed loop of ``POST /api/v1/requests`` and of
-``GET /api/ping`` and prints p50/p95/p99 latency and throughput. When the app has a Service
-Bus trigger it also submits a burst and polls ``GET /api/v1/requests/{id}`` until every
-request is terminal.
+What it measures. The intake alone: the local host serves a snapshot of the app with the
+request processor disabled (``AzureWebJobs.process_requests.Disabled=true``), so nothing
+else competes for the CPU or storage, on a fresh in-memory Azurite and emulator per repeat.
+Closed loops (each client sends its next request when the previous one is answered) of
+``POST /api/v1/requests`` (a ~1.4 KB text) at 1 and at 8 callers, interleaved with the
+same loops of ``GET /api/ping`` against the host benchmark's ping app (one anonymous
+function, no I/O: what the host and the runtime cost per HTTP call).
 
-Figures only, never assertions. ``python bench/intake_http.py --help`` for the knobs.
+What it compares against, measured in the same run:
+
+* throughput at 8 callers vs the intake's storage-bound limit: the intake's own storage
+  operations (counted at the storage boundary by a calibration through a counting proxy,
+  see ``_harness.calibrate``: blob PUTs with and without ``If-None-Match: *``...) replayed
+  with ``azure-storage-blob`` at 8 threads against a fresh Azurite, in intakes per second
+  (= ops/s / ops per intake); ratio = measured / limit;
+* p50 at 1 caller vs the sum of its own calls timed alone: the same storage sequence
+  replayed by one thread (p50 per intake) + one Service Bus send of a message shaped like
+  the app's request messages (p50, sender already open); ratio = measured p50 / that
+  floor, target <= 1.5x. The difference is what the host, the runtime and the app's own
+  code add; the ping p50 shows how much of it the host alone costs.
+
+Also CPU per intake (host and worker process, Azurite, emulator; from /proc) at 8 callers.
+
+Run: ``.venv/bin/python bench/intake_http.py [--duration 3] [--repeats 5] [--callers 8]``.
+How to read: ``median [min..max, n=repeats]``; limits are measured alone, the app's loops
+share the machine's cores with Azurite, the emulator and this client. Figures only.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
-import json
-import statistics
 import sys
 import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from collections import Counter
 from pathlib import Path
 
-from functions_host.process import HostProcess
-from local_processes import run_azurite
-from servicebus_emulator.process import run_emulator
+from _harness import (
+    FALLBACK_SHAPE,
+    PROCESSOR,
+    REPO,
+    CpuMeter,
+    Host,
+    Loop,
+    app_snapshot,
+    calibrate,
+    closed_loop,
+    create_containers,
+    machine,
+    now_stamp,
+    quantile,
+    ratio,
+    send_latencies,
+    services,
+    spread,
+    storage_replay,
+    submit,
+)
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
-
-from devtools.stack import EMULATOR_CONFIG, ensure_containers  # noqa: E402
-
-TERMINAL = {"completed", "failed", "expired", "cancelled"}
-SUBMIT_BODY = json.dumps({"model": "local-analyzer", "input": {"text": "hello"}}).encode()
-# The host's own ceiling: its benchmark's app, one anonymous function answering "pong".
-PING_APP = REPO_ROOT / "tools" / "functions-host" / "bench" / "ping_app"
-
-
-@contextmanager
-def host(script_root: Path, settings: Path, work: Path, name: str) -> Iterator[HostProcess]:
-    """The local host on ``script_root`` until its ``Host started`` line; Ctrl-C on exit."""
-    process = HostProcess(script_root, settings, work / f"host-{name}.log",
-                          keys_path=work / f"keys-{name}.json",
-                          extra_args=["--log-level", "warning"])  # fmt: skip
-    try:
-        process.wait_started(timeout=60)
-        yield process
-    finally:
-        process.stop(timeout=40)
+PING_APP = REPO / "tools" / "functions-host" / "bench" / "ping_app"
+LATENCY_TARGET = 1.5
 
 
-def request(
-    connection: http.client.HTTPConnection, method: str, path: str, body: bytes | None = None
-) -> tuple[int, bytes]:
-    headers = (
-        {"Content-Type": "application/json", "X-Tenant-Id": "contoso"}
-        if body
-        else {"X-Tenant-Id": "contoso"}
-    )
-    connection.request(method, path, body=body, headers=headers)
+def ping(connection: http.client.HTTPConnection) -> int:
+    connection.request("GET", "/api/ping")
     response = connection.getresponse()
-    return response.status, response.read()
-
-
-def closed_loop(
-    port: int, path: str, method: str, body: bytes | None, concurrency: int, duration: float
-) -> dict[str, float]:
-    """``concurrency`` clients, each sending its next request when the previous answers."""
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
-    lock = threading.Lock()
-    stop_at = time.monotonic() + duration
-
-    def client() -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        mine: list[float] = []
-        codes: dict[int, int] = {}
-        try:
-            while time.monotonic() < stop_at:
-                started = time.perf_counter()
-                status, _ = request(connection, method, path, body)
-                mine.append(time.perf_counter() - started)
-                codes[status] = codes.get(status, 0) + 1
-        except Exception as error:
-            codes[-1] = codes.get(-1, 0) + 1
-            print(f"  client error: {error!r}", file=sys.stderr)
-        finally:
-            connection.close()
-            with lock:
-                latencies.extend(mine)
-                for code, count in codes.items():
-                    statuses[code] = statuses.get(code, 0) + count
-
-    began = time.perf_counter()
-    threads = [threading.Thread(target=client) for _ in range(concurrency)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - began
-    return summarize(latencies, elapsed) | {"statuses": statuses}  # type: ignore[dict-item]
-
-
-def summarize(latencies: list[float], elapsed: float) -> dict[str, float]:
-    if not latencies:
-        return {"n": 0, "rps": 0.0, "p50": 0.0, "p95": 0.0, "p99": 0.0}
-    ordered = sorted(latencies)
-    cut = (
-        statistics.quantiles(ordered, n=100, method="inclusive")
-        if len(ordered) > 1
-        else ordered * 99
-    )
-    return {
-        "n": len(ordered),
-        "rps": len(ordered) / elapsed,
-        "p50": cut[49] * 1000,
-        "p95": cut[94] * 1000,
-        "p99": cut[98] * 1000,
-    }
-
-
-def print_row(label: str, concurrency: int, figures: dict[str, float]) -> None:
-    print(
-        f"  {label:<22} c={concurrency:<3} n={figures['n']:<6} {figures['rps']:8.1f} req/s   "
-        f"p50 {figures['p50']:7.1f} ms  p95 {figures['p95']:7.1f} ms  "
-        f"p99 {figures['p99']:7.1f} ms   "
-        f"statuses {figures.get('statuses')}"
-    )
-
-
-def burst_to_completion(port: int, key: str, count: int, timeout: float) -> None:
-    """Submit ``count`` requests (32 clients), then poll each until terminal."""
-    ids: list[tuple[str, float]] = []
-    lock = threading.Lock()
-    pending = iter(range(count))
-    began = time.perf_counter()
-
-    def submitter() -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        while True:
-            with lock:
-                if next(pending, None) is None:
-                    break
-            status, body = request(connection, "POST", f"/api/v1/requests?code={key}", SUBMIT_BODY)
-            if status == 202:
-                with lock:
-                    ids.append((json.loads(body)["id"], time.perf_counter()))
-        connection.close()
-
-    run_threads(submitter, 32)
-    submitted = time.perf_counter() - began
-    done: dict[str, tuple[str, float]] = {}
-    deadline = time.monotonic() + timeout
-    todo = list(ids)
-    while todo and time.monotonic() < deadline:
-        queue = iter(list(todo))
-
-        def poller(queue: Iterator[tuple[str, float]] = queue) -> None:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-            while True:
-                with lock:
-                    item = next(queue, None)
-                if item is None:
-                    break
-                status, body = request(connection, "GET", f"/api/v1/requests/{item[0]}?code={key}")
-                state = json.loads(body).get("status") if status == 200 else None
-                if state in TERMINAL:
-                    with lock:
-                        done.setdefault(item[0], (str(state), time.perf_counter() - item[1]))
-            connection.close()
-
-        run_threads(poller, 8)
-        todo = [item for item in todo if item[0] not in done]
-        time.sleep(0.2)
-    total = time.perf_counter() - began
-    outcomes: dict[str, int] = {}
-    for state, _ in done.values():
-        outcomes[state] = outcomes.get(state, 0) + 1
-    figures = summarize([latency for _, latency in done.values()], total)
-    print(
-        f"  burst of {count}: {len(ids)} accepted in {submitted:.1f}s; {len(done)} terminal in "
-        f"{total:.1f}s ({len(done) / total:.1f}/s end to end); outcomes {outcomes}; "
-        f"not terminal {len(todo)}"
-    )
-    print(
-        f"  submit-to-terminal latency p50 {figures['p50']:.0f} ms  p95 {figures['p95']:.0f} ms"
-        f"  p99 {figures['p99']:.0f} ms"
-    )
-
-
-def run_threads(target: Callable[[], None], count: int) -> None:
-    threads = [threading.Thread(target=target) for _ in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-
-@dataclass(frozen=True)
-class Stack:
-    app_port: int
-    ceiling_port: int
-    function_key: str
-    master_key: str
-
-
-def start_stack(stack: ExitStack, work: Path, backlog_check: bool) -> Stack:
-    """Azurite, the emulator and both hosts on free loopback ports, stopped by ``stack``."""
-    storage = stack.enter_context(run_azurite(REPO_ROOT)).connection_string
-    emulator = stack.enter_context(run_emulator(EMULATOR_CONFIG, work))
-    values = json.loads((REPO_ROOT / "local.settings.sample.json").read_text())["Values"]
-    values |= {
-        "AzureWebJobsStorage": storage,
-        "Storage": storage,
-        "ServiceBusConnection": emulator.connection_string,
-    }
-    if not backlog_check:
-        values["MaxQueueBacklog"] = "0"
-    settings = work / "local.settings.json"
-    settings.write_text(json.dumps({"IsEncrypted": False, "Values": values}))
-    ensure_containers(settings, values)
-    app = stack.enter_context(host(REPO_ROOT, settings, work, "app"))
-    ceiling = stack.enter_context(host(PING_APP, settings, work, "ping"))
-    keys = app.keys
-    return Stack(
-        app_port=int(app.base_url.rsplit(":", 1)[1]),
-        ceiling_port=int(ceiling.base_url.rsplit(":", 1)[1]),
-        function_key=keys["functionKeys"]["default"],
-        master_key=keys["masterKey"],
-    )
-
-
-def has_servicebus_trigger(port: int, master_key: str) -> bool:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        _, listing = request(connection, "GET", f"/admin/functions?code={master_key}")
-    finally:
-        connection.close()
-    return any(
-        binding.get("type") == "serviceBusTrigger"
-        for function in json.loads(listing)
-        for binding in function["config"]["bindings"]
-    )
+    response.read()
+    return response.status
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--levels", default="1,8,32", help="concurrency levels (default 1,8,32)")
-    parser.add_argument("--duration", type=float, default=4.0, help="seconds per level and target")
-    parser.add_argument("--burst", type=int, default=500, help="end-to-end burst size (0 = skip)")
-    parser.add_argument("--burst-timeout", type=float, default=60.0)
-    parser.add_argument(
-        "--backlog-check",
-        action="store_true",
-        help="keep MaxQueueBacklog from the sample settings (off by default: see the note printed)",
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0] if __doc__ else None,
+        epilog="See the module docstring for how to read the figures.",
     )
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per loop (3)")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats (5)")
+    parser.add_argument("--callers", type=int, default=8, help="callers of the throughput loop")
+    parser.add_argument("--calibration", type=int, default=20, help="calibration requests (20)")
     args = parser.parse_args()
-    levels = [int(level) for level in args.levels.split(",")]
-    with ExitStack() as stack:
-        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="inferbus-bench-")))
-        ports = start_stack(stack, work, args.backlog_check)
-        submit_path = f"/api/v1/requests?code={ports.function_key}"
-        print(f"intake_http: {args.duration:.0f}s per level and target, levels {levels}")
-        if not args.backlog_check:
-            print("  note: MaxQueueBacklog=0 (backlog probe off); --backlog-check keeps it")
-        # The burst runs first, on an empty queue, so the latency levels' submissions
-        # (which the processor also consumes) do not queue ahead of it.
-        if args.burst and has_servicebus_trigger(ports.app_port, ports.master_key):
-            burst_to_completion(ports.app_port, ports.function_key, args.burst, args.burst_timeout)
-        elif args.burst:
-            print("  end to end: skipped: no Service Bus processor function registered")
-        for concurrency in levels:
-            ceiling = closed_loop(
-                ports.ceiling_port, "/api/ping", "GET", None, concurrency, args.duration
+    with tempfile.TemporaryDirectory(prefix="inferbus-intake-") as folder:
+        work = Path(folder)
+        root = app_snapshot(work / "app")
+        print(
+            f"intake_http ({now_stamp()}, {machine()}): loops of {args.duration:g}s at 1 and "
+            f"{args.callers} callers, {args.repeats} repeats; processor disabled (intake alone)"
+        )
+        calibration = calibrate(work, root, args.calibration, processing=False)
+        calibration.print()
+        per_intake = calibration.ops_per_request(("intake",))
+        templates = calibration.templates()
+        shape = calibration.shape or FALLBACK_SHAPE
+        loops: dict[str, list[Loop]] = {}
+        limit_rate: list[float] = []
+        storage_p50: list[float] = []
+        send_p50: list[float] = []
+        cpu: dict[str, list[float]] = {}
+        for repeat in range(args.repeats):
+            with services(work, f"run-{repeat}") as stack:
+                values = stack.values()
+                create_containers(stack.storage, values)
+                app = Host(root, values, work, f"app-{repeat}", disabled=(PROCESSOR,))
+                pinger = Host(PING_APP, values, work, f"ping-{repeat}")
+                try:
+                    app.start()
+                    pinger.start()
+                    key = app.key
+
+                    def post(connection: http.client.HTTPConnection, key: str = key) -> int:
+                        return submit(connection, key)[0]
+
+                    closed_loop(app.port, post, 2, 1.0)  # warm-up
+                    closed_loop(pinger.port, ping, 2, 1.0)
+                    meter = CpuMeter(
+                        {
+                            "host+worker": app.pid,
+                            "azurite": stack.azurite_pid,
+                            "emulator": stack.emulator_pid,
+                        }
+                    )
+                    for callers in (1, args.callers):
+                        loops.setdefault(f"ping c={callers}", []).append(
+                            closed_loop(pinger.port, ping, callers, args.duration)
+                        )
+                        if callers > 1:
+                            meter.start()
+                        loop = closed_loop(app.port, post, callers, args.duration)
+                        loops.setdefault(f"POST c={callers}", []).append(loop)
+                        if callers > 1:
+                            for name, seconds in meter.stop().items():
+                                cpu.setdefault(name, []).append(
+                                    seconds * 1000 / max(1, len(loop.latencies))
+                                )
+                    sends = send_latencies(
+                        stack.servicebus, values["RequestsQueueName"], shape, 100
+                    )
+                    send_p50.append(quantile(sends, 0.5) * 1000)
+                finally:
+                    pinger.stop()
+                    app.stop()
+            replayed = storage_replay(
+                work, f"replay-{repeat}", templates, 400, args.callers, timed=("intake",)
             )
-            print_row("GET /api/ping (ceiling)", concurrency, ceiling)
-            submits = closed_loop(
-                ports.app_port, submit_path, "POST", SUBMIT_BODY, concurrency, args.duration
+            limit_rate.append(replayed.templates_per_second)
+            alone = storage_replay(work, f"alone-{repeat}", templates, 100, 1, timed=("intake",))
+            storage_p50.append(quantile(alone.latencies, 0.5) * 1000)
+            print(
+                f"  repeat {repeat + 1}: POST c={args.callers} "
+                f"{loops[f'POST c={args.callers}'][-1].rate:.1f} req/s (storage-bound limit "
+                f"{limit_rate[-1]:.1f}); POST c=1 p50 "
+                f"{quantile(loops['POST c=1'][-1].latencies, 0.5) * 1000:.1f} ms (floor "
+                f"{storage_p50[-1] + send_p50[-1]:.1f} ms)"
             )
-            print_row("POST /api/v1/requests", concurrency, submits)
+        report(args, loops, limit_rate, storage_p50, send_p50, cpu, per_intake)
+        print(f"finished {now_stamp()}, {machine()}")
     return 0
+
+
+def report(
+    args: argparse.Namespace,
+    loops: dict[str, list[Loop]],
+    limit_rate: list[float],
+    storage_p50: list[float],
+    send_p50: list[float],
+    cpu: dict[str, list[float]],
+    per_intake: float,
+) -> None:
+    many = f"c={args.callers}"
+
+    def rates(name: str) -> list[float]:
+        return [loop.rate for loop in loops[name]]
+
+    def p(name: str, q: float) -> list[float]:
+        return [quantile(loop.latencies, q) * 1000 for loop in loops[name]]
+
+    statuses: Counter[int] = Counter()
+    for name in (f"POST {many}", "POST c=1"):
+        for loop in loops[name]:
+            statuses.update(loop.statuses)
+    post_rates = rates(f"POST {many}")
+    floors = [s + b for s, b in zip(storage_p50, send_p50, strict=True)]
+    single = p("POST c=1", 0.5)
+    print(f"\nintake throughput at {args.callers} callers:")
+    print(f"  POST /api/v1/requests:  {spread(post_rates)} req/s")
+    print(f"  its latency:            p50 {spread(p(f'POST {many}', 0.5))} ms, "
+          f"p99 {spread(p(f'POST {many}', 0.99))} ms")  # fmt: skip
+    print(
+        f"  storage-bound limit:    {spread(limit_rate)} intakes/s (the intake's "
+        f"{per_intake:.1f} storage ops replayed alone at {args.callers} threads)"
+    )
+    print(
+        "  ratio measured / limit: "
+        + spread([ratio(a, b) for a, b in zip(post_rates, limit_rate, strict=True)], 2)
+    )
+    print(f"  host alone (GET /api/ping): {spread(rates(f'ping {many}'))} req/s")
+    print(
+        "  CPU ms per intake: "
+        + "; ".join(f"{name} {spread(values, 2)}" for name, values in cpu.items())
+    )
+    print("intake latency at 1 caller:")
+    print(f"  POST p50:               {spread(single)} ms (p99 {spread(p('POST c=1', 0.99))} ms)")
+    print(
+        f"  floor = storage alone {spread(storage_p50, 2)} ms + Service Bus send alone "
+        f"{spread(send_p50, 2)} ms = {spread(floors, 2)} ms"
+    )
+    print(
+        "  ratio p50 / floor:      "
+        + spread([ratio(a, b) for a, b in zip(single, floors, strict=True)], 2)
+        + f"   (target <= {LATENCY_TARGET})"
+    )
+    print(f"  host alone (GET /api/ping) p50: {spread(p('ping c=1', 0.5), 2)} ms")
+    print(f"  HTTP statuses of the POST loops: {dict(statuses)}")
 
 
 if __name__ == "__main__":

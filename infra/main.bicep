@@ -85,7 +85,7 @@ param webhookTokenIssuer string = ''
 @description('Concurrent model calls per instance (ModelConcurrency).')
 @minValue(1)
 @maxValue(256)
-param modelConcurrency int = 4
+param modelConcurrency int = 16
 
 @description('Model client: local (deterministic stand-in) or azure_openai.')
 @allowed([

@@ -157,7 +157,7 @@ class Settings(BaseModel):
     backlog_cache_seconds: float = Field(5.0, ge=0, alias="BacklogCacheSeconds")
 
     # --- processing ----------------------------------------------------------------------
-    model_concurrency: int = Field(4, ge=1, le=256, alias="ModelConcurrency")
+    model_concurrency: int = Field(16, ge=1, le=256, alias="ModelConcurrency")
     max_retries: int = Field(5, ge=0, le=100, alias="MaxRetries")
     retry_base_seconds: float = Field(2.0, gt=0, alias="RetryBaseSeconds")
     retry_max_seconds: float = Field(300.0, gt=0, alias="RetryMaxSeconds")

@@ -103,7 +103,7 @@ param webhookTokenIssuer string = ''
 @description('Concurrent model calls per instance (ModelConcurrency). With maximumInstanceCount it bounds the load on the model deployment.')
 @minValue(1)
 @maxValue(256)
-param modelConcurrency int = 4
+param modelConcurrency int = 16
 
 @description('Days a job document is kept (the jobs lifecycle rule of the data account, the same parameter of main.bicep): JobRetentionDays, after which the app answers 410 Gone for a request id whose job is gone.')
 @minValue(2)

@@ -15,12 +15,12 @@ own:
   grows with the delivery count, so a struggling dependency is not hammered; the
   subscription's max delivery count dead-letters an event that never gets through.
 
-A batch is settled at its end, one call per action, rather than one call per event.
-Locks last ``receiveLockDurationInSeconds`` (60 s by default); intake of one event takes
-milliseconds (bounded by the storage and broker timeouts in the worst case), so instead
-of a renewal thread the door renews the batch's locks between events once
-``lock_renewal_seconds`` have passed. (Renewing a settled token is impossible: the batch
-is settled only at its end, so every token is still held.)
+The events of a batch go through intake a few at a time (intake waits on storage and the
+broker, so a batch taken one event after another would leave the door latency-bound),
+and the batch is settled at its end, one call per action rather than one per event.
+Locks last ``receiveLockDurationInSeconds`` (60 s by default): while a batch is in intake
+the door renews its locks every ``lock_renewal_seconds`` (every token is still held then,
+as nothing is settled before the batch ends).
 
 Functions has no trigger for namespace pull delivery, so a timer runs ``drain``: it
 receives until the queue is empty or its time window closes (the timer is a singleton
@@ -33,6 +33,7 @@ import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -79,6 +80,7 @@ class PullPolicy:
     max_wait_seconds: int = 10
     drain_seconds: float = 50.0
     lock_renewal_seconds: float = 30.0
+    concurrency: int = 8  # events of a batch going through intake at once
 
 
 @dataclass
@@ -134,14 +136,20 @@ class PullDoor:
         return report
 
     def _settle_batch(self, batch: list[PulledEvent], report: PullReport) -> None:
-        """Decide every event, then settle them in one call per action (and delay)."""
-        renewed_at = self._monotonic()
+        """Decide the batch's events concurrently (intake waits on storage and the broker,
+        not on the CPU), renewing the batch's locks while they run, then settle them in one
+        call per action (and delay)."""
+        renewal = self._policy.lock_renewal_seconds
+        with ThreadPoolExecutor(self._policy.concurrency, "eventgrid-pull") as pool:
+            running = {pool.submit(self._decide, pulled): pulled for pulled in batch}
+            pending = set(running)
+            while pending:
+                _, pending = wait(pending, timeout=renewal)
+                if pending:
+                    report.lost_locks += len(self._queue.renew_locks([p.lock_token for p in batch]))
         groups: dict[tuple[str, int], list[str]] = defaultdict(list)
-        for pulled in batch:
-            if self._monotonic() - renewed_at >= self._policy.lock_renewal_seconds:
-                report.lost_locks += len(self._queue.renew_locks([p.lock_token for p in batch]))
-                renewed_at = self._monotonic()
-            decision = self._decide(pulled)
+        for future, pulled in running.items():
+            decision = future.result()
             report.outcomes[decision.outcome] += 1
             groups[(decision.action, decision.delay)].append(pulled.lock_token)
         for (action, delay), tokens in groups.items():

@@ -169,10 +169,10 @@ def test_slow_intake_keeps_its_locks_by_renewing_them(
     renewal: float,
     expect_lost: bool,
 ) -> None:
-    """Three events at 1.5 s each outlast the 3 s (scaled) lock unless it is renewed."""
+    """Intake taking 4 s per event outlasts the 3 s (scaled) lock unless it is renewed."""
     publish(empty_subscription, *(requested_event(tenant) for _ in range(3)))
     queue = door_of(pulling)._queue  # the app's adapter over the SDK
-    slow = SlowIntake(pulling.event_intake, 1.5)
+    slow = SlowIntake(pulling.event_intake, 4)
     door = PullDoor(queue, slow, PullPolicy(drain_seconds=1, lock_renewal_seconds=renewal))  # type: ignore[arg-type]
 
     report = door.drain()

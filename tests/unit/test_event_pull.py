@@ -6,6 +6,8 @@ tests/integration/test_eventgrid_pull.py; here each rule of ``shared.events.pull
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,12 +136,46 @@ def test_the_drain_window_bounds_the_work_of_one_run() -> None:
     assert queue.batches, "what was not received stays for the next run"
 
 
-def test_locks_are_renewed_once_the_renewal_interval_has_passed() -> None:
+class SlowIntake:
+    """The app's intake, taking ``seconds`` per event; notes the most events in at once."""
+
+    def __init__(self, wired: Wired, seconds: float) -> None:
+        self._intake = wired.services.event_intake
+        self._seconds = seconds
+        self._lock = threading.Lock()
+        self._inside = 0
+        self.most_at_once = 0
+
+    def accept_event(self, event: Any, source: str) -> Any:
+        with self._lock:
+            self._inside += 1
+            self.most_at_once = max(self.most_at_once, self._inside)
+        time.sleep(self._seconds)
+        with self._lock:
+            self._inside -= 1
+        return self._intake.accept_event(event, source)
+
+
+def test_locks_are_renewed_while_the_batch_is_in_intake() -> None:
     wired = wire()
     batch = [pulled("a", requested_event(TENANT)), pulled("b", requested_event(TENANT))]
     queue = ScriptedQueue([batch])
+    policy = PullPolicy(lock_renewal_seconds=0.05, concurrency=1)
 
-    door(wired, queue, lock_renewal_seconds=0).drain()
+    PullDoor(queue, SlowIntake(wired, 0.2), policy).drain()  # type: ignore[arg-type]
 
-    assert queue.calls[0] == ("renew", ("a", "b"), 0)
+    renewals = [call for call in queue.calls if call[0] == "renew"]
+    assert renewals, "no renewal while intake took longer than the renewal interval"
+    assert all(call[1] == ("a", "b") for call in renewals)
     assert queue.calls[-1] == ("acknowledge", ("a", "b"), 0)
+
+
+def test_the_events_of_a_batch_go_through_intake_concurrently() -> None:
+    wired = wire()
+    queue = ScriptedQueue([[pulled(str(n), requested_event(TENANT)) for n in range(8)]])
+    slow = SlowIntake(wired, 0.2)
+
+    report = PullDoor(queue, slow, PullPolicy(concurrency=4)).drain()  # type: ignore[arg-type]
+
+    assert report.outcomes == Counter({"accepted": 8})
+    assert slow.most_at_once == 4

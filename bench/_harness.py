@@ -33,6 +33,7 @@ What lives here:
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import json
 import os
@@ -104,6 +105,14 @@ def machine() -> str:
     """CPUs and load average: other work on the machine shows up in every figure."""
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     return f"{os.cpu_count()} CPUs, load average {load}"
+
+
+def argument_parser(doc: str | None) -> argparse.ArgumentParser:
+    """A benchmark's command line: its docstring's first line says what it measures."""
+    return argparse.ArgumentParser(
+        description=doc.split("\n")[0] if doc else None,
+        epilog="See the module docstring for how to read the figures.",
+    )
 
 
 # --- statistics ---------------------------------------------------------------------------

@@ -61,6 +61,7 @@ from _harness import (
     MessageShape,
     OutcomeWatcher,
     app_snapshot,
+    argument_parser,
     calibrate,
     connect,
     create_containers,
@@ -220,10 +221,7 @@ def drain(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0] if __doc__ else None,
-        epilog="See the module docstring for how to read the figures.",
-    )
+    parser = argument_parser(__doc__)
     parser.add_argument("--messages", type=int, default=300, help="requests per run (300)")
     parser.add_argument("--repeats", type=int, default=3, help="repeats of each variant (3)")
     parser.add_argument("--poison-rate", type=float, default=0.02, help="poison share (0.02)")

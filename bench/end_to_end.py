@@ -69,6 +69,7 @@ from _harness import (
     OutcomeWatcher,
     Services,
     app_snapshot,
+    argument_parser,
     calibrate,
     connect,
     create_containers,
@@ -215,10 +216,7 @@ def lone_latency(work: Path, root: Path, count: int) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0] if __doc__ else None,
-        epilog="See the module docstring for how to read the figures.",
-    )
+    parser = argument_parser(__doc__)
     parser.add_argument("--requests", type=int, default=300, help="requests per run (300)")
     parser.add_argument("--callers", type=int, default=16, help="concurrent HTTP clients (16)")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats (5)")

@@ -21,7 +21,6 @@ How to read: ``median [min..max, n=repeats]``. Figures only, nothing is asserted
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -41,6 +40,7 @@ from _harness import (
     CpuMeter,
     Services,
     app_snapshot,
+    argument_parser,
     create_containers,
     machine,
     now_stamp,
@@ -151,7 +151,7 @@ def ceiling_run(stack: Services, work: Path, events: int, repeat: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--events", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()

@@ -45,6 +45,7 @@ from _harness import (
     Host,
     Loop,
     app_snapshot,
+    argument_parser,
     calibrate,
     closed_loop,
     create_containers,
@@ -71,10 +72,7 @@ def ping(connection: http.client.HTTPConnection) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0] if __doc__ else None,
-        epilog="See the module docstring for how to read the figures.",
-    )
+    parser = argument_parser(__doc__)
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per loop (3)")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats (5)")
     parser.add_argument("--callers", type=int, default=8, help="callers of the throughput loop")

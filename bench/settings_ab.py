@@ -50,6 +50,7 @@ from _harness import (
     CpuMeter,
     OutcomeWatcher,
     app_snapshot,
+    argument_parser,
     connect,
     create_containers,
     good,
@@ -165,10 +166,7 @@ def run_variant(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0] if __doc__ else None,
-        epilog="See the module docstring for how to read the figures.",
-    )
+    parser = argument_parser(__doc__)
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats (3)")
     parser.add_argument("--requests", type=int, default=120, help="requests per run (120)")
     parser.add_argument("--callers", type=int, default=16, help="HTTP clients (16)")

@@ -137,12 +137,16 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("host").error("%s", error)
         host.stop()
         return 2
-    print(f"Host started: {host.base_url}", flush=True)
-    print(f"Default function key: {host.keys.default_function_key}", flush=True)
-    print(
-        f"Keys file: {options.keys_path or options.script_root / '.local' / 'host-keys.json'}",
-        flush=True,
-    )
+    # Each line in one write: the listeners' threads are logging to the same stream, and
+    # print() writes its text and its newline separately (a log line could land between).
+    keys_file = options.keys_path or options.script_root / ".local" / "host-keys.json"
+    for line in (
+        f"Host started: {host.base_url}",
+        f"Default function key: {host.keys.default_function_key}",
+        f"Keys file: {keys_file}",
+    ):
+        sys.stdout.write(line + "\n")
+    sys.stdout.flush()
     while not stop_requested.wait(0.5):
         pass
     host.stop()

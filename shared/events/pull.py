@@ -92,8 +92,8 @@ class PullReport:
     lost_locks: int = 0
 
     def summary(self) -> str:
-        parts = ", ".join(f"{name}={count}" for name, count in sorted(self.outcomes.items()))
-        return f"received={self.received} {parts} lost_locks={self.lost_locks}".strip()
+        parts = [f"{name}={count}" for name, count in sorted(self.outcomes.items())]
+        return " ".join([f"received={self.received}", *parts, f"lost_locks={self.lost_locks}"])
 
 
 def release_delay(delivery_count: int) -> int:
@@ -132,7 +132,12 @@ class PullDoor:
             self._settle_batch(batch, report)
             if self._monotonic() >= closes:
                 break
-        log.info("event grid pull: %s", report.summary())
+        # An idle run (every few seconds) is not worth a line at the default level.
+        log.log(
+            logging.INFO if report.received else logging.DEBUG,
+            "event grid pull: %s",
+            report.summary(),
+        )
         return report
 
     def _settle_batch(self, batch: list[PulledEvent], report: PullReport) -> None:

@@ -104,7 +104,7 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         claim_checks=claim_checks,
         idempotency=IdempotencyGuard(
             DocumentIdempotencyStore(ports.documents, settings.idempotency_container),
-            accepted=lambda tenant_id, request_id: jobs.find(tenant_id, request_id) is not None,
+            accepted=jobs.find,
             clock=clock,
         ),
         sender=ports.requests,

@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Protocol
 
 from shared.clock import Clock, utc_now
+from shared.contracts import Job
 from shared.documents import JsonDocuments
 from shared.errors import ConcurrencyConflict, Conflict, FieldError, InvalidInput
 from shared.request_ids import new_request_id
@@ -118,9 +119,9 @@ class Claimed:
 
 @dataclass(frozen=True)
 class Replay:
-    """The key was already used for the same body: return that request."""
+    """The key was already used for the same body: return that request's job."""
 
-    request_id: str
+    job: Job
 
 
 def hash_key(key: str) -> str:
@@ -133,15 +134,15 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("ascii")).hexdigest()
 
 
-RequestAccepted = Callable[[str, str], bool]
-"""Whether the request (tenant id, request id) was accepted, i.e. its job exists."""
+AcceptedJob = Callable[[str, str], Job | None]
+"""The job of the request (tenant id, request id) when it was accepted, else None."""
 
 
 class IdempotencyGuard:
     def __init__(
         self,
         store: IdempotencyStore,
-        accepted: RequestAccepted,
+        accepted: AcceptedJob,
         clock: Clock = utc_now,
         wait_seconds: float = 5.0,
         stale_after_seconds: float = 120.0,
@@ -190,8 +191,9 @@ class IdempotencyGuard:
                 "this Idempotency-Key was already used with a different request body",
                 code="idempotency_key_reused",
             )
-        if self._accepted(record.tenant_id, record.request_id):
-            return Replay(record.request_id)
+        job = self._accepted(record.tenant_id, record.request_id)
+        if job is not None:
+            return Replay(job)
         age = (self._clock() - record.created_at).total_seconds()
         if age < self._stale_after:
             return None

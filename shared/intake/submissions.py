@@ -126,7 +126,7 @@ class Intake:
                 submission.request_hash or "",
             )
             if isinstance(outcome, Replay):
-                return Accepted(self._jobs.get(submission.tenant_id, outcome.request_id), True)
+                return Accepted(outcome.job, True)
             claim = outcome
         request_id = claim.record.request_id if claim else new_request_id(self._clock)
         try:

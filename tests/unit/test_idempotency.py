@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.adapters.in_memory import InMemoryDocuments
+from shared.contracts import Job
 from shared.errors import ConcurrencyConflict, Conflict, InvalidInput
 from shared.intake.idempotency import (
     Claimed,
@@ -23,18 +24,30 @@ def new_store() -> DocumentIdempotencyStore:
     return DocumentIdempotencyStore(InMemoryDocuments(), "idempotency")
 
 
-ACCEPTED: set[tuple[str, str]] = set()
+def job_of(tenant: str, request_id: str) -> Job:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    return Job(
+        id=request_id,
+        tenant_id=tenant,
+        model="local-analyzer",
+        correlation_id="c",
+        created_at=now,
+        updated_at=now,
+    )
 
 
 def guard(
     store: DocumentIdempotencyStore,
     clock: ManualClock,
-    accepted: set[tuple[str, str]] = ACCEPTED,
+    accepted: set[tuple[str, str]] | None = None,
 ) -> IdempotencyGuard:
     """A guard for which the requests in ``accepted`` have jobs (none by default)."""
+    known = accepted or set()
     return IdempotencyGuard(
         store,
-        accepted=lambda tenant, request_id: (tenant, request_id) in accepted,
+        accepted=lambda tenant, request_id: (
+            job_of(tenant, request_id) if (tenant, request_id) in known else None
+        ),
         clock=clock,
         wait_seconds=0.2,
         stale_after_seconds=60,
@@ -50,7 +63,7 @@ def test_first_claim_wins_and_its_job_makes_later_ones_replay() -> None:
 
     jobs = {("t", first.record.request_id)}
     again = guard(store, clock, jobs).begin("t", "key", "hash-a")
-    assert again == Replay(first.record.request_id)
+    assert again == Replay(job_of("t", first.record.request_id))
 
 
 def test_a_different_body_with_the_same_key_conflicts() -> None:
@@ -99,7 +112,8 @@ def test_a_claim_whose_job_exists_is_not_taken_over_however_old() -> None:
     assert isinstance(first, Claimed)
     clock.now += timedelta(days=1)
     jobs = {("t", first.record.request_id)}
-    assert guard(store, clock, jobs).begin("t", "key", "h") == Replay(first.record.request_id)
+    replay = guard(store, clock, jobs).begin("t", "key", "h")
+    assert replay == Replay(job_of("t", first.record.request_id))
 
 
 @pytest.mark.parametrize("key", ["", "with space", "é", "x" * 256])

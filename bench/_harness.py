@@ -63,7 +63,9 @@ from azure.core.exceptions import (
 from azure.servicebus import (
     ServiceBusClient,
     ServiceBusMessage,
+    ServiceBusReceivedMessage,
     ServiceBusReceiveMode,
+    ServiceBusReceiver,
     ServiceBusSubQueue,
 )
 from azure.storage.blob import BlobServiceClient, ContentSettings
@@ -671,49 +673,57 @@ class OutcomeWatcher:
                 self._stop.wait(0.5)
 
     def _watch_results(self, client: ServiceBusClient) -> None:
-        with client.get_subscription_receiver(
+        receiver = client.get_subscription_receiver(
             self._topic,
             BENCH_SUBSCRIPTION,
             receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
             prefetch_count=200,
             max_wait_time=0.5,
-        ) as receiver:
-            while not self._stop.is_set():
-                for message in receiver:
-                    at = time.perf_counter()
-                    if self._stop.is_set():
-                        break
-                    body = json.loads(b"".join(message.body))
-                    request_id = str(body.get("request_id"))
-                    properties = message.application_properties or {}
-                    outcome = properties.get(b"outcome", properties.get("outcome"))
-                    if isinstance(outcome, bytes):
-                        outcome = outcome.decode()
-                    with self._changed:
-                        if request_id in self.results:
-                            self.repeated_results += 1
-                        else:
-                            self.results[request_id] = (at, str(outcome or body.get("outcome")))
-                        self._changed.notify_all()
+        )
+        self._receive_each(receiver, self._record_result)
 
     def _watch_dead_letters(self, client: ServiceBusClient) -> None:
-        with client.get_queue_receiver(
+        receiver = client.get_queue_receiver(
             self._queue,
             sub_queue=ServiceBusSubQueue.DEAD_LETTER,
             receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
             prefetch_count=200,
             max_wait_time=0.5,
-        ) as receiver:
+        )
+        self._receive_each(receiver, self._record_dead_letter)
+
+    def _receive_each(
+        self,
+        receiver: ServiceBusReceiver,
+        record: Callable[[ServiceBusReceivedMessage, float], None],
+    ) -> None:
+        """Hand every message to ``record`` with the time it arrived, until stopped."""
+        with receiver:
             while not self._stop.is_set():
                 for message in receiver:
                     at = time.perf_counter()
                     if self._stop.is_set():
                         break
                     with self._changed:
-                        self.dead_letters[str(message.message_id)] = DeadLetter(
-                            at, str(message.dead_letter_reason), int(message.delivery_count or 0)
-                        )
+                        record(message, at)
                         self._changed.notify_all()
+
+    def _record_result(self, message: ServiceBusReceivedMessage, at: float) -> None:
+        body = json.loads(b"".join(message.body))
+        request_id = str(body.get("request_id"))
+        properties = message.application_properties or {}
+        outcome = properties.get(b"outcome", properties.get("outcome"))
+        if isinstance(outcome, bytes):
+            outcome = outcome.decode()
+        if request_id in self.results:
+            self.repeated_results += 1
+        else:
+            self.results[request_id] = (at, str(outcome or body.get("outcome")))
+
+    def _record_dead_letter(self, message: ServiceBusReceivedMessage, at: float) -> None:
+        self.dead_letters[str(message.message_id)] = DeadLetter(
+            at, str(message.dead_letter_reason), int(message.delivery_count or 0)
+        )
 
     def observed(self, request_id: str) -> float | None:
         """When the first outcome of ``request_id`` was seen (result or dead letter)."""

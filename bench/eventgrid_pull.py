@@ -21,16 +21,13 @@ How to read: ``median [min..max, n=repeats]``. Figures only, nothing is asserted
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from _harness import (
     PROCESSOR,
@@ -89,26 +86,21 @@ def publish(emulator: EventGridEmulator, count: int) -> None:
             client.send(events[start : start + PUBLISH_BATCH])
 
 
-def counts(emulator: EventGridEmulator) -> dict[str, Any]:
-    url = f"{emulator.endpoint}/runtime/{TOPIC}/{SUBSCRIPTION}"
-    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 (loopback)
-        document: dict[str, Any] = json.loads(response.read())
-    return document
-
-
 def wait_acknowledged(emulator: EventGridEmulator, count: int, timeout: float) -> float:
     """Seconds from the first acknowledged event to the last (polling the runtime counts)."""
     first: float | None = None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        done = int(counts(emulator)["acknowledged"])
+        done = int(emulator.runtime(TOPIC, SUBSCRIPTION)["acknowledged"])
         now = time.monotonic()
         if done and first is None:
             first = now
         if done >= count and first is not None:
             return now - first
         time.sleep(0.02)
-    raise TimeoutError(f"only {counts(emulator)} of {count} events acknowledged in {timeout}s")
+    raise TimeoutError(
+        f"only {emulator.runtime(TOPIC, SUBSCRIPTION)} of {count} events acknowledged in {timeout}s"
+    )
 
 
 def door_run(stack: Services, work: Path, events: int, repeat: int) -> tuple[float, float]:

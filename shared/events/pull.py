@@ -127,11 +127,14 @@ class PullDoor:
         always receives once; a receive that starts in the window may wait past it)."""
         report = PullReport()
         closes = self._monotonic() + self._policy.drain_seconds
-        while batch := self._queue.receive(self._policy.max_events, self._policy.max_wait_seconds):
-            report.received += len(batch)
-            self._settle_batch(batch, report)
-            if self._monotonic() >= closes:
-                break
+        with ThreadPoolExecutor(self._policy.concurrency, "eventgrid-pull") as pool:
+            while batch := self._queue.receive(
+                self._policy.max_events, self._policy.max_wait_seconds
+            ):
+                report.received += len(batch)
+                self._settle_batch(pool, batch, report)
+                if self._monotonic() >= closes:
+                    break
         # An idle run (every few seconds) is not worth a line at the default level.
         log.log(
             logging.INFO if report.received else logging.DEBUG,
@@ -140,18 +143,18 @@ class PullDoor:
         )
         return report
 
-    def _settle_batch(self, batch: list[PulledEvent], report: PullReport) -> None:
+    def _settle_batch(
+        self, pool: ThreadPoolExecutor, batch: list[PulledEvent], report: PullReport
+    ) -> None:
         """Decide the batch's events concurrently (intake waits on storage and the broker,
         not on the CPU), renewing the batch's locks while they run, then settle them in one
         call per action (and delay)."""
-        renewal = self._policy.lock_renewal_seconds
-        with ThreadPoolExecutor(self._policy.concurrency, "eventgrid-pull") as pool:
-            running = {pool.submit(self._decide, pulled): pulled for pulled in batch}
-            pending = set(running)
-            while pending:
-                _, pending = wait(pending, timeout=renewal)
-                if pending:
-                    report.lost_locks += len(self._queue.renew_locks([p.lock_token for p in batch]))
+        running = {pool.submit(self._decide, pulled): pulled for pulled in batch}
+        pending = set(running)
+        while pending:
+            _, pending = wait(pending, timeout=self._policy.lock_renewal_seconds)
+            if pending:
+                report.lost_locks += len(self._queue.renew_locks([p.lock_token for p in batch]))
         groups: dict[tuple[str, int], list[str]] = defaultdict(list)
         for future, pulled in running.items():
             decision = future.result()

@@ -116,7 +116,8 @@ def test_a_transient_failure_releases_the_event_and_its_redelivery_is_accepted(
 ) -> None:
     broker = RecordingSender(fail_with=broker_down())
     services = install_services(ports={"requests": broker}, **pull_settings(empty_subscription))
-    queue = door_of(services)._queue  # the app's adapter over the SDK
+    queue = services.ports.event_queue  # the app's adapter over the SDK
+    assert queue is not None
     one_receive = PullDoor(queue, services.event_intake, PullPolicy(drain_seconds=0))
     publish(empty_subscription, requested_event(tenant))
 
@@ -171,7 +172,8 @@ def test_slow_intake_keeps_its_locks_by_renewing_them(
 ) -> None:
     """Intake taking 4 s per event outlasts the 3 s (scaled) lock unless it is renewed."""
     publish(empty_subscription, *(requested_event(tenant) for _ in range(3)))
-    queue = door_of(pulling)._queue  # the app's adapter over the SDK
+    queue = pulling.ports.event_queue  # the app's adapter over the SDK
+    assert queue is not None
     slow = SlowIntake(pulling.event_intake, 4)
     door = PullDoor(queue, slow, PullPolicy(drain_seconds=1, lock_renewal_seconds=renewal))  # type: ignore[arg-type]
 

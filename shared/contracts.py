@@ -154,6 +154,17 @@ class ResultDocument(BaseModel):
     refusal: dict[str, str] | None = None
     completed_at: str
 
+    def summary(self) -> dict[str, object]:
+        """What the status endpoint shows of a result (the whole of it is at ``.../result``)."""
+        summary: dict[str, object] = {"outcome": self.outcome}
+        if self.result is not None:
+            summary["document_type"] = self.result.document_type
+            summary["confidence"] = self.result.confidence
+            summary["review_required"] = self.result.review_required
+        if self.refusal:
+            summary["refusal"] = self.refusal
+        return summary
+
 
 # --- the job document ----------------------------------------------------------------------
 
@@ -190,4 +201,3 @@ class Job(BaseModel):
     settlement: str | None = None
     after: str | None = None
     result: ResultDocument | None = None
-    result_summary: dict[str, Any] | None = None

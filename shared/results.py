@@ -59,15 +59,3 @@ def run_model(
     return ResultDocument.model_validate(
         {**common, "outcome": "completed", "result": json.loads(result.model_dump_json())}
     )
-
-
-def summary_of(document: ResultDocument) -> dict[str, object]:
-    """What the job document keeps of a result (the full result stays in its blob)."""
-    summary: dict[str, object] = {"outcome": document.outcome}
-    if document.result is not None:
-        summary["document_type"] = document.result.document_type
-        summary["confidence"] = document.result.confidence
-        summary["review_required"] = document.result.review_required
-    if document.refusal:
-        summary["refusal"] = document.refusal
-    return summary

@@ -97,7 +97,7 @@ def job_view(job: Job, collection_url: str) -> dict[str, Any]:
     if job.error:
         view["error"] = {"code": job.error.code, "message": job.error.message}
     if job.status is JobStatus.COMPLETED:
-        view["result"] = job.result_summary
+        view["result"] = job.result.summary() if job.result else None
         view["result_url"] = f"{status_url}/result"
     return view
 

@@ -34,7 +34,7 @@ from shared.processing.failures import Failures, clip
 from shared.processing.inbound import InboundMessage
 from shared.processing.request_parsing import InvalidPayload, parse_request
 from shared.processing.settlement import DeadLetterReason, Settler
-from shared.results import run_model, summary_of
+from shared.results import run_model
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +250,6 @@ class MessageProcessor:
                         job,
                         JobStatus.COMPLETED,
                         result=document,
-                        result_summary=summary_of(document),
                         settlement="completed",
                     ),
                 )

@@ -79,14 +79,15 @@ def test_result_is_409_with_retry_after_until_completed_then_served(
     services.jobs.update(
         tenant,
         request_id,
-        lambda job: transition(
-            job, JobStatus.COMPLETED, result=result, result_summary={"outcome": "ok"}
-        ),
+        lambda job: transition(job, JobStatus.COMPLETED, result=result),
     )
 
     status = json_body(get(call, request_id))
     assert status["status"] == "completed"
-    assert status["result"] == {"outcome": "ok"}
+    assert status["result"] == {
+        "outcome": "refused",
+        "refusal": {"category": "configured_term", "message": "declined"},
+    }
     assert status["result_url"].endswith(f"/v1/requests/{request_id}/result")
     served = call(
         "get_request_result", "GET", f"/v1/requests/{request_id}/result", route_params=route

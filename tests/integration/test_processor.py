@@ -209,8 +209,8 @@ def test_a_mixed_batch_settles_every_message_on_its_own(
     assert status[hopeless].status is JobStatus.FAILED
     assert status[hopeless].error.code == "max_retries_exceeded"  # type: ignore[union-attr]
     assert status[refused].status is JobStatus.COMPLETED
-    assert status[refused].result_summary["outcome"] == "refused"  # type: ignore[index]
-    assert status[review].result_summary["review_required"] is True  # type: ignore[index]
+    assert status[refused].result.outcome == "refused"  # type: ignore[union-attr]
+    assert status[review].result.result.review_required is True  # type: ignore[union-attr]
     assert status[later].status is JobStatus.COMPLETED, "recovered by the deferred sweeper"
     assert status[missing].status is JobStatus.FAILED
     assert status[missing].error.code == "claim_check_invalid"  # type: ignore[union-attr]
@@ -243,7 +243,9 @@ def test_a_mixed_batch_settles_every_message_on_its_own(
     assert received["model-local-analyzer"] == completed_ids | failed_ids
     assert received["high-priority"] == {event_id(ok, completed_event)}
     review_ids = {
-        i for i in finished if processing.jobs.get(tenant, i).result_summary.get("review_required")
+        i
+        for i in finished
+        if processing.jobs.get(tenant, i).result.summary().get("review_required")
     }  # type: ignore[union-attr]
     assert review in review_ids
     assert received["human-review"] == {event_id(i, completed_event) for i in review_ids}

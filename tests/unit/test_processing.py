@@ -257,8 +257,8 @@ def test_a_refusal_is_a_completed_result(h: Harness) -> None:
     assert h.settler.actions == [("complete", "r1", None, None)]
     job = h.jobs.get(TENANT, "r1")
     assert job.status is JobStatus.COMPLETED
-    assert job.result_summary is not None
-    assert job.result_summary["outcome"] == "refused"
+    assert job.result is not None
+    assert job.result.summary()["outcome"] == "refused"
     assert job.result is not None
     assert job.result.outcome == "refused"
     assert job.result.refusal is not None
@@ -354,8 +354,8 @@ def test_success_persists_publishes_then_completes(h: Harness) -> None:
     assert job.result is not None
     assert job.result.result is not None
     assert job.result.result.document_type == "invoice"
-    assert job.result_summary is not None
-    assert job.result_summary["document_type"] == "invoice"
+    assert job.result is not None
+    assert job.result.summary()["document_type"] == "invoice"
     assert [e.type for e in h.events.published] == ["com.inferbus.InferenceCompleted"]
     assert h.events.published[0].subject == f"/tenants/{TENANT}/models/local-analyzer/requests/r1"
     topic = h.topic.sent[0]

@@ -339,6 +339,7 @@ output hostStorageAccountName string = hostStorage.outputs.name
 output dataStorageAccountName string = dataStorage.outputs.name
 output serviceBusNamespace string = serviceBus.outputs.fullyQualifiedNamespace
 output requestsQueueName string = serviceBus.outputs.requestsQueueName
+output priorityQueueName string = serviceBus.outputs.priorityQueueName
 output orderedQueueName string = serviceBus.outputs.orderedQueueName
 output resultsTopicName string = serviceBus.outputs.resultsTopicName
 output eventGridTopicEndpoint string = eventGrid.outputs.topicEndpoint

@@ -31,12 +31,13 @@ from shared.intake.claim_checks import BlobStore, ClaimChecks
 from shared.intake.idempotency import DocumentIdempotencyStore, IdempotencyGuard
 from shared.intake.submissions import Intake, IntakePolicy
 from shared.jobs import DocumentJobStore, JobRepository
+from shared.lanes import Lane, LaneQueues, LaneRouter
 from shared.messaging import MessageSender
 from shared.ops.backlog_report import QueueObserver
 from shared.ops.eventgrid_deadletters import DeadLetterReplay
 from shared.processing.batches import BatchProcessor
 from shared.processing.deferral import (
-    DeferredSourceFactory,
+    DeferredSources,
     DeferredSweeper,
     DocumentDeferralLedger,
 )
@@ -52,16 +53,27 @@ class Ports:
 
     blobs: BlobStore
     documents: JsonDocuments
-    requests: MessageSender  # the request queue: intake's sends and scheduled retries
+    requests: MessageSender  # the request lanes (lanes.LaneRouter): sends and retry copies
     results_topic: MessageSender | None
     events: EventPublisher | None
     backlog: BacklogProbe | None  # None: no backpressure
     model: ModelClient
-    deferred_source: DeferredSourceFactory
+    deferred_source: DeferredSources  # by queue name
     queue_observer: QueueObserverFactory
     webhook_tokens: TokenValidator | None  # None: no bearer tokens required
     clock: Clock
     event_queue: EventQueue | None = None  # None: no Event Grid namespace pull door
+
+
+@dataclass(frozen=True)
+class LaneServices:
+    """What processes one lane's queue (``shared.lanes``)."""
+
+    lane: Lane
+    queue: str
+    processor: MessageProcessor
+    batch: BatchProcessor
+    sweeper: DeferredSweeper | None  # None: a session queue defers nothing
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,8 @@ class Services:
     blobs: BlobStore
     jobs: JobRepository
     intake: Intake
-    processor: MessageProcessor
+    lanes: dict[Lane, LaneServices]
+    processor: MessageProcessor  # the standard lane's (lanes[Lane.STANDARD])
     batch: BatchProcessor
     ledger: DocumentDeferralLedger
     sweeper: DeferredSweeper
@@ -99,6 +112,8 @@ def build_services(settings: Settings, ports: Ports) -> Services:
             default_deadline_seconds=settings.default_deadline_seconds,
             max_deadline_seconds=settings.max_deadline_seconds,
             simulated_faults=settings.simulated_faults_allowed,
+            max_inline_text_bytes=settings.max_inline_text_bytes,
+            producer_tenants=settings.producer_tenants,
         ),
         jobs=jobs,
         claim_checks=claim_checks,
@@ -117,23 +132,50 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         clock=clock,
     )
     ledger = DocumentDeferralLedger(ports.documents, settings.ledger_container)
-    processor = MessageProcessor(
-        policy=ProcessingPolicy(
-            queue_name=settings.requests_queue_name,
-            allowed_models=settings.allowed_models,
-            max_retries=settings.max_retries,
-            retry_base_seconds=settings.retry_base_seconds,
-            retry_max_seconds=settings.retry_max_seconds,
-            api_base_url=settings.api_base_url,
-        ),
-        jobs=jobs,
-        claim_checks=claim_checks,
-        model=ports.model,
-        announcer=Announcer(ports.events, ports.results_topic),
-        retry_sender=ports.requests,
-        ledger=ledger,
-        clock=clock,
-    )
+    queues = LaneQueues.from_settings(settings)
+    announcer = Announcer(ports.events, ports.results_topic)
+
+    def lane_services(lane: Lane, concurrency: int) -> LaneServices:
+        processor = MessageProcessor(
+            policy=ProcessingPolicy(
+                queue_name=queues.queue(lane),
+                allowed_models=settings.allowed_models,
+                max_retries=settings.max_retries,
+                retry_base_seconds=settings.retry_base_seconds,
+                retry_max_seconds=settings.retry_max_seconds,
+                api_base_url=settings.api_base_url,
+                ordered=lane.is_ordered,
+            ),
+            jobs=jobs,
+            claim_checks=claim_checks,
+            model=ports.model,
+            announcer=announcer,
+            retry_sender=ports.requests,
+            ledger=ledger,
+            rules=intake.rules,
+            clock=clock,
+        )
+        return LaneServices(
+            lane=lane,
+            queue=queues.queue(lane),
+            processor=processor,
+            batch=BatchProcessor(
+                processor,
+                concurrency,
+                settings.lock_renewal_seconds,
+                settings.max_lock_renewal_seconds,
+                ordered=lane.is_ordered,
+            ),
+            sweeper=None if lane.is_ordered else DeferredSweeper(ledger, processor, clock),
+        )
+
+    lanes = {
+        Lane.STANDARD: lane_services(Lane.STANDARD, settings.model_concurrency),
+        Lane.PRIORITY: lane_services(Lane.PRIORITY, settings.priority_model_concurrency),
+        Lane.ORDERED: lane_services(Lane.ORDERED, settings.model_concurrency),
+    }
+    standard = lanes[Lane.STANDARD]
+    assert standard.sweeper is not None
     event_intake = EventIntake(
         intake=intake,
         blobs=ports.blobs,
@@ -148,15 +190,11 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         blobs=ports.blobs,
         jobs=jobs,
         intake=intake,
-        processor=processor,
-        batch=BatchProcessor(
-            processor,
-            settings.model_concurrency,
-            settings.lock_renewal_seconds,
-            settings.max_lock_renewal_seconds,
-        ),
+        lanes=lanes,
+        processor=standard.processor,
+        batch=standard.batch,
         ledger=ledger,
-        sweeper=DeferredSweeper(ledger, processor, clock),
+        sweeper=standard.sweeper,
         event_intake=event_intake,
         dead_letters=DeadLetterReplay(
             ports.blobs,
@@ -231,7 +269,7 @@ def azure_ports(settings: Settings) -> Ports:
 
     storage = blob_service_client(settings)
     bus = _Lazy(lambda: servicebus_client(settings))
-    queue = settings.requests_queue_name
+    queues = LaneQueues.from_settings(settings)
 
     def observer() -> QueueObserver:
         from shared.adapters.queue_counts import queue_observer_for
@@ -241,12 +279,14 @@ def azure_ports(settings: Settings) -> Ports:
     return Ports(
         blobs=AzureBlobStore(storage),
         documents=BlobJsonDocuments(storage),
-        requests=LazyServiceBusSender(bus.get, queue),
+        requests=LaneRouter(
+            {lane: LazyServiceBusSender(bus.get, queues.queue(lane)) for lane in Lane}
+        ),
         results_topic=LazyServiceBusSender(bus.get, settings.results_topic_name, topic=True),
         events=event_grid_publisher(settings),
         backlog=backlog_probe_for(settings),
         model=model_client_for(settings),
-        deferred_source=lambda: deferred_source(bus.get(), queue),
+        deferred_source=lambda queue: deferred_source(bus.get(), queue),
         queue_observer=_Lazy(observer).get,
         webhook_tokens=webhook_tokens_for(settings),
         clock=utc_now,
@@ -277,7 +317,7 @@ def in_memory_ports(settings: Settings, *, clock: Clock = utc_now) -> Ports:
         events=RecordingPublisher(),
         backlog=None,
         model=local_model_for(settings),
-        deferred_source=lambda: nullcontext(source),
+        deferred_source=lambda queue: nullcontext(source),
         queue_observer=lambda: observer,
         webhook_tokens=None,
         clock=clock,

@@ -25,6 +25,9 @@ MetadataKey = Annotated[
     str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
 ]
 MetadataValue = Annotated[str, StringConstraints(max_length=256)]
+# A document's id orders its steps: it becomes the message's session id (at most 128
+# characters on Service Bus), so printable ASCII without spaces.
+DocumentId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[!-~]+$")]
 
 
 class Priority(StrEnum):
@@ -84,6 +87,7 @@ class SubmitRequestBody(_Strict):
     deadline_seconds: int | None = Field(None, ge=1)
     metadata: dict[MetadataKey, MetadataValue] = Field(default_factory=dict, max_length=16)
     after: str | None = Field(None, min_length=1, max_length=64)
+    document_id: DocumentId | None = None
 
 
 # --- claim check and the request message -------------------------------------------------
@@ -118,6 +122,7 @@ class RequestMessage(_Strict):
     deadline: AwareDatetime | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
     after: str | None = None
+    document_id: DocumentId | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -200,4 +205,5 @@ class Job(BaseModel):
     error: JobError | None = None
     settlement: str | None = None
     after: str | None = None
+    document_id: str | None = None
     result: ResultDocument | None = None

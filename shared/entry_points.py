@@ -17,6 +17,7 @@ from shared.composition import Services, ServicesProvider
 from shared.errors import InvalidInput
 from shared.events.incoming import IncomingEvent
 from shared.events.intake import NotOurs
+from shared.lanes import Lane
 from shared.processing.inbound import InboundMessage
 from shared.processing.settlement import Settler
 
@@ -24,11 +25,14 @@ log = logging.getLogger(__name__)
 
 
 def handle_request_batch(
-    provider: ServicesProvider, messages: list[InboundMessage], settler: Settler
+    provider: ServicesProvider,
+    messages: list[InboundMessage],
+    settler: Settler,
+    lane: Lane = Lane.STANDARD,
 ) -> None:
-    """Process a batch from the Service Bus trigger; settle each message on its own."""
+    """Process a batch from one lane's trigger; settle each message on its own."""
     try:
-        provider().batch.process(messages, settler)
+        provider().lanes[lane].batch.process(messages, settler)
     except Exception:
         log.exception(
             "batch of %d messages failed before processing; locks will lapse", len(messages)
@@ -36,15 +40,22 @@ def handle_request_batch(
 
 
 def sweep_deferred(provider: ServicesProvider) -> None:
-    """Receive due deferred messages by sequence number and run them through the pipeline."""
+    """Receive due deferred messages by sequence number and run them through the pipeline,
+    for every lane that defers (the session queue does not)."""
     try:
         services = provider()
-        queue = services.settings.requests_queue_name
-        report = services.sweeper.sweep(queue, services.ports.deferred_source)
-        if report.missing:
-            log.warning("deferred messages missing from the queue: %s", report.missing)
     except Exception:
         log.exception("deferred sweep failed; it runs again on the next schedule")
+        return
+    for lane in services.lanes.values():
+        if lane.sweeper is None:
+            continue
+        try:
+            report = lane.sweeper.sweep(lane.queue, services.ports.deferred_source)
+            if report.missing:
+                log.warning("deferred messages missing from %s: %s", lane.queue, report.missing)
+        except Exception:
+            log.exception("deferred sweep of %s failed; it runs again on schedule", lane.queue)
 
 
 def handle_new_blob(services: Services, path: str, read: Callable[[int], bytes]) -> None:

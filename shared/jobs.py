@@ -73,6 +73,31 @@ def fail(job: Job, code: str, message: str, clock: Clock = utc_now, **changes: A
     return transition(job, JobStatus.FAILED, clock, error=error, last_error=error, **changes)
 
 
+# An operator's replay of a dead-lettered request (``ops.servicebus_deadletters``) is the
+# one way back out of a terminal state: only the failures the dead-lettering recorded.
+REOPENABLE = frozenset({JobStatus.FAILED, JobStatus.EXPIRED})
+
+
+def reopen(job: Job, settlement: str, clock: Clock = utc_now) -> Job:
+    """Return a failed or expired ``job`` moved back to ``accepted`` (its ``last_error``
+    kept for the record), or raise Conflict. Never used by the processor: a duplicate
+    delivery still meets a final state."""
+    if job.status not in REOPENABLE:
+        raise Conflict(
+            f"job {job.id} is {job.status.value} and cannot be reopened",
+            code="job_not_reopenable",
+        )
+    return job.model_copy(
+        update={
+            "status": JobStatus.ACCEPTED,
+            "updated_at": clock(),
+            "completed_at": None,
+            "error": None,
+            "settlement": settlement,
+        }
+    )
+
+
 @dataclass(frozen=True)
 class Versioned:
     """A job as stored, with the ETag its next write must match."""

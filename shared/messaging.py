@@ -75,6 +75,7 @@ def request_envelope(
         message_id=request.request_id,
         correlation_id=correlation_id,
         subject=REQUEST_SUBJECT,
+        session_id=request.document_id,
         time_to_live=ttl,
         application_properties=properties,
     )

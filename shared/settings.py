@@ -111,6 +111,8 @@ class Settings(BaseModel):
 
     # --- entities and containers -------------------------------------------------------
     requests_queue_name: str = Field("inference-requests", alias="RequestsQueueName")
+    priority_queue_name: str = Field("inference-priority", alias="PriorityQueueName")
+    ordered_queue_name: str = Field("inference-ordered", alias="OrderedQueueName")
     results_topic_name: str = Field("inference-results", alias="ResultsTopicName")
     ledger_container: str = Field("ledgers", alias="LedgerContainer")
     event_grid_dead_letter_container: str = Field(
@@ -125,6 +127,9 @@ class Settings(BaseModel):
     )
 
     # --- intake policy -----------------------------------------------------------------
+    # Tenants a producer sending straight to the queues may name (empty: any). Sending
+    # rights (Azure Service Bus Data Sender) are the authorization boundary of that door.
+    producer_tenants: CsvList = Field((), alias="ProducerTenants")
     allowed_models: CsvList = Field(("local-analyzer",), alias="AllowedModels")
     default_model: str | None = Field(None, alias="DefaultModel")
     max_inline_text_bytes: int = Field(262_144, ge=1, alias="MaxInlineTextBytes")
@@ -158,6 +163,9 @@ class Settings(BaseModel):
 
     # --- processing ----------------------------------------------------------------------
     model_concurrency: int = Field(16, ge=1, le=256, alias="ModelConcurrency")
+    # The high-priority lane's own share of model calls, on top of ModelConcurrency: a
+    # backlog of standard work never takes the slots high-priority work runs in.
+    priority_model_concurrency: int = Field(4, ge=1, le=256, alias="PriorityModelConcurrency")
     max_retries: int = Field(5, ge=0, le=100, alias="MaxRetries")
     retry_base_seconds: float = Field(2.0, gt=0, alias="RetryBaseSeconds")
     retry_max_seconds: float = Field(300.0, gt=0, alias="RetryMaxSeconds")

@@ -1,4 +1,13 @@
-"""Service Bus triggers: the request batch processor and the deferred-message sweeper.
+"""Service Bus triggers: one per request lane (``shared.lanes``), and the deferral sweeper.
+
+- ``process_requests`` and ``process_priority_requests``: batches of the standard and the
+  high-priority queue, each trigger with its own listener, so high-priority work never
+  queues behind a standard backlog (and its own pool of model calls,
+  PriorityModelConcurrency);
+- ``process_ordered_requests``: the session queue, one message per invocation. The
+  extension then runs up to ``maxConcurrentSessions`` documents (sessions) at once and one
+  message at a time within each, in order (a batch trigger would hold one session at a
+  time per instance).
 
 ``auto_complete_messages=False`` because every message is settled on its own by the
 processor (complete, abandon, dead-letter, defer); batch size and wait are in host.json.
@@ -17,6 +26,7 @@ import azurefunctions.extensions.bindings.servicebus as servicebus
 from shared import entry_points
 from shared.adapters.servicebus_inbound import ActionsSettler, from_sdk
 from shared.composition import get_services
+from shared.lanes import Lane
 
 bp = func.Blueprint()
 
@@ -41,6 +51,41 @@ def process_requests(
 ) -> None:
     inbound = [from_sdk(message) for message in messages]
     entry_points.handle_request_batch(get_services, inbound, ActionsSettler(message_actions))
+
+
+@bp.function_name("process_priority_requests")
+@bp.service_bus_queue_trigger(
+    arg_name="messages",
+    queue_name="%PriorityQueueName%",
+    connection="ServiceBusConnection",
+    cardinality="many",
+    auto_complete_messages=False,
+)
+def process_priority_requests(
+    messages: ReceivedMessages,
+    message_actions: servicebus.ServiceBusMessageActions,
+) -> None:
+    inbound = [from_sdk(message) for message in messages]
+    entry_points.handle_request_batch(
+        get_services, inbound, ActionsSettler(message_actions), Lane.PRIORITY
+    )
+
+
+@bp.function_name("process_ordered_requests")
+@bp.service_bus_queue_trigger(
+    arg_name="message",
+    queue_name="%OrderedQueueName%",
+    connection="ServiceBusConnection",
+    is_sessions_enabled=True,
+    auto_complete_messages=False,
+)
+def process_ordered_requests(
+    message: servicebus.ServiceBusReceivedMessage,
+    message_actions: servicebus.ServiceBusMessageActions,
+) -> None:
+    entry_points.handle_request_batch(
+        get_services, [from_sdk(message)], ActionsSettler(message_actions), Lane.ORDERED
+    )
 
 
 @bp.function_name("report_backlog")

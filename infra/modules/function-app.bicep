@@ -248,7 +248,10 @@ var appSettings = {
   EventGridPull__subscriptionName: eventGridPullSubscriptionName
   EventGridPull__clientId: appIdentityClientId
   // Entities and containers.
+  // The request lanes (shared/lanes.py): standard, high priority, ordered per document.
   RequestsQueueName: queueNames.requests
+  PriorityQueueName: queueNames.priority
+  OrderedQueueName: queueNames.ordered
   ResultsTopicName: resultsTopicName
   LedgerContainer: dataContainers.ledgers
   EventGridDeadLetterContainer: dataContainers.eventGridDeadLetters
@@ -257,7 +260,8 @@ var appSettings = {
   JobsContainer: dataContainers.jobs
   IdempotencyContainer: dataContainers.idempotency
   AllowedInputContainers: '${dataContainers.incoming},${dataContainers.inputs}'
-  // Intake policy.
+  // Intake policy. ProducerTenants: tenants a direct queue producer may name (empty: any).
+  ProducerTenants: ''
   AllowedModels: allowedModels
   DefaultModel: defaultModel
   MaxInlineTextBytes: '262144'
@@ -274,6 +278,7 @@ var appSettings = {
   BacklogCacheSeconds: '5'
   // Processing: retries with backoff, lock renewal, the deferred-message sweeper.
   ModelConcurrency: string(modelConcurrency)
+  PriorityModelConcurrency: '4'
   MaxRetries: '5'
   RetryBaseSeconds: '2'
   RetryMaxSeconds: '300'

@@ -143,5 +143,6 @@ output name string = namespace.name
 // serviceBusEndpoint is https://<namespace>.servicebus.windows.net:443/ (cloud-specific suffix).
 output fullyQualifiedNamespace string = split(split(namespace.properties.serviceBusEndpoint, '//')[1], ':')[0]
 output requestsQueueName string = queueNames.requests
+output priorityQueueName string = queueNames.priority
 output orderedQueueName string = queueNames.ordered
 output resultsTopicName string = topic.name

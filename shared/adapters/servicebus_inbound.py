@@ -41,17 +41,21 @@ def _body(message: ServiceBusReceivedMessage) -> bytes:
         return b""
 
 
-def from_sdk(message: ServiceBusReceivedMessage) -> InboundMessage:
+def from_sdk(message: ServiceBusReceivedMessage, *, from_receiver: bool = False) -> InboundMessage:
     """The processor's view of an SDK message (the SDK message stays in ``handle``).
 
     Messages of the Functions binding extension are SDK messages too (a subclass), so the
-    batch trigger converts its binding with this before anything else sees it.
+    batch trigger converts its binding with this before anything else sees it. Their
+    delivery count includes the current delivery (1 on the first: the .NET SDK under the
+    extension adds it), while a Python SDK receiver reports the AMQP header's count of
+    earlier attempts (0 on the first): ``from_receiver`` adds the one, so that
+    ``InboundMessage.delivery_count`` means the same whichever way a message came.
     """
     return InboundMessage(
         body=_body(message),
         message_id=_text(message.message_id),
         sequence_number=message.sequence_number,
-        delivery_count=message.delivery_count or 0,
+        delivery_count=(message.delivery_count or 0) + (1 if from_receiver else 0),
         enqueued_time=message.enqueued_time_utc,
         correlation_id=_text(message.correlation_id),
         session_id=_text(message.session_id),
@@ -80,6 +84,8 @@ class MessageActions(Protocol):
 
     def renew_message_lock(self, message: ServiceBusReceivedMessage) -> None: ...
 
+    def renew_session_lock(self, session_id: str) -> object: ...
+
 
 class ActionsSettler:
     """Implements ``settlement.Settler`` over the Functions ``ServiceBusMessageActions``."""
@@ -102,7 +108,11 @@ class ActionsSettler:
         self._actions.defer(message.handle)
 
     def renew_lock(self, message: InboundMessage) -> None:
-        self._actions.renew_message_lock(message.handle)
+        # A session message is locked by its session: renewing the session lock keeps it.
+        if message.session_id:
+            self._actions.renew_session_lock(message.session_id)
+        else:
+            self._actions.renew_message_lock(message.handle)
 
 
 class ReceiverSettler:
@@ -132,7 +142,11 @@ class ReceiverSettler:
 
     def renew_lock(self, message: InboundMessage) -> None:
         with self._lock, servicebus_errors("renewing a lock"):
-            self._receiver.renew_message_lock(message.handle)
+            session = self._receiver.session if message.session_id else None
+            if session is not None:
+                session.renew_lock()  # a session message is locked by its session
+            else:
+                self._receiver.renew_message_lock(message.handle)
 
 
 class ReceiverDeferredSource:
@@ -159,7 +173,7 @@ class ReceiverDeferredSource:
         try:
             with servicebus_errors("receiving deferred messages"):
                 received = self._receiver.receive_deferred_messages(sequence_numbers)
-            return [from_sdk(message) for message in received]
+            return [from_sdk(message, from_receiver=True) for message in received]
         except TransientError as error:
             if not isinstance(error.__cause__, MessageNotFoundError):
                 raise
@@ -168,7 +182,8 @@ class ReceiverDeferredSource:
             try:
                 with servicebus_errors(f"receiving deferred message {number}"):
                     found.extend(
-                        from_sdk(m) for m in self._receiver.receive_deferred_messages([number])
+                        from_sdk(m, from_receiver=True)
+                        for m in self._receiver.receive_deferred_messages([number])
                     )
             except TransientError as error:
                 if not isinstance(error.__cause__, MessageNotFoundError):

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
-from shared.contracts import BlobReferenceInput, ModelName, Priority, TextInput
+from shared.contracts import BlobReferenceInput, DocumentId, ModelName, Priority, TextInput
 from shared.errors import FieldError, InvalidInput, PayloadTooLarge
 from shared.events.incoming import BLOB_CREATED, INFERENCE_REQUESTED, IncomingEvent
 from shared.intake.claim_checks import BlobStore, ClaimChecks
@@ -58,6 +58,7 @@ class InferenceRequestedData(BaseModel):
     not_before: AwareDatetime | None = None
     deadline_seconds: int | None = Field(None, ge=1)
     metadata: dict[str, str] = Field(default_factory=dict, max_length=16)
+    document_id: DocumentId | None = None
 
 
 def dedupe_key(*parts: str) -> str:
@@ -206,6 +207,7 @@ class EventIntake:
                 not_before=not_before,
                 deadline_seconds=data.deadline_seconds,
                 metadata=data.metadata,
+                document_id=data.document_id,
                 source=source,
                 idempotency_key=key,
                 request_hash=key,

@@ -139,6 +139,7 @@ def _json_submission(request: ApiRequest, services: Services, tenant_id: str) ->
         deadline_seconds=body.deadline_seconds,
         metadata=body.metadata,
         after=body.after,
+        document_id=body.document_id,
         idempotency_key=request.header("idempotency-key"),
         request_hash=hashlib.sha256(canonical).hexdigest(),
         trace=continue_or_start(request.header("traceparent"), request.header("tracestate")),

@@ -30,11 +30,11 @@ from shared.errors import (
     InvalidInput,
     ServiceUnavailable,
     TransientError,
-    UnknownModel,
 )
 from shared.intake.backpressure import BacklogGate
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.idempotency import Claimed, IdempotencyGuard, Replay
+from shared.intake.request_rules import RequestRules
 from shared.jobs import JobRepository
 from shared.messaging import MessageSender, request_envelope
 from shared.request_ids import new_request_id
@@ -72,6 +72,7 @@ class Submission:
     deadline_seconds: int | None = None
     metadata: dict[str, str] = field(default_factory=dict)
     after: str | None = None
+    document_id: str | None = None  # orders the steps of one document (lanes.Lane.ORDERED)
     source: str = "http"
     idempotency_key: str | None = None
     request_hash: str | None = None
@@ -84,14 +85,8 @@ class Accepted:
     replayed: bool = False
 
 
-@dataclass(frozen=True)
-class IntakePolicy:
-    allowed_models: tuple[str, ...]
-    default_deadline_seconds: int
-    max_deadline_seconds: int
-    # parameters.simulate asks the local model for a fault: only where the development
-    # stack enables it (LocalModelFaults); anywhere else such a request is invalid.
-    simulated_faults: bool = False
+# The doors' policy is the rules every request obeys (``request_rules``).
+IntakePolicy = RequestRules
 
 
 class Intake:
@@ -113,6 +108,11 @@ class Intake:
         self._sender = sender
         self._backlog = backlog
         self._clock = clock
+
+    @property
+    def rules(self) -> RequestRules:
+        """The rules every request obeys (the queue door checks them too)."""
+        return self._policy
 
     def submit(self, submission: Submission) -> Accepted:
         """Accept the work durably or raise; see the module docstring for the guarantees."""
@@ -146,30 +146,14 @@ class Intake:
         return Accepted(job)
 
     def _validate(self, submission: Submission) -> int:
-        if "simulate" in submission.parameters and not self._policy.simulated_faults:
-            raise InvalidInput(
-                "parameters.simulate (model fault injection) is not enabled on this service",
-                (FieldError("parameters.simulate", "fault injection is not enabled"),),
-            )
-        if submission.model not in self._policy.allowed_models:
-            raise UnknownModel(
-                f"model '{submission.model}' is not served here; use one of: "
-                + ", ".join(self._policy.allowed_models),
-                (FieldError("model", "unknown model"),),
-            )
-        deadline_seconds = submission.deadline_seconds or self._policy.default_deadline_seconds
-        if deadline_seconds > self._policy.max_deadline_seconds:
-            raise InvalidInput(
-                f"deadline_seconds must be at most {self._policy.max_deadline_seconds}",
-                (FieldError("deadline_seconds", "too large"),),
-            )
-        if submission.not_before is not None:
-            latest = self._clock() + timedelta(seconds=deadline_seconds)
-            if submission.not_before >= latest:
-                raise InvalidInput(
-                    "not_before must be earlier than the deadline",
-                    (FieldError("not_before", "not before the deadline"),),
-                )
+        rules = self._policy
+        rules.check_parameters(submission.parameters)
+        rules.check_model(submission.model)
+        deadline_seconds = rules.deadline_seconds(submission.deadline_seconds)
+        rules.check_ordering(submission.document_id, submission.not_before, submission.after)
+        rules.check_timing(
+            submission.not_before, self._clock() + timedelta(seconds=deadline_seconds)
+        )
         if isinstance(submission.content, BlobReference):
             self._claim_checks.locate(submission.content.blob_uri, submission.tenant_id)
         if submission.after and self._jobs.find(submission.tenant_id, submission.after) is None:
@@ -206,6 +190,7 @@ class Intake:
             deadline=job.deadline,
             metadata=job.metadata,
             after=job.after,
+            document_id=job.document_id,
         )
         envelope = request_envelope(
             message,
@@ -259,6 +244,7 @@ class Intake:
             parameters=submission.parameters,
             metadata=submission.metadata,
             after=submission.after,
+            document_id=submission.document_id,
             correlation_id=submission.trace.trace_id,
             created_at=now,
             updated_at=now,

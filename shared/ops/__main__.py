@@ -3,10 +3,20 @@
     python -m shared.ops deadletters list [--prefix P] [--limit N]
     python -m shared.ops deadletters replay (--all | --event-id ID ... | --reason R | --type T)
                                             [--prefix P] [--dry-run]
+    python -m shared.ops sb-deadletters list [--queue Q ...] [--limit N] [--json]
+    python -m shared.ops sb-deadletters show MESSAGE_ID_OR_SEQUENCE_NUMBER [--queue Q] [--json]
+    python -m shared.ops sb-deadletters replay|purge (--all | FILTERS) [--queue Q ...]
+                                                      [--dry-run] [--yes]
 
-Settings come from the environment and ``local.settings.json`` like the app's. Exit codes:
-0 done, 1 some events were rejected, 2 usage or configuration error, 3 a dependency was
-unavailable (the replay stopped; run it again to continue where it stopped).
+``deadletters`` (alias ``eventgrid-deadletters``) reads Event Grid's dead-letter blobs
+(commands in ``eventgrid_cli``), ``sb-deadletters`` (alias ``servicebus-deadletters``) the
+dead-letter queues of the request queues (commands in ``servicebus_cli``). This module
+only assembles their parsers and runs a command, so that the exit codes and the handling
+of configuration and availability errors are the same for every area. Settings come
+from the environment and ``local.settings.json`` like the app's. Exit codes: 0 done, 1
+some were rejected or refused (also: ``show`` found nothing, the operator did not
+confirm), 2 usage or configuration error, 3 a dependency was unavailable (the replay
+stopped; run it again to continue where it stopped).
 """
 
 from __future__ import annotations
@@ -16,125 +26,46 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from shared.composition import Services, ServicesProvider, get_services
+from shared.composition import ServicesProvider, get_services
 from shared.errors import ConfigurationError, TransientError
-from shared.ops.eventgrid_deadletters import (
-    DeadLetteredEvent,
-    ReplayResult,
-    newest_first,
-    summarise,
+from shared.ops.eventgrid_cli import add_eventgrid_commands
+from shared.ops.servicebus_cli import (
+    OperationsFactory,
+    add_servicebus_commands,
+    servicebus_operations,
 )
-
-
-def _line(item: DeadLetteredEvent, replayed: bool) -> str:
-    mark = "replayed" if replayed else "pending"
-    return (
-        f"  {item.event.id:<38} {item.event.type:<36} {item.reason:<28} "
-        f"attempts={item.attempts:<3} last={item.last_outcome}"
-        f"{'/' + str(item.last_http_status) if item.last_http_status else ''} "
-        f"published={item.publish_time or '?'}  [{mark}]"
-    )
-
-
-def list_command(args: argparse.Namespace, services: Services) -> int:
-    replay = services.dead_letters
-    container = services.settings.event_grid_dead_letter_container
-    items = newest_first(list(replay.events(args.prefix)))
-    print(f"{len(items)} dead-lettered events in container '{container}'")
-    for heading, counts in summarise(items).items():
-        print(f"by {heading}: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
-    for item in items[: args.limit]:
-        print(_line(item, replay.replayed(item)))
-    if len(items) > args.limit:
-        print(f"  ... {len(items) - args.limit} more (use --limit)")
-    return 0
-
-
-def _chosen(items: list[DeadLetteredEvent], args: argparse.Namespace) -> list[DeadLetteredEvent]:
-    if args.all:
-        return items
-    chosen = items
-    if args.event_id:
-        wanted = set(args.event_id)
-        chosen = [i for i in chosen if i.event.id in wanted]
-    if args.reason:
-        chosen = [i for i in chosen if i.reason == args.reason]
-    if args.type:
-        chosen = [i for i in chosen if i.event.type == args.type]
-    return chosen
-
-
-def _progress(position: int, total: int, result: ReplayResult) -> None:
-    item = result.item
-    if result.outcome is None:
-        told = "already replayed, skipped"
-    else:
-        told = result.outcome.status
-        if result.outcome.request_id:
-            told += f" -> request {result.outcome.request_id}"
-        if result.outcome.reason and result.outcome.status == "rejected":
-            told += f": {result.outcome.reason}"
-    print(f"[{position}/{total}] {item.event.id} ({item.event.type}) {told}", flush=True)
-
-
-def replay_command(args: argparse.Namespace, services: Services) -> int:
-    if not (args.all or args.event_id or args.reason or args.type):
-        print("choose what to replay: --all, --event-id, --reason or --type", file=sys.stderr)
-        return 2
-    replay = services.dead_letters
-    chosen = _chosen(list(replay.events(args.prefix)), args)
-    pending = [i for i in chosen if not replay.replayed(i)]
-    print(f"{len(chosen)} events chosen, {len(chosen) - len(pending)} already replayed")
-    if args.dry_run:
-        for item in pending:
-            print(_line(item, False))
-        return 0
-    try:
-        results = replay.replay(chosen, _progress)
-    except TransientError as error:
-        print(f"stopped: {error}. Run the same command again to continue.", file=sys.stderr)
-        return 3
-    statuses = [r.outcome.status for r in results if r.outcome]
-    skipped = sum(1 for r in results if r.outcome is None)
-    print(
-        f"done: {statuses.count('accepted')} accepted, {statuses.count('duplicate')} duplicates, "
-        f"{statuses.count('ignored')} ignored, {statuses.count('rejected')} rejected, "
-        f"{skipped} skipped"
-    )
-    return 1 if "rejected" in statuses else 0
 
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="python -m shared.ops", description="Inferbus operations")
     commands = root.add_subparsers(dest="area", required=True)
-    dead = commands.add_parser("deadletters", help="Event Grid dead-lettered events")
-    actions = dead.add_subparsers(dest="action", required=True)
-    listing = actions.add_parser("list", help="summarise and list dead-lettered events")
-    listing.add_argument(
-        "--prefix", default="", help="blob name prefix, e.g. TOPIC/SUBSCRIPTION/2026/11"
-    )
-    listing.add_argument("--limit", type=int, default=50)
-    listing.set_defaults(run=list_command)
-    replaying = actions.add_parser("replay", help="replay chosen events into intake, once each")
-    replaying.add_argument("--prefix", default="")
-    replaying.add_argument("--all", action="store_true")
-    replaying.add_argument("--event-id", action="append", default=[])
-    replaying.add_argument("--reason", help="e.g. MaxDeliveryAttemptsExceeded")
-    replaying.add_argument("--type", help="e.g. com.inferbus.InferenceRequested")
-    replaying.add_argument("--dry-run", action="store_true", help="show what would be replayed")
-    replaying.set_defaults(run=replay_command)
+    add_eventgrid_commands(commands)
+    add_servicebus_commands(commands)
     return root
 
 
-def main(argv: Sequence[str] | None = None, services: ServicesProvider = get_services) -> int:
-    """Run a command with the services the app composes (``composition.get_services``)."""
+def main(
+    argv: Sequence[str] | None = None,
+    services: ServicesProvider = get_services,
+    servicebus: OperationsFactory | None = None,
+) -> int:
+    """Run a command with the services the app composes (``composition.get_services``);
+    ``servicebus`` builds the dead-letter operations (default: over azure-servicebus)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parser().parse_args(argv)
     try:
-        code: int = args.run(args, services())
+        if getattr(args, "servicebus", False):
+            built = services()
+            with (servicebus or servicebus_operations)(built) as operations:
+                code: int = args.run(args, built, operations)
+        else:
+            code = args.run(args, services())
     except ConfigurationError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
+    except TransientError as error:
+        print(f"unavailable: {error}", file=sys.stderr)
+        return 3
     return code
 
 

@@ -130,7 +130,8 @@ class DeferredSource(Protocol):
     def settler(self) -> Settler: ...
 
 
-DeferredSourceFactory = Callable[[], AbstractContextManager[DeferredSource]]
+# Opens the deferred source of a queue, by name (every unordered lane has deferrals).
+DeferredSources = Callable[[str], AbstractContextManager[DeferredSource]]
 
 
 class MessageHandler(Protocol):
@@ -155,7 +156,7 @@ class DeferredSweeper:
         self._handler = handler
         self._clock = clock
 
-    def sweep(self, queue: str, open_source: DeferredSourceFactory) -> SweepReport:
+    def sweep(self, queue: str, sources: DeferredSources) -> SweepReport:
         """Run every due deferred message of ``queue`` through the pipeline once.
 
         The source (a Service Bus receiver) is opened only when something is due.
@@ -164,7 +165,7 @@ class DeferredSweeper:
         report = SweepReport(due=len(entries))
         if not entries:
             return report
-        with open_source() as source:
+        with sources(queue) as source:
             for start in range(0, len(entries), self.BATCH):
                 self._sweep_chunk(entries[start : start + self.BATCH], source, report)
         log.info(

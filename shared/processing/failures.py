@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 
@@ -25,6 +26,10 @@ from shared.processing.retries import retry_copy
 from shared.processing.settlement import MAX_DESCRIPTION_CHARS, DeadLetterReason, Settler
 
 log = logging.getLogger(__name__)
+
+# The longest an ordered (session) message waits in place before it is tried again: its
+# session stays locked meanwhile (the lock keeper renews it), holding up that document only.
+ORDERED_RETRY_MAX_WAIT_SECONDS = 30.0
 
 
 def clip(text: str) -> str:
@@ -44,7 +49,11 @@ class Failures:
         retry_sender: MessageSender,
         clock: Clock = utc_now,
         uniform: Callable[[float, float], float] = random.uniform,
+        ordered: bool = False,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        self._ordered = ordered
+        self._sleep = sleep
         self._max_retries = max_retries
         self._retry_base_seconds = retry_base_seconds
         self._retry_max_seconds = retry_max_seconds
@@ -65,7 +74,7 @@ class Failures:
     ) -> str:
         """Schedule a retry copy; ``completed``: the result is stored, only its
         announcement failed (the job stays completed whatever happens here)."""
-        retries = message.retry_count
+        retries = self.tries_before(message)
         if retries >= self._max_retries and completed:
             why = f"the result is stored; announcing it failed {retries + 1} times: {error}"
             settler.dead_letter(message, DeadLetterReason.MAX_RETRIES_EXCEEDED, clip(why))
@@ -83,6 +92,8 @@ class Failures:
             retry_after=error.retry_after,
             uniform=self._uniform,
         )
+        if self._ordered:
+            return self._retry_in_place(message, request, settler, error, delay, completed)
         now = self._clock()
         try:
             self._retry_sender.send(
@@ -112,6 +123,46 @@ class Failures:
                 log.warning("retry of %s scheduled; its job was not updated", message.message_id)
         settler.complete(message)
         return "retry-scheduled"
+
+    def tries_before(self, message: InboundMessage) -> int:
+        """The ordered lane retries by redelivery (its delivery count counts the tries);
+        the others by scheduled copies that carry ``retry_count``."""
+        if self._ordered:
+            return max(message.delivery_count - 1, message.retry_count, 0)
+        return message.retry_count
+
+    def _retry_in_place(
+        self,
+        message: InboundMessage,
+        request: RequestMessage,
+        settler: Settler,
+        error: TransientError,
+        delay: float,
+        completed: bool,
+    ) -> str:
+        """The ordered lane's retry: a scheduled copy would let the document's next step
+        overtake this one, so the session holds still instead. The backoff is waited out
+        here, with the session (and the message) locked, up to ORDERED_RETRY_MAX_WAIT;
+        then the message is abandoned and comes back first in its session. The broker's
+        max delivery count stays above MaxRetries, so giving up is ours to do."""
+        wait = min(delay, ORDERED_RETRY_MAX_WAIT_SECONDS)
+        if not completed:
+            try:
+                self._jobs.update(
+                    request.tenant_id,
+                    request.request_id,
+                    lambda current: transition(
+                        current,
+                        JobStatus.ACCEPTED,
+                        last_error=JobError(code=error.code, message=str(error)),
+                        settlement=f"retry {message.delivery_count} in order after {wait:.1f}s",
+                    ),
+                )
+            except Exception:
+                log.warning("retrying %s in order; its job was not updated", message.message_id)
+        self._sleep(wait)
+        settler.abandon(message)
+        return "abandoned"
 
     def give_up(
         self,

@@ -43,6 +43,9 @@ def read_retry_count(properties: Mapping[str, PropertyValue]) -> int:
 
 @dataclass(frozen=True)
 class InboundMessage:
+    """``delivery_count`` counts deliveries including this one (1 on the first), as the
+    Functions Service Bus extension reports it (``adapters.servicebus_inbound.from_sdk``)."""
+
     body: bytes
     message_id: str | None
     sequence_number: int | None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,13 +23,20 @@ from shared.contracts import (
     JobStatus,
     RequestMessage,
 )
-from shared.errors import ClaimCheckInvalid, Conflict, PermanentError, TransientError
+from shared.errors import (
+    ClaimCheckInvalid,
+    Conflict,
+    InvalidInput,
+    PermanentError,
+    TransientError,
+)
 from shared.events.announcements import Announcer, announcement_for
 from shared.inference import ModelClient
 from shared.intake.claim_checks import ClaimChecks
+from shared.intake.request_rules import RequestRules
 from shared.jobs import JobRepository, Versioned, transition
 from shared.messaging import MessageSender
-from shared.processing.adopted_jobs import job_from_message
+from shared.processing.adopted_jobs import INVALID_REQUEST, JobAdoption
 from shared.processing.deferral import DeferralLedger, DeferredEntry
 from shared.processing.failures import Failures, clip
 from shared.processing.inbound import InboundMessage
@@ -39,6 +47,9 @@ from shared.results import run_model
 log = logging.getLogger(__name__)
 
 PREREQUISITE_RECHECK = timedelta(seconds=30)
+# The app settings' defaults, for a processor built without the doors' rules (tests).
+DEFAULT_DEADLINE_SECONDS = 3600
+MAX_DEADLINE_SECONDS = 86_400
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,9 @@ class ProcessingPolicy:
     retry_base_seconds: float
     retry_max_seconds: float
     api_base_url: str | None = None  # announcements link to ``<this>/api/v1/requests/<id>/result``
+    # The ordered lane (a session queue): a transient failure is retried in place, keeping
+    # the document's order, instead of by a scheduled copy (``Failures.retry``).
+    ordered: bool = False
 
 
 class MessageProcessor:
@@ -62,8 +76,10 @@ class MessageProcessor:
         announcer: Announcer,
         retry_sender: MessageSender,
         ledger: DeferralLedger,
+        rules: RequestRules | None = None,
         clock: Clock = utc_now,
         uniform: Callable[[float, float], float] = random.uniform,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._policy = policy
         self._jobs = jobs
@@ -81,6 +97,20 @@ class MessageProcessor:
             retry_sender=retry_sender,
             clock=clock,
             uniform=uniform,
+            ordered=policy.ordered,
+            sleep=sleep,
+        )
+        self._adoption = JobAdoption(
+            jobs=jobs,
+            rules=rules
+            or RequestRules(
+                policy.allowed_models,
+                default_deadline_seconds=DEFAULT_DEADLINE_SECONDS,
+                max_deadline_seconds=MAX_DEADLINE_SECONDS,
+            ),
+            claim_checks=claim_checks,
+            failures=self._failures,
+            clock=clock,
         )
 
     def process(self, message: InboundMessage, settler: Settler) -> str:
@@ -104,7 +134,10 @@ class MessageProcessor:
             return self._dead_letter_invalid(message, settler, str(error))
         current = self._jobs.load(request.tenant_id, request.request_id)
         if current is None:
-            current = self._adopt(message, request)
+            try:
+                current = self._adoption.adopt(message, request)
+            except InvalidInput as error:
+                return self._adoption.refuse(message, request, settler, error)
         job = current.job
         if job.status.is_terminal:
             return self._ended_already(message, request, settler, job)
@@ -122,17 +155,6 @@ class MessageProcessor:
                 return self._prerequisite_failed(message, request, settler, prerequisite)
             return self._defer(message, request, settler, now + PREREQUISITE_RECHECK, "after")
         return self._run(message, request, settler, current)
-
-    def _adopt(self, message: InboundMessage, request: RequestMessage) -> Versioned:
-        """Record the job of a message that came before it (see ``adopted_jobs``)."""
-        created = self._jobs.create(job_from_message(request, message, self._clock()))
-        if created is not None:
-            log.info("recorded job %s from its message", request.request_id)
-            return created
-        existing = self._jobs.load(request.tenant_id, request.request_id)
-        if existing is None:
-            raise TransientError(f"job {request.request_id} was created and is gone again")
-        return existing
 
     # --- the rows of the table ------------------------------------------------------------
 
@@ -183,6 +205,14 @@ class MessageProcessor:
         due_at: datetime,
         reason: str,
     ) -> str:
+        if self._policy.ordered:
+            # A session's messages are received by session, not by sequence number: a
+            # deferred one could not be swept. Intake never sends such a message.
+            why = f"a request with a document_id (session) cannot wait for {reason}"
+            return self._failures.give_up(
+                message, request, settler, DeadLetterReason.INVALID_PAYLOAD,
+                INVALID_REQUEST, why,
+            )  # fmt: skip
         if message.sequence_number is None:
             settler.abandon(message)
             return "abandoned"
@@ -241,7 +271,12 @@ class MessageProcessor:
         try:
             content, media_type = self._read_input(request)
             document = run_model(
-                request, content, media_type, self._model, message.retry_count, self._clock
+                request,
+                content,
+                media_type,
+                self._model,
+                self._failures.tries_before(message),
+                self._clock,
             )
             try:
                 completed = self._jobs.advance(

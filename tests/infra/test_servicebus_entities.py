@@ -155,7 +155,8 @@ QUEUE_SPEC = {
 
 
 @pytest.mark.parametrize(
-    ("queue", "sessions"), [("inference-requests", False), ("inference-ordered", True)]
+    ("queue", "sessions"),
+    [("inference-requests", False), ("inference-priority", False), ("inference-ordered", True)],
 )
 def test_queue_spec(queue: str, sessions: bool) -> None:
     properties = bicep_entities()["queues"][queue]
@@ -207,9 +208,10 @@ def test_catalog_names_agree_with_the_entities() -> None:
     catalog = json.loads(CATALOG.read_text(encoding="utf-8"))
     assert catalog["queueNames"] == {
         "requests": catalog["serviceBusQueues"][0]["name"],
-        "ordered": catalog["serviceBusQueues"][1]["name"],
+        "priority": catalog["serviceBusQueues"][1]["name"],
+        "ordered": catalog["serviceBusQueues"][2]["name"],
     }
-    assert len(catalog["serviceBusQueues"]) == 2
+    assert len(catalog["serviceBusQueues"]) == 3
     assert catalog["resultsTopicName"] == catalog["resultsTopic"]["name"]
     containers = catalog["dataContainers"]
     assert catalog["appContainerNames"] == [

@@ -80,7 +80,7 @@ def test_an_unreachable_broker_leaves_the_ledger_as_it_is(tmp_path: Path, tenant
 
         with pytest.raises(TransientError):
             sweeper.sweep(
-                "inference-requests", lambda: nullcontext(ReceiverDeferredSource(receiver))
+                "inference-requests", lambda queue: nullcontext(ReceiverDeferredSource(receiver))
             )
 
     now = datetime.now(UTC)

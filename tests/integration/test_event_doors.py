@@ -65,8 +65,8 @@ def webhook(
     return indexed_functions()["event_webhook"].get_user_function()(request)
 
 
-def queued_ids(bus: ServiceBusClient) -> list[str]:
-    return [str(m.message_id) for m in drain(bus, QUEUE)]
+def queued_ids(bus: ServiceBusClient, queue: str = QUEUE) -> list[str]:
+    return [str(m.message_id) for m in drain(bus, queue)]
 
 
 def json_of(response: func.HttpResponse) -> Any:
@@ -110,7 +110,8 @@ def test_a_custom_event_delivered_three_times_makes_one_job_and_one_message(
     assert len(request_ids) == 1
     request_id = request_ids.pop()
     assert doors.jobs.get(tenant, request_id).source == "webhook"
-    assert queued_ids(bus) == [request_id]
+    assert queued_ids(bus, "inference-priority") == [request_id], "high priority: its own lane"
+    assert queued_ids(bus) == []
 
 
 def test_batch_and_binary_modes_are_accepted(
@@ -166,7 +167,7 @@ def test_blob_created_from_every_door_is_one_job(
     request_ids = {json_of(r)["events"][0]["request_id"] for r in deliveries}
     assert len(request_ids) == 1
     (request_id,) = request_ids
-    assert queued_ids(bus) == [request_id]
+    assert queued_ids(bus, "inference-priority") == [request_id]
     job = doors.jobs.get(tenant, request_id)
     assert job.priority.value == "high"
     assert job.input is not None

@@ -12,8 +12,9 @@ import pytest
 
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.composition import Services
+from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import Call, json_body, principal_header
-from tests.support.servicebus import QueueRecorder
+from tests.support.servicebus import QueueRecorder, connect
 
 pytestmark = pytest.mark.integration
 
@@ -23,14 +24,21 @@ def submit(call: Call, body: dict[str, object], **kwargs: object) -> func.HttpRe
 
 
 def test_json_text_is_accepted_stored_recorded_and_enqueued(
-    call: Call, services: Services, sender: QueueRecorder, storage: AzureBlobStore, tenant: str
+    call: Call,
+    services: Services,
+    servicebus_emulator: ServiceBusEmulator,
+    storage: AzureBlobStore,
+    tenant: str,
 ) -> None:
-    response = call(
-        "submit_request",
-        "POST",
-        "/v1/requests",
-        body={"model": "local-analyzer", "input": {"text": "hello world"}, "priority": "high"},
-    )
+    with connect(servicebus_emulator) as bus:
+        sender = QueueRecorder(bus, "inference-priority")  # high priority: its own lane
+        response = call(
+            "submit_request",
+            "POST",
+            "/v1/requests",
+            body={"model": "local-analyzer", "input": {"text": "hello world"}, "priority": "high"},
+        )
+        sent = sender.sent
 
     assert response.status_code == 202
     document = json_body(response)
@@ -51,8 +59,8 @@ def test_json_text_is_accepted_stored_recorded_and_enqueued(
     assert job.status.value == "accepted"
     assert job.priority.value == "high"
 
-    assert len(sender.sent) == 1
-    message = sender.sent[0]
+    assert len(sent) == 1
+    message = sent[0]
     assert message.message_id == request_id
     assert message.correlation_id == job.correlation_id
     assert message.application_properties["priority"] == "high"
@@ -64,6 +72,38 @@ def test_json_text_is_accepted_stored_recorded_and_enqueued(
     assert body["input"]["blob_uri"].endswith(f"/inputs/{tenant}/{request_id}")
     assert message.time_to_live is not None
     assert timedelta(minutes=59) < message.time_to_live <= timedelta(hours=1)
+
+
+def test_a_document_id_sends_the_request_to_the_ordered_lane_as_its_session(
+    call: Call, services: Services, servicebus_emulator: ServiceBusEmulator, tenant: str
+) -> None:
+    body = {"model": "local-analyzer", "input": {"text": "step one"}, "document_id": "doc-7"}
+    response = submit(call, body)
+    assert response.status_code == 202, response.get_body()
+    request_id = json_body(response)["id"]
+    assert services.jobs.get(tenant, request_id).document_id == "doc-7"
+    with (
+        connect(servicebus_emulator) as bus,
+        bus.get_queue_receiver("inference-ordered", session_id="doc-7") as receiver,
+    ):
+        (message,) = receiver.receive_messages(max_message_count=5, max_wait_time=5)
+        receiver.complete_message(message)
+    assert (message.message_id, message.session_id) == (request_id, "doc-7")
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"after": "01a22dc7-07d6-795d-b6c8-02d0eda40533"}, "after"),
+        ({"not_before": "2099-01-01T00:00:00Z"}, "not_before"),
+    ],
+)
+def test_a_document_step_cannot_also_wait(call: Call, extra: dict[str, str], field: str) -> None:
+    body = {"model": "local-analyzer", "input": {"text": "x"}, "document_id": "doc-8", **extra}
+    response = submit(call, body)
+    assert response.status_code in (400, 422)
+    problem = json_body(response)
+    assert f"cannot also set {field}" in problem["detail"]
 
 
 def test_raw_upload_is_stored_with_its_media_type(

@@ -86,14 +86,24 @@ def receiver(bus: ServiceBusClient) -> Iterator[ServiceBusReceiver]:
         yield queue_receiver
 
 
+@pytest.fixture
+def priority_receiver(bus: ServiceBusClient) -> Iterator[ServiceBusReceiver]:
+    """The high-priority lane's queue, as its own trigger's listener holds it."""
+    with bus.get_queue_receiver("inference-priority") as queue_receiver:
+        yield queue_receiver
+
+
 def run_trigger(
-    receiver: ServiceBusReceiver, rounds: int = 1, wait: float = 0.3
+    receiver: ServiceBusReceiver,
+    rounds: int = 1,
+    wait: float = 0.3,
+    function: str = "process_requests",
 ) -> list[tuple[str, Any]]:
     """Receive batches as the Functions host does and hand them to the registered function.
 
     ``wait`` bounds an empty receive only: a receive returns as soon as messages arrive.
     """
-    trigger = indexed_functions()["process_requests"].get_user_function()
+    trigger = indexed_functions()[function].get_user_function()
     calls: list[tuple[str, Any]] = []
     for _ in range(rounds):
         messages = receiver.receive_messages(max_message_count=50, max_wait_time=wait)
@@ -116,14 +126,17 @@ def wait_until_terminal(
     services: Services,
     tenant: str,
     ids: list[str],
-    receiver: ServiceBusReceiver,
+    receivers: tuple[ServiceBusReceiver, ServiceBusReceiver],
     timeout: float = 40,
 ) -> None:
+    """Runs both batch lanes' triggers (standard, high priority) until the jobs end."""
     deadline = time.monotonic() + timeout
+    standard, priority = receivers
     while time.monotonic() < deadline:
         if all(services.jobs.get(tenant, i).status.is_terminal for i in ids):
             return
-        run_trigger(receiver)
+        run_trigger(standard)
+        run_trigger(priority, wait=0.05, function="process_priority_requests")
         entry_points.sweep_deferred(lambda: services)
     states = {i: services.jobs.get(tenant, i).status.value for i in ids}
     raise AssertionError(f"jobs not terminal in time: {states}")
@@ -134,6 +147,7 @@ def test_a_mixed_batch_settles_every_message_on_its_own(
     processing: Services,
     bus: ServiceBusClient,
     receiver: ServiceBusReceiver,
+    priority_receiver: ServiceBusReceiver,
     storage: AzureBlobStore,
     tenant: str,
     event_grid: Recorder,
@@ -182,7 +196,7 @@ def test_a_mixed_batch_settles_every_message_on_its_own(
         )
 
     ids = [ok, flaky, hopeless, refused, review, later, missing]
-    wait_until_terminal(processing, tenant, ids, receiver)
+    wait_until_terminal(processing, tenant, ids, (receiver, priority_receiver))
 
     # a duplicate delivery of finished work changes nothing
     job_before = processing.jobs.get(tenant, ok)

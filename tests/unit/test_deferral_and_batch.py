@@ -69,7 +69,7 @@ def test_the_sweeper_runs_due_entries_and_reports_missing_ones() -> None:
 
     source = Source([2, 3, 4])
     report = DeferredSweeper(ledger, handler, clock=lambda: NOW).sweep(
-        "q", lambda: nullcontext(source)
+        "q", lambda queue: nullcontext(source)
     )
 
     assert handler.seen == [2, 3], "entry 4 is not due; entry 1's message is gone"
@@ -84,7 +84,7 @@ def test_a_processed_entry_leaves_the_ledger() -> None:
     ledger = new_ledger()
     ledger.record(entry(9, -1))
     report = DeferredSweeper(ledger, Handler({}), clock=lambda: NOW).sweep(
-        "q", lambda: nullcontext(Source([9]))
+        "q", lambda queue: nullcontext(Source([9]))
     )
     assert report.processed == 1
     assert recorded(ledger) == set()
@@ -195,7 +195,7 @@ def test_nothing_due_opens_no_receiver() -> None:
     ledger = new_ledger()
     ledger.record(entry(5, 60))
 
-    def must_not_open() -> nullcontext[Source]:
+    def must_not_open(queue: str) -> nullcontext[Source]:
         raise AssertionError("the source was opened with nothing due")
 
     report = DeferredSweeper(ledger, Handler({}), clock=lambda: NOW).sweep("q", must_not_open)

@@ -59,7 +59,7 @@ def test_the_sweep_runs_due_deferred_messages_through_the_pipeline() -> None:
     job_id = submit(wired, not_before=clock.now + timedelta(seconds=30))
     message = wired.deliver(wired.queue.sent[0], sequence=42)
     assert wired.services.processor.process(message, RecordingSettler()) == "deferred"
-    with wired.ports.deferred_source() as source:
+    with wired.ports.deferred_source("inference-requests") as source:
         assert isinstance(source, InMemoryDeferredSource)
         source.deferred[42] = message
 

@@ -31,6 +31,8 @@ EXPECTED_TRIGGERS = {
     "cancel_request": "httpTrigger",
     "event_webhook": "httpTrigger",
     "process_requests": "serviceBusTrigger",
+    "process_priority_requests": "serviceBusTrigger",
+    "process_ordered_requests": "serviceBusTrigger",
     "report_backlog": "timerTrigger",
     "sweep_deferred": "timerTrigger",
     "pull_events": "timerTrigger",
@@ -105,6 +107,22 @@ def test_the_batch_trigger_gets_sdk_messages_and_its_settlement_client(
     assert trigger["autoCompleteMessages"] is False
     assert trigger["properties"] == {"SupportsDeferredBinding": True}
     loaded = handle_event._functions.get_function(process.function_id)
+    assert loaded.settlement_client_arg == "message_actions"
+
+
+def test_the_ordered_trigger_holds_sessions_one_message_at_a_time(
+    app_index: tuple[Any, list[Any]],
+) -> None:
+    _, functions = app_index
+    ordered = next(f for f in functions if f.name == "process_ordered_requests")
+    trigger = _trigger(ordered)
+
+    assert trigger["isSessionsEnabled"] is True
+    assert trigger.get("cardinality", "one").lower() == "one"
+    assert trigger["queueName"] == "%OrderedQueueName%"
+    assert trigger["autoCompleteMessages"] is False
+    assert trigger["properties"] == {"SupportsDeferredBinding": True}
+    loaded = handle_event._functions.get_function(ordered.function_id)
     assert loaded.settlement_client_arg == "message_actions"
 
 

@@ -23,6 +23,7 @@ from shared.errors import PermanentError, TransientError
 from shared.events.announcements import Announcer
 from shared.inference import InferenceInput
 from shared.intake.claim_checks import ClaimChecks
+from shared.intake.request_rules import RequestRules
 from shared.jobs import DocumentJobStore, JobRepository
 from shared.processing.deferral import DeferredEntry, DocumentDeferralLedger
 from shared.processing.inbound import InboundMessage
@@ -57,6 +58,9 @@ class Harness:
     settler: RecordingSettler = field(default_factory=RecordingSettler)
     model: ScriptedModel = field(default_factory=ScriptedModel)
     max_retries: int = 3
+    ordered: bool = False
+    producer_tenants: tuple[str, ...] = ()
+    slept: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         documents = InMemoryDocuments(self.blobs)
@@ -71,6 +75,7 @@ class Harness:
                 2.0,
                 60.0,
                 api_base_url="https://app.example",
+                ordered=self.ordered,
             ),
             jobs=self.jobs,
             claim_checks=ClaimChecks(self.blobs, "inputs", ("inputs",), 10_000),
@@ -78,8 +83,15 @@ class Harness:
             announcer=Announcer(self.events, self.topic),
             retry_sender=self.sender,
             ledger=self.ledger,
+            rules=RequestRules(
+                ("local-analyzer",),
+                default_deadline_seconds=3600,
+                max_deadline_seconds=86_400,
+                producer_tenants=self.producer_tenants,
+            ),
             clock=lambda: NOW,
             uniform=lambda low, high: high,  # worst case of the jitter: deterministic
+            sleep=self.slept.append,
         )
 
     def job(self, request_id: str = "r1", **changes: Any) -> Job:
@@ -424,3 +436,101 @@ def test_only_a_redelivery_of_completed_work_announces_it_again(h: Harness) -> N
     assert h.processor.process(redelivered, h.settler) == "duplicate"
     assert [e.id for e in h.events.published[1:]] == [h.events.published[0].id]
     assert h.model.calls == 1
+
+
+# --- the queue door: a producer's message meets the doors' rules ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"model": "gpt-9"}, "unknown model"),
+        ({"parameters": {"simulate": "transient"}}, "fault injection"),
+        ({"parameters": {f"p{i}": i for i in range(33)}}, "at most 32"),
+        ({"metadata": {"bad key!": "v"}}, "metadata keys"),
+        ({"input": {"text": "x" * 300_000}}, "claim check"),
+        ({"input": {"text": ""}}, "1 to"),
+        ({"deadline": (NOW + timedelta(days=2)).isoformat()}, "at most 86400 s"),
+        (
+            {
+                "not_before": (NOW + timedelta(hours=2)).isoformat(),
+                "deadline": (NOW + timedelta(hours=1)).isoformat(),
+            },
+            "not_before must be earlier",
+        ),
+        ({"document_id": "doc-1", "after": "r0"}, "cannot also set after"),
+    ],
+)
+def test_a_direct_message_that_breaks_a_door_rule_is_dead_lettered_with_the_rule(
+    h: Harness, changes: dict[str, Any], words: str
+) -> None:
+    body = {**request_body(h), **changes}
+    assert h.processor.process(message(body), h.settler) == "dead-lettered"
+    ((action, _, reason, description),) = h.settler.actions
+    assert (action, reason) == ("dead_letter", "InvalidPayload")
+    assert words in str(description)
+    assert h.model.calls == 0
+
+
+def test_a_refused_direct_message_leaves_a_failed_job_for_the_status_api(h: Harness) -> None:
+    body = {**request_body(h), "parameters": {"simulate": "transient"}}
+    h.processor.process(message(body), h.settler)
+    job = h.jobs.get(TENANT, "r1")
+    assert job.status is JobStatus.FAILED
+    assert job.error is not None
+    assert job.error.code == "invalid_request"
+    assert "parameters.simulate" in job.error.message
+    assert [e.type for e in h.events.published] == ["com.inferbus.InferenceFailed"]
+
+
+def test_a_claim_check_outside_the_tenant_is_refused_before_any_read(h: Harness) -> None:
+    other = h.claim_check("r9")
+    foreign = other.model_copy(update={"blob_uri": other.blob_uri.replace("/t1/", "/t2/")})
+    body = {**request_body(h), "input": foreign.model_dump(mode="json")}
+    assert h.processor.process(message(body), h.settler) == "dead-lettered"
+    assert "must start with the caller's tenant 't1/'" in str(h.settler.actions[0][3])
+
+
+def test_a_tenant_producers_may_not_name_gets_no_job() -> None:
+    h = Harness(producer_tenants=("t2",))
+    assert h.processor.process(message(request_body(h)), h.settler) == "dead-lettered"
+    assert "ProducerTenants" in str(h.settler.actions[0][3])
+    assert h.jobs.find(TENANT, "r1") is None
+    assert h.events.published == []
+
+
+def test_a_direct_message_without_a_deadline_gets_the_default_one(h: Harness) -> None:
+    assert h.processor.process(message(request_body(h)), h.settler) == "completed"
+    assert h.jobs.get(TENANT, "r1").deadline == NOW + timedelta(seconds=3600)
+
+
+# --- the ordered lane: retries keep the document's order ----------------------------------
+
+
+def test_an_ordered_message_is_retried_in_place_after_its_backoff() -> None:
+    h = Harness(ordered=True)
+    h.model.errors = [TransientError("model busy")]
+    assert h.processor.process(message(request_body(h)), h.settler) == "abandoned"
+    assert h.settler.actions == [("abandon", "r1", None, None)]
+    assert h.sender.sent == [], "no scheduled copy could overtake the document's next step"
+    assert h.slept == [2.0], "the first retry's backoff (base 2 s, worst-case jitter)"
+    assert h.status() is JobStatus.ACCEPTED
+
+
+def test_an_ordered_message_gives_up_by_its_delivery_count() -> None:
+    h = Harness(ordered=True)
+    h.model.errors = [TransientError("model busy")]
+    tired = replace(message(request_body(h)), delivery_count=4)  # 3 tries before: MaxRetries
+    assert h.processor.process(tired, h.settler) == "dead-lettered"
+    assert h.settler.actions[0][2] == "MaxRetriesExceeded"
+    assert h.status() is JobStatus.FAILED
+
+
+def test_an_ordered_message_cannot_be_deferred() -> None:
+    h = Harness(ordered=True)
+    h.job()
+    later = (NOW + timedelta(minutes=5)).isoformat()
+    assert h.processor.process(message(request_body(h, not_before=later)), h.settler) == (
+        "dead-lettered"
+    )
+    assert "cannot wait for not_before" in str(h.settler.actions[0][3])

@@ -268,13 +268,18 @@ def test_an_idle_session_dispatches_what_it_holds(
     connected: ServiceBusEmulator, senders: Senders
 ) -> None:
     invoker = RecordingInvoker()
-    options = _options(min_message_batch_size=4, max_batch_wait_time_s=60)
+    idle_s = 1.0
+    options = _options(
+        min_message_batch_size=4, max_batch_wait_time_s=60, session_idle_timeout_s=idle_s
+    )
     # A session receiver opens once a session has messages: send first.
     sent = senders.send("session-batch", ["s-1", "s-2"], session_id="s")
-    with listening("session-batch", invoker, options, isSessionsEnabled=True):
+    with listening("session-batch", invoker, options, isSessionsEnabled=True) as listener:
+        assert len(listener._threads) == 1  # batches: one session at a time per listener
         wait_for(lambda: invoker.calls, timeout=30, what="the session's batch")
     assert [call.bodies for call in invoker.calls] == [["s-1", "s-2"]]
-    assert invoker.calls[0].started - sent < 20  # the session ended, not maxBatchWaitTime
+    # The session ended after a receive waited sessionIdleTimeout, not maxBatchWaitTime.
+    assert idle_s <= invoker.calls[0].started - sent < 20
 
 
 def test_a_receive_collects_for_the_batch_window_only(

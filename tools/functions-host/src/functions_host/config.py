@@ -38,6 +38,22 @@ def parse_timespan(text: str) -> float:
 # The extension refuses a longer maxBatchWaitTime at start: held messages must be
 # dispatched well within their locks (at most half of the longest lock, 5 minutes).
 MAX_BATCH_WAIT_TIME_S = 150.0
+# .NET's Timeout.InfiniteTimeSpan, as host.json writes it for maxAutoLockRenewalDuration.
+INFINITE_TIMESPAN = "-00:00:00.0010000"
+
+
+def _renewal_duration(value: Any) -> float | None:
+    """Seconds of ``maxAutoLockRenewalDuration``; None for Timeout.InfiniteTimeSpan (-1 ms),
+    the only negative value the extension accepts."""
+    text = str(value).strip()
+    if text.startswith("-"):
+        if parse_timespan(text[1:]) == parse_timespan(INFINITE_TIMESPAN[1:]):
+            return None
+        raise HostConfigError(
+            "extensions.serviceBus.maxAutoLockRenewalDuration: must not be negative "
+            f"(except {INFINITE_TIMESPAN}, no limit): {value!r}"
+        )
+    return parse_timespan(text)
 
 
 @dataclass(frozen=True)
@@ -45,8 +61,12 @@ class ServiceBusOptions:
     """host.json ``extensions.serviceBus``, defaults as in the extension 5.x ServiceBusOptions.
 
     Keys match case-insensitively, as .NET configuration binding does. Like the extension
-    at start, a ``minMessageBatchSize`` above ``maxMessageBatchSize`` or a
-    ``maxBatchWaitTime`` above 2.5 minutes is refused.
+    at start, a ``minMessageBatchSize`` above ``maxMessageBatchSize``, a
+    ``maxBatchWaitTime`` above 2.5 minutes, ``maxConcurrentSessions`` or
+    ``maxConcurrentCallsPerSession`` below 1, a ``sessionIdleTimeout`` that is not positive
+    and a negative ``maxAutoLockRenewalDuration`` (other than the infinite -1 ms) are
+    refused. ``sessionIdleTimeout`` unset means ``clientRetryOptions.tryTimeout`` (60 s),
+    as in the SDK's session processor.
     """
 
     max_message_batch_size: int = 1000
@@ -55,6 +75,19 @@ class ServiceBusOptions:
     max_concurrent_calls: int = 16 * (os.cpu_count() or 1)
     prefetch_count: int = 0
     auto_complete_messages: bool = True
+    max_concurrent_sessions: int = 8
+    max_concurrent_calls_per_session: int = 1
+    session_idle_timeout_s: float | None = None
+    try_timeout_s: float = 60.0
+    # None: no limit (Timeout.InfiniteTimeSpan); 0: no automatic renewal.
+    max_auto_lock_renewal_duration_s: float | None = 300.0
+
+    @property
+    def session_idle_s(self) -> float:
+        """How long a session receiver waits for a message before it lets the session go."""
+        if self.session_idle_timeout_s is not None:
+            return self.session_idle_timeout_s
+        return self.try_timeout_s
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> ServiceBusOptions:
@@ -72,8 +105,17 @@ class ServiceBusOptions:
                     f"extensions.serviceBus.{name}: not a number: {value!r}"
                 ) from error
 
+        def timespan(name: str) -> float | None:
+            value = values.get(name.lower())
+            return None if value is None or value == "" else parse_timespan(str(value))
+
         wait = values.get("maxbatchwaittime")
         auto = values.get("autocompletemessages")
+        renewal = values.get("maxautolockrenewalduration")
+        retry = values.get("clientretryoptions") or {}
+        if not isinstance(retry, Mapping):
+            raise HostConfigError("extensions.serviceBus.clientRetryOptions must be an object")
+        try_timeout = {str(key).lower(): value for key, value in retry.items()}.get("trytimeout")
         options = cls(
             max_message_batch_size=number("maxMessageBatchSize", defaults.max_message_batch_size),
             min_message_batch_size=number("minMessageBatchSize", defaults.min_message_batch_size),
@@ -85,7 +127,34 @@ class ServiceBusOptions:
             auto_complete_messages=(
                 defaults.auto_complete_messages if auto is None else _boolean(auto)
             ),
+            max_concurrent_sessions=number(
+                "maxConcurrentSessions", defaults.max_concurrent_sessions
+            ),
+            max_concurrent_calls_per_session=number(
+                "maxConcurrentCallsPerSession", defaults.max_concurrent_calls_per_session
+            ),
+            session_idle_timeout_s=timespan("sessionIdleTimeout"),
+            try_timeout_s=(
+                parse_timespan(str(try_timeout)) if try_timeout else defaults.try_timeout_s
+            ),
+            max_auto_lock_renewal_duration_s=(
+                defaults.max_auto_lock_renewal_duration_s
+                if renewal is None
+                else _renewal_duration(renewal)
+            ),
         )
+        for name, count in (
+            ("maxConcurrentSessions", options.max_concurrent_sessions),
+            ("maxConcurrentCallsPerSession", options.max_concurrent_calls_per_session),
+        ):
+            if count < 1:
+                raise HostConfigError(f"extensions.serviceBus.{name} must be at least 1")
+        if options.session_idle_timeout_s is not None and options.session_idle_timeout_s <= 0:
+            raise HostConfigError("extensions.serviceBus.sessionIdleTimeout must be positive")
+        if options.try_timeout_s <= 0:
+            raise HostConfigError(
+                "extensions.serviceBus.clientRetryOptions.tryTimeout must be positive"
+            )
         if options.min_message_batch_size > options.max_message_batch_size:
             raise HostConfigError(
                 "extensions.serviceBus: minMessageBatchSize "

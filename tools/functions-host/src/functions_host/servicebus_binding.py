@@ -11,6 +11,11 @@ Other bindings (``func.ServiceBusMessage``) get the body as bytes and the messag
 properties as trigger metadata under the names the host uses (``MessageId``,
 ``DeliveryCount``, ``ApplicationProperties``...).
 
+The delivery count is the one the .NET SDK gives the extension: deliveries including this
+one (1 on the first). The broker's AMQP header counts the earlier attempts only (0 on the
+first), which is what the Python SDK reports; .NET's ``AmqpMessageConverter`` adds 1 to the
+header of every received (not peeked) message, and the extension passes that header on.
+
 The received message is re-encoded from what the SDK decoded: AMQP timestamps and longs
 come back from the decoder as plain ints and strings as bytes, so their AMQP types are put
 back before encoding (the broker's timestamp annotations as timestamps, ints beyond 32
@@ -26,6 +31,7 @@ from typing import Any
 
 from azure.servicebus import ServiceBusReceivedMessage
 from azure.servicebus._pyamqp._encode import encode_payload
+from azure.servicebus._pyamqp.message import Header
 from azure.servicebus._pyamqp.types import TYPE, VALUE, AMQPTypes
 
 from functions_host.protos import messages
@@ -62,10 +68,18 @@ def _typed_property(value: Any) -> Any:
     return _typed_value(value)
 
 
+def extension_delivery_count(message: ServiceBusReceivedMessage) -> int:
+    """Deliveries of ``message`` including this one, as the extension reports them."""
+    return int(message.delivery_count or 0) + 1
+
+
 def amqp_message_bytes(message: ServiceBusReceivedMessage) -> bytes:
-    """The message's AMQP sections, encoded as the broker sent them."""
+    """The message's AMQP sections, encoded as the broker sent them (the delivery count
+    as the extension counts it, see the module docstring)."""
     raw = message._message  # the decoded AMQP message the SDK keeps (pyamqp Message)
+    header = (raw.header or Header())._replace(delivery_count=extension_delivery_count(message))
     typed = raw._replace(
+        header=header,
         delivery_annotations=None,
         message_annotations={
             key: _typed_annotation(key, value)
@@ -130,7 +144,7 @@ def message_trigger_metadata(message: ServiceBusReceivedMessage) -> dict[str, An
     metadata: dict[str, Any] = {
         "ApplicationProperties": messages.TypedData(json=json.dumps(properties)),
         "UserProperties": messages.TypedData(json=json.dumps(properties)),
-        "DeliveryCount": messages.TypedData(json=str(int(message.delivery_count or 0))),
+        "DeliveryCount": messages.TypedData(json=str(extension_delivery_count(message))),
         "LockToken": _string(message.lock_token),
     }
     if message.sequence_number is not None:

@@ -1,4 +1,4 @@
-"""Service Bus triggers: one peek-lock receiver per function, batches as the extension does.
+"""Service Bus triggers: peek-lock receivers per function, as the extension 5.x runs them.
 
 Batch functions (``cardinality="many"``) follow the receive loop of the Service Bus
 extension 5.x (``ServiceBusListener.RunBatchReceiveLoopAsync``): one loop per function,
@@ -10,10 +10,33 @@ dispatched at once. Above 1, received messages are held (``PendingBatch``): once
 minimum is there the oldest ``maxMessageBatchSize`` go at once; otherwise a partial batch
 goes ``maxBatchWaitTime`` after the receive that first left messages waiting (later
 arrivals do not restart that wait), when a session ends, and when the listener stops.
+Session-enabled batch functions, as in that loop, hold ONE session at a time per listener
+(``maxConcurrentSessions`` does not apply to batches): the loop accepts the next available
+session, receives from it until a receive waits ``sessionIdleTimeout`` with nothing (then
+what is held goes and the session is closed) or the function releases it, then accepts the
+next one. The extension does not renew batch session locks either.
 
-Single-message functions get up to ``maxConcurrentCalls`` messages dispatched
-concurrently, one invocation each. Session triggers hold one session at a time and process
-its messages in order, one by one.
+Single-message functions without sessions get up to ``maxConcurrentCalls`` messages
+dispatched concurrently, one invocation each.
+
+Single-message session functions follow the SDK's ``ServiceBusSessionProcessor``, which
+the extension uses for them (``SessionReceiverManager``): ``maxConcurrentSessions``
+receivers (default 8), each on a thread of its own, accept the next available session,
+then receive one message per receive call (prefetch ``prefetchCount``, 0 by default) and
+invoke the function for it before the next receive, so the messages of a session are
+processed one at a time in order (``maxConcurrentCallsPerSession`` 1, the default and the
+only value supported here) and a message the function abandons, or whose invocation
+fails, is received again before the session's next one. When a receive has waited
+``sessionIdleTimeout`` (else ``clientRetryOptions.tryTimeout``, 60 s) with nothing, or the
+function called ``release_session``, the receiver closes the session and accepts the next
+available one. While a session is held its lock is renewed automatically, as the
+processor does, from its acceptance until ``maxAutoLockRenewalDuration`` (5 min) has
+passed (``SessionLockRenewal``; at the SDK's time: the lock's remaining time less half of
+it, at most 10 s before expiry). Receives and session accepts wait at most 1 s and 2 s per
+call here (the SDK waits the whole idle timeout, and tryTimeout to accept), so stopping
+ends every session receiver within about 3 s (after the invocation running, if any). A
+receiver that loses its session lock (renewal over, or failed) drops the session, whose
+messages return, and accepts the next available one, as the processor does.
 
 Trigger data is what the Functions host sends (servicebus_binding.py): model binding data
 for SDK types, body and metadata otherwise. While an invocation runs, its messages (and
@@ -22,8 +45,9 @@ the worker settles them through this receiver. Settlement follows extension 5.x:
 message the function did not settle is abandoned after an exception, and, with
 ``autoCompleteMessages`` (binding value, else host.json, default true), completed after
 success; with false, messages left unsettled by a successful invocation return when their
-locks expire. Not done here: automatic lock renewal (``maxAutoLockRenewalDuration``; the
-extension does not renew locks of batches either) and message-count based scaling.
+locks expire. Not done here: automatic renewal of message locks for single-message
+functions without sessions (``maxAutoLockRenewalDuration``; the extension does not renew
+locks of batches either) and message-count based scaling.
 """
 
 from __future__ import annotations
@@ -34,6 +58,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from azure.servicebus import (
@@ -43,6 +68,7 @@ from azure.servicebus import (
     ServiceBusReceiveMode,
     ServiceBusReceiver,
 )
+from azure.servicebus.exceptions import SessionLockLostError
 
 from functions_host.config import HostConfigError, ServiceBusOptions
 from functions_host.functions import FunctionSpec
@@ -58,8 +84,16 @@ from functions_host.settlement import HeldSession, MessageLocks
 log = logging.getLogger("host.servicebus")
 # How long a receive waits for its first message. The extension waits ClientRetryOptions
 # TryTimeout (60 s); the wait ends when a message arrives, so its length only bounds how
-# soon the loop sees a stop.
+# soon the loop sees a stop. A longer wait (sessionIdleTimeout) is made of such receives.
 POLL_S = 1.0
+# How long accepting the next available session waits (the SDK waits TryTimeout, 60 s, and
+# tries again): bounds how soon a session receiver with no session sees a stop.
+ACCEPT_WAIT_S = 2.0
+# The SDK's session lock renewal (ReceiverManager.CalculateRenewDelay): renew when the
+# lock has half its remaining time left, at most MAX_RENEW_BUFFER_S before it expires, and
+# at once when less than RENEW_AT_ONCE_S remains.
+MAX_RENEW_BUFFER_S = 10.0
+RENEW_AT_ONCE_S = 0.4
 # After the first message, how long a receive keeps collecting: the .NET SDK's AmqpReceiver
 # passes a 20 ms batch wait to its AMQP link. The Python SDK would keep going for 200 ms.
 BATCH_WINDOW_S = 0.02
@@ -140,6 +174,78 @@ class _Held:
     pending: PendingBatch
 
 
+def renew_delay(remaining_s: float) -> float:
+    """How long to wait before renewing a lock that has ``remaining_s`` left (the SDK's
+    CalculateRenewDelay)."""
+    if remaining_s < RENEW_AT_ONCE_S:
+        return 0.0
+    return remaining_s - min(remaining_s / 2, MAX_RENEW_BUFFER_S)
+
+
+class SessionLockRenewal:
+    """Renews the lock of a held session in the background, as the SDK's session processor
+    does: from acceptance until ``max_duration_s`` has passed (None: no limit), then no
+    more (the lock then expires unless the function renews it). Renewals go through the
+    receiver under ``lock``, as settlement does; a failed renewal is retried while the lock
+    has not expired.
+    """
+
+    def __init__(
+        self,
+        receiver: ServiceBusReceiver,
+        lock: threading.Lock,
+        max_duration_s: float | None,
+        label: str,
+    ) -> None:
+        self.renewals = 0
+        self._receiver = receiver
+        self._lock = lock
+        self._deadline = None if max_duration_s is None else time.monotonic() + max_duration_s
+        self._label = label
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"renew-{label}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+    def _remaining_s(self) -> float:
+        locked_until = self._receiver.session.locked_until_utc
+        if locked_until is None:
+            return 0.0
+        if locked_until.tzinfo is None:
+            locked_until = locked_until.replace(tzinfo=UTC)
+        return (locked_until - datetime.now(UTC)).total_seconds()
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            remaining = self._remaining_s()
+            delay = renew_delay(remaining)
+            if self._deadline is not None and time.monotonic() + delay >= self._deadline:
+                return  # maxAutoLockRenewalDuration has passed by then
+            if self._stopped.wait(delay):
+                return
+            try:
+                with self._lock:
+                    if self._stopped.is_set():
+                        return
+                    self._receiver.session.renew_lock(timeout=max(1.0, remaining))
+                self.renewals += 1
+                log.debug("renewed the lock of session %s", self._label)
+            except Exception as error:
+                if self._stopped.is_set():
+                    return
+                if self._remaining_s() <= 0:
+                    log.warning("lost the lock of session %s: %r", self._label, error)
+                    return
+                log.warning("could not renew the lock of session %s: %r", self._label, error)
+                if self._stopped.wait(1.0):
+                    return
+
+
 class ServiceBusListener:
     def __init__(
         self,
@@ -172,9 +278,30 @@ class ServiceBusListener:
         self._subscription = trigger.get("subscriptionName")
         self._connection = str(trigger.get("connection") or "AzureWebJobsServiceBus")
         self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._guarded_run, name=f"servicebus-{spec.name}", daemon=True
-        )
+        # Single-message session functions: one receiver (thread) per concurrent session,
+        # as ServiceBusSessionProcessor; everything else: one receive loop.
+        receivers = 1
+        if self._sessions and not self._many:
+            receivers = max(1, options.max_concurrent_sessions)
+            if options.max_concurrent_calls_per_session != 1:
+                log.warning(
+                    "%s: maxConcurrentCallsPerSession %d is not supported by the local host; "
+                    "it processes one message at a time per session (the default)",
+                    spec.name,
+                    options.max_concurrent_calls_per_session,
+                )
+        self._threads = [
+            threading.Thread(
+                target=self._guarded_run,
+                args=(index,),
+                name=f"servicebus-{spec.name}" + (f"-{index}" if receivers > 1 else ""),
+                daemon=True,
+            )
+            for index in range(receivers)
+        ]
+        # The sessions held right now (session id -> renewal), for tests and diagnostics.
+        self.held_sessions: dict[str, SessionLockRenewal | None] = {}
+        self._held_sessions_lock = threading.Lock()
         self._dispatch = concurrent.futures.ThreadPoolExecutor(
             max_workers=max(1, options.max_concurrent_calls),
             thread_name_prefix=f"dispatch-{spec.name}",
@@ -191,7 +318,8 @@ class ServiceBusListener:
         )
 
     def start(self) -> None:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
         """Stop receiving; messages held for a batch are dispatched now, as the extension's
@@ -202,8 +330,14 @@ class ServiceBusListener:
             self._flush(held)
 
     def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
+        """Wait (at most ``timeout`` in all) for every receiver of the listener to end."""
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
         self._dispatch.shutdown(wait=False, cancel_futures=True)
+
+    def is_alive(self) -> bool:
+        return any(thread.is_alive() for thread in self._threads)
 
     def _receiver(self, client: ServiceBusClient) -> ServiceBusReceiver:
         kwargs: dict[str, Any] = {
@@ -213,17 +347,25 @@ class ServiceBusListener:
         }
         if self._sessions:
             kwargs["session_id"] = NEXT_AVAILABLE_SESSION
-            kwargs["max_wait_time"] = POLL_S * 2  # bounds how long a stop waits
+            kwargs["max_wait_time"] = ACCEPT_WAIT_S  # bounds how long a stop waits
         if self._queue:
             return client.get_queue_receiver(str(self._queue), **kwargs)
         return client.get_subscription_receiver(str(self._topic), str(self._subscription), **kwargs)
 
-    def _guarded_run(self) -> None:
+    def _guarded_run(self, index: int = 0) -> None:
         backoff = 1.0
         while not self._stop.is_set():
             try:
                 with open_client(self._connection) as client:
-                    log.info("listening on %s for %s", self.entity, self.spec.name)
+                    if index == 0:
+                        log.info(
+                            "listening on %s for %s%s",
+                            self.entity,
+                            self.spec.name,
+                            f" ({len(self._threads)} session receivers)"
+                            if len(self._threads) > 1
+                            else "",
+                        )
                     while not self._stop.is_set():
                         self._run_receiver(client)
                         backoff = 1.0
@@ -241,23 +383,47 @@ class ServiceBusListener:
                 backoff = min(backoff * 2, 30.0)
 
     def _run_receiver(self, client: ServiceBusClient) -> None:
-        """Receive and dispatch until stopped (or, for sessions, until the session is idle)."""
+        """Receive and dispatch until stopped (or, for sessions, until the session ends)."""
         receiver = self._receiver(client)
         lock = threading.Lock()
+        session_id: str | None = None
         try:
             with receiver:
-                session_id = receiver.session.session_id if self._sessions else None
-                session = (
-                    self._locks.hold_session(session_id, receiver, lock) if session_id else None
-                )
+                if not self._sessions:
+                    if self._many:
+                        self._run_batches(receiver, lock, None)
+                    else:
+                        self._dispatch_until_idle(receiver, lock)
+                    return
+                accepted = receiver.session.session_id
+                if not isinstance(accepted, str):
+                    # No session within the accept wait: the broker attaches, then detaches
+                    # with a timeout, and the SDK may open before it sees the detach.
+                    return
+                session_id = accepted
+                session = self._locks.hold_session(session_id, receiver, lock)
+                renewal = None
+                renew_for = self._options.max_auto_lock_renewal_duration_s
+                if not self._many and (renew_for is None or renew_for > 0):
+                    renewal = SessionLockRenewal(receiver, lock, renew_for, session_id)
+                    renewal.start()
+                with self._held_sessions_lock:
+                    self.held_sessions[session_id] = renewal
                 try:
                     if self._many:
                         self._run_batches(receiver, lock, session)
                     else:
-                        self._dispatch_until_idle(receiver, lock, session)
+                        self._run_session(receiver, lock, session)
                 finally:
-                    if session_id:
-                        self._locks.release_session(session_id)
+                    if renewal is not None:
+                        renewal.stop()
+                    with self._held_sessions_lock:
+                        self.held_sessions.pop(session_id, None)
+                    # Before the receiver closes: nobody else can hold the session yet.
+                    self._locks.release_session(session_id, session)
+        except SessionLockLostError as error:
+            # As the session processor: the session is gone, take the next one.
+            log.warning("%s lost the lock of session %s: %r", self.spec.name, session_id, error)
         except Exception as error:
             if self._sessions and type(error).__name__ == "OperationTimeoutError":
                 return  # no session available right now
@@ -295,15 +461,22 @@ class ServiceBusListener:
         with self._dispatching:
             self._held = held
         try:
+            # A session ends when one receive (the extension's, of sessionIdleTimeout) got
+            # nothing: that receive starts after the dispatch of what the last one got.
+            idle_s = self._options.session_idle_s
+            idle_deadline = time.monotonic() + idle_s
             while not self._stop.is_set():
                 if session is not None and session.released.is_set():
                     break  # the function called release_session: what is held goes first
                 received: list[ServiceBusReceivedMessage] = []
                 if not pending.due(time.monotonic()):
-                    wait = pending.receive_wait(time.monotonic(), POLL_S)
+                    now = time.monotonic()
+                    wait = pending.receive_wait(now, POLL_S)
+                    if session is not None:
+                        wait = max(0.001, min(wait, idle_deadline - now))
                     received = self._receive(receiver, lock, self._max_batch, wait)
                     if not received:
-                        if self._sessions and wait >= POLL_S:
+                        if session is not None and time.monotonic() >= idle_deadline:
                             break  # session idle: what is held goes, then another session
                         continue
                 with self._dispatching:
@@ -313,6 +486,8 @@ class ServiceBusListener:
                         self._process(receiver, lock, batch)
                     # As the extension's cache monitor, the wait starts after the dispatch.
                     pending.arm(time.monotonic())
+                if received:
+                    idle_deadline = time.monotonic() + idle_s
             self._flush(held)
         finally:
             with self._dispatching:
@@ -327,29 +502,34 @@ class ServiceBusListener:
             while len(held.pending):
                 self._process(held.receiver, held.lock, held.pending.take())
 
-    def _dispatch_until_idle(
-        self, receiver: ServiceBusReceiver, lock: threading.Lock, session: HeldSession | None
-    ) -> None:
+    def _dispatch_until_idle(self, receiver: ServiceBusReceiver, lock: threading.Lock) -> None:
+        """Single messages without sessions: up to maxConcurrentCalls at once."""
         limit = max(1, self._options.max_concurrent_calls)
         while not self._stop.is_set():
-            if session is not None and session.released.is_set():
-                return  # the function called release_session
             batch = self._receive(receiver, lock, limit, POLL_S)
             if not batch:
-                if self._sessions:
-                    return  # let another session have a turn
                 continue
-            if self._sessions:
-                # One message at a time within a session (the extension's
-                # maxConcurrentCallsPerSession default), so order is kept.
-                for message in batch:
-                    self._process(receiver, lock, [message])
-            else:
-                futures = [
-                    self._dispatch.submit(self._process, receiver, lock, [message])
-                    for message in batch
-                ]
-                concurrent.futures.wait(futures)
+            futures = [
+                self._dispatch.submit(self._process, receiver, lock, [message]) for message in batch
+            ]
+            concurrent.futures.wait(futures)
+
+    def _run_session(
+        self, receiver: ServiceBusReceiver, lock: threading.Lock, session: HeldSession
+    ) -> None:
+        """One held session of a single-message function (SessionReceiverManager): one
+        message per receive, invoked before the next receive, until a receive has waited
+        sessionIdleTimeout with nothing, the function releases the session, or a stop."""
+        idle_s = self._options.session_idle_s
+        while not self._stop.is_set() and not session.released.is_set():
+            idle_deadline = time.monotonic() + idle_s
+            received: list[ServiceBusReceivedMessage] = []
+            while not received:
+                remaining = idle_deadline - time.monotonic()
+                if remaining <= 0 or self._stop.is_set() or session.released.is_set():
+                    return  # idle (another session gets this receiver), released or stopping
+                received = self._receive(receiver, lock, 1, min(POLL_S, remaining))
+            self._process(receiver, lock, received)
 
     def _trigger_input(
         self, batch: list[ServiceBusReceivedMessage]

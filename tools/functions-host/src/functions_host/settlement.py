@@ -93,9 +93,12 @@ class MessageLocks:
             self._sessions[session_id] = session
         return session
 
-    def release_session(self, session_id: str) -> None:
+    def release_session(self, session_id: str, held: HeldSession | None = None) -> None:
+        """Forget the session; with ``held``, only if it is still that registration (a
+        receiver that lost the session must not drop the next holder's)."""
         with self._lock:
-            self._sessions.pop(session_id, None)
+            if held is None or self._sessions.get(session_id) is held:
+                self._sessions.pop(session_id, None)
 
     def session(self, session_id: str) -> HeldSession | None:
         with self._lock:

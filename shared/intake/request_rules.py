@@ -1,0 +1,163 @@
+"""The rules every request obeys, whichever door it came through.
+
+The HTTP API, the event doors and producers that send straight to the queues all meet
+these same checks: the doors through ``Intake`` before anything is written, a direct
+producer's message in the processor when it records the message's job (the first time
+the app sees it). A request that breaks a rule is refused at the door (problem+json) or
+dead-lettered with a description that names the rule (the queue door), never run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from shared.contracts import ClaimCheck, MetadataKey, MetadataValue, RequestMessage
+from shared.errors import FieldError, InvalidInput, PayloadTooLarge, UnknownModel
+from shared.intake.claim_checks import ClaimChecks
+from shared.intake.tenancy import TENANT_ID_PATTERN
+
+MAX_PARAMETERS = 32
+MAX_METADATA = 16
+_METADATA = TypeAdapter(dict[MetadataKey, MetadataValue])
+
+
+@dataclass(frozen=True)
+class RequestRules:
+    """The intake policy (app settings AllowedModels, DefaultDeadlineSeconds,
+    MaxDeadlineSeconds, LocalModelFaults, MaxInlineTextBytes, ProducerTenants)."""
+
+    allowed_models: tuple[str, ...]
+    default_deadline_seconds: int
+    max_deadline_seconds: int
+    # parameters.simulate asks the local model for a fault: only where the development
+    # stack enables it (LocalModelFaults); anywhere else such a request is invalid.
+    simulated_faults: bool = False
+    max_inline_text_bytes: int = 262_144
+    producer_tenants: tuple[str, ...] = ()  # empty: a direct producer may name any tenant
+
+    # --- rules of every door ---------------------------------------------------------
+
+    def check_model(self, model: str) -> None:
+        if model not in self.allowed_models:
+            raise UnknownModel(
+                f"model '{model}' is not served here; use one of: "
+                + ", ".join(self.allowed_models),
+                (FieldError("model", "unknown model"),),
+            )
+
+    def check_parameters(self, parameters: Mapping[str, Any]) -> None:
+        if len(parameters) > MAX_PARAMETERS:
+            raise InvalidInput(
+                f"parameters may have at most {MAX_PARAMETERS} entries",
+                (FieldError("parameters", "too many entries"),),
+            )
+        if "simulate" in parameters and not self.simulated_faults:
+            raise InvalidInput(
+                "parameters.simulate (model fault injection) is not enabled on this service",
+                (FieldError("parameters.simulate", "fault injection is not enabled"),),
+            )
+
+    def deadline_seconds(self, requested: int | None) -> int:
+        """The deadline a request gets: its own, within the maximum, or the default."""
+        seconds = requested or self.default_deadline_seconds
+        if seconds > self.max_deadline_seconds:
+            raise InvalidInput(
+                f"deadline_seconds must be at most {self.max_deadline_seconds}",
+                (FieldError("deadline_seconds", "too large"),),
+            )
+        return seconds
+
+    @staticmethod
+    def check_timing(not_before: datetime | None, deadline: datetime) -> None:
+        if not_before is not None and not_before >= deadline:
+            raise InvalidInput(
+                "not_before must be earlier than the deadline",
+                (FieldError("not_before", "not before the deadline"),),
+            )
+
+    @staticmethod
+    def check_ordering(
+        document_id: str | None, not_before: datetime | None, after: str | None
+    ) -> None:
+        """A document's steps run in the order they were sent (the ordered lane): a step
+        cannot also wait for a time or another request, which would hold up the others."""
+        if document_id and (not_before is not None or after):
+            field = "not_before" if not_before is not None else "after"
+            raise InvalidInput(
+                f"a request with a document_id runs in its document's order; "
+                f"it cannot also set {field}",
+                (FieldError(field, "not allowed with document_id"),),
+            )
+
+    # --- the queue door --------------------------------------------------------------
+
+    def check_message(
+        self, request: RequestMessage, received_at: datetime, claim_checks: ClaimChecks
+    ) -> None:
+        """Everything the doors check, for a message a producer sent straight to a queue.
+
+        Its deadline, when it names one, must lie within MaxDeadlineSeconds of when the
+        broker took the message; its job gets DefaultDeadlineSeconds otherwise.
+        """
+        if not TENANT_ID_PATTERN.match(request.tenant_id):
+            raise InvalidInput(
+                f"tenant_id {request.tenant_id!r} is not a valid tenant id",
+                (FieldError("tenant_id", "invalid"),),
+            )
+        if self.producer_tenants and request.tenant_id not in self.producer_tenants:
+            raise InvalidInput(
+                f"tenant '{request.tenant_id}' may not be named by queue producers here "
+                "(ProducerTenants)",
+                (FieldError("tenant_id", "not allowed"),),
+            )
+        self.check_model(request.model)
+        self.check_parameters(request.parameters)
+        self._check_metadata(request.metadata)
+        if isinstance(request.input, ClaimCheck):
+            claim_checks.locate(request.input.blob_uri, request.tenant_id)
+        else:
+            size = len(request.input.text.encode("utf-8"))
+            if not size or size > self.max_inline_text_bytes:
+                raise PayloadTooLarge(
+                    f"input.text is {size} bytes; it must be 1 to "
+                    f"{self.max_inline_text_bytes} bytes (larger inputs go in a claim check)",
+                    (FieldError("input.text", "empty or too large"),),
+                )
+        deadline = self.message_deadline(request, received_at)
+        latest = received_at + timedelta(seconds=self.max_deadline_seconds)
+        if deadline > latest:
+            raise InvalidInput(
+                f"deadline must be at most {self.max_deadline_seconds} s after the message "
+                "was sent",
+                (FieldError("deadline", "too late"),),
+            )
+        self.check_ordering(request.document_id, request.not_before, request.after)
+        self.check_timing(request.not_before, deadline)
+
+    def message_deadline(self, request: RequestMessage, received_at: datetime) -> datetime:
+        """A message's deadline: its own, or DefaultDeadlineSeconds after it was sent."""
+        return request.deadline or received_at + timedelta(seconds=self.default_deadline_seconds)
+
+    @staticmethod
+    def _check_metadata(metadata: Mapping[str, str]) -> None:
+        if len(metadata) > MAX_METADATA:
+            raise InvalidInput(
+                f"metadata may have at most {MAX_METADATA} entries",
+                (FieldError("metadata", "too many entries"),),
+            )
+        try:
+            _METADATA.validate_python(dict(metadata))
+        except ValidationError as error:
+            fields = tuple(
+                FieldError(".".join(("metadata", *map(str, item["loc"]))), item["msg"])
+                for item in error.errors()
+            )
+            raise InvalidInput(
+                "metadata keys must be 1-64 of A-Z a-z 0-9 _ . - and values at most 256 characters",
+                fields,
+            ) from error

@@ -1,0 +1,272 @@
+"""The ``sb-deadletters`` (alias ``servicebus-deadletters``) commands of ``python -m shared.ops``.
+
+    python -m shared.ops sb-deadletters list [--queue Q ...] [--limit N] [--json]
+    python -m shared.ops sb-deadletters show MESSAGE_ID_OR_SEQUENCE_NUMBER [--queue Q] [--json]
+    python -m shared.ops sb-deadletters replay|purge (--all | FILTERS) [--queue Q ...]
+                                                      [--dry-run] [--yes]
+
+They work on the dead-letter queues of the request queues through ``DeadLetterOperations``
+(``servicebus_deadletters``). Here live the argument parsing, the queue and filter
+choice, the operator's confirmation and the command flow; the printing is in
+``servicebus_cli_output``. ``servicebus_operations`` is the one place the commands reach
+the azure-servicebus adapter, imported lazily so that the Event Grid commands, and
+callers that pass their own operations to ``__main__.main`` (the unit tests), do not load
+the SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from shared.composition import Services
+from shared.documents import Document
+from shared.errors import ConfigurationError, TransientError
+from shared.lanes import Lane, LaneQueues
+from shared.ops.deadletter_filters import Selection, find, parse_age, summarise
+from shared.ops.servicebus_cli_output import (
+    describe_outcome,
+    format_age,
+    label,
+    message_details,
+    message_json,
+    message_row,
+    newest_first,
+    ranked,
+)
+from shared.ops.servicebus_deadletter_queues import DeadLetteredMessage
+from shared.ops.servicebus_deadletters import DeadLetterOperations, ReplayOutcome
+
+OperationsFactory = Callable[[Services], AbstractContextManager[DeadLetterOperations]]
+
+
+@contextmanager
+def servicebus_operations(services: Services) -> Iterator[DeadLetterOperations]:
+    """The dead-letter operations over azure-servicebus (one client, closed afterwards)."""
+    from shared.adapters.servicebus_deadletters import dead_letter_tools
+
+    settings = services.settings
+    with dead_letter_tools(settings) as (queues, sender_for):
+        yield DeadLetterOperations(
+            queues,
+            sender_for,
+            services.jobs,
+            services.ports.documents,
+            settings.ledger_container,
+            settings.allowed_models,
+            services.ports.clock,
+        )
+
+
+def _queues(args: argparse.Namespace, services: Services) -> list[str]:
+    """The queues ``--queue`` names (a queue or a lane), all three request queues by default."""
+    lanes = LaneQueues.from_settings(services.settings)
+    chosen = []
+    for name in args.queue or [lane.value for lane in Lane]:
+        queue = lanes.queue(Lane(name)) if name in set(Lane) else name
+        try:
+            lanes.lane(queue)
+        except ValueError as error:
+            known = ", ".join(lanes.queue(lane) for lane in Lane)
+            raise ConfigurationError(f"{error} (the request queues: {known})") from error
+        if queue not in chosen:
+            chosen.append(queue)
+    return chosen
+
+
+def sb_list_command(
+    args: argparse.Namespace, services: Services, operations: DeadLetterOperations
+) -> int:
+    queues, now = _queues(args, services), operations.clock()
+    items = newest_first(operations.messages(queues))
+    markers = operations.markers(items)
+    summary = summarise(items, now)
+    if args.json:
+        document: Document = {
+            "queues": queues,
+            "total": summary.total,
+            **{f"by_{key}": dict(ranked(counts)) for key, counts in summary.by.items()},
+            "oldest": summary.oldest.isoformat() if summary.oldest else None,
+            "newest": summary.newest.isoformat() if summary.newest else None,
+            "messages": [
+                message_json(i, now, markers.get((i.queue, i.sequence_number))) for i in items
+            ],
+        }
+        print(json.dumps(document, indent=2))
+        return 0
+    print(f"{summary.total} dead-lettered messages in {', '.join(queues)}")
+    for heading, counts in summary.by.items():
+        if counts:
+            print(f"by {heading}: " + ", ".join(f"{k} {v}" for k, v in ranked(counts)))
+    if summary.oldest and summary.newest:
+        print(
+            f"oldest: {summary.oldest.isoformat()} ({format_age(now - summary.oldest)} ago), "
+            f"newest: {summary.newest.isoformat()} ({format_age(now - summary.newest)} ago)"
+        )
+    for item in items[: args.limit]:
+        print(message_row(item, now, markers.get((item.queue, item.sequence_number))))
+    if len(items) > args.limit:
+        print(f"  ... {len(items) - args.limit} more (use --limit)")
+    return 0
+
+
+def sb_show_command(
+    args: argparse.Namespace, services: Services, operations: DeadLetterOperations
+) -> int:
+    now = operations.clock()
+    found = find(operations.messages(_queues(args, services)), args.message)
+    if not found:
+        print(f"no dead-lettered message {args.message}", file=sys.stderr)
+        return 1
+    shown = [message_details(i, now, operations.marker(i)) for i in found]
+    if args.json:
+        print(json.dumps(shown, indent=2, default=str))
+        return 0
+    for details in shown:
+        for key, value in details.items():
+            if isinstance(value, dict):
+                print(f"{key}:")
+                print("  " + json.dumps(value, indent=2, default=str).replace("\n", "\n  "))
+            elif value is not None:
+                print(f"{key + ':':<20} {value}")
+        print()
+    return 0
+
+
+def _selection(args: argparse.Namespace) -> Selection:
+    return Selection(
+        everything=args.all,
+        reasons=tuple(args.reason),
+        tenants=tuple(args.tenant),
+        models=tuple(args.model),
+        message_ids=tuple(args.message_id),
+        sequence_numbers=tuple(args.sequence_number),
+        older_than=args.older_than,
+        newer_than=args.newer_than,
+    )
+
+
+def _confirmed(
+    args: argparse.Namespace, services: Services, operations: DeadLetterOperations, verb: str
+) -> list[DeadLetteredMessage] | None:
+    """The messages the filters choose, after the operator confirmed (None: declined)."""
+    queues = _queues(args, services)
+    chosen = _selection(args).choose(operations.messages(queues), operations.clock())
+    print(f"{len(chosen)} dead-lettered messages chosen in {', '.join(queues)}")
+    if not chosen or args.dry_run or args.yes:
+        return chosen
+    try:
+        answer = input(f"{verb} {len(chosen)} messages? [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        print("nothing done (answer y, or pass --yes)")
+        return None
+    return chosen
+
+
+def sb_replay_command(
+    args: argparse.Namespace, services: Services, operations: DeadLetterOperations
+) -> int:
+    if not _selection(args).chooses_anything:
+        print(
+            "choose what to replay: --all, --reason, --tenant, --model, --message-id, "
+            "--sequence-number, --older-than or --newer-than",
+            file=sys.stderr,
+        )
+        return 2
+    chosen = _confirmed(args, services, operations, "Replay")
+    if chosen is None:
+        return 1
+    if args.dry_run:
+        for position, item in enumerate(chosen, start=1):
+            told = describe_outcome(operations.plan(item), dry_run=True)
+            print(f"[{position}/{len(chosen)}] {label(item)}: {told}")
+        return 0
+
+    def progress(position: int, total: int, outcome: ReplayOutcome) -> None:
+        told = describe_outcome(outcome)
+        print(f"[{position}/{total}] {label(outcome.item)}: {told}", flush=True)
+
+    try:
+        outcomes = operations.replay(chosen, progress)
+    except TransientError as error:
+        print(f"stopped: {error}. Run the same command again to continue.", file=sys.stderr)
+        return 3
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("replay", "already-replayed")}
+    refused = sum(o.status == "refused" for o in outcomes)
+    print(
+        f"done: {counts['replay']} replayed, {counts['already-replayed']} already replayed, "
+        f"{sum(o.status == 'skipped' for o in outcomes)} skipped, {refused} refused"
+    )
+    return 1 if refused else 0
+
+
+def sb_purge_command(
+    args: argparse.Namespace, services: Services, operations: DeadLetterOperations
+) -> int:
+    if not _selection(args).chooses_anything:
+        print("choose what to purge: --all or filters (see --help)", file=sys.stderr)
+        return 2
+    chosen = _confirmed(args, services, operations, "Remove")
+    if chosen is None:
+        return 1
+    if args.dry_run:
+        now, markers = operations.clock(), operations.markers(chosen)
+        for item in chosen:
+            print(message_row(item, now, markers.get((item.queue, item.sequence_number))))
+        print(f"would remove {len(chosen)}")
+        return 0
+    removed = operations.purge(chosen)
+    print(f"removed {len(removed)} of {len(chosen)} dead-lettered messages")
+    if len(removed) < len(chosen):
+        print(f"{len(chosen) - len(removed)} were gone already or locked by another receiver")
+    return 0
+
+
+def _filters(action: argparse.ArgumentParser) -> None:
+    action.add_argument("--all", action="store_true", help="every message of the queues")
+    action.add_argument("--reason", action="append", default=[], help="e.g. MaxRetriesExceeded")
+    action.add_argument("--tenant", action="append", default=[])
+    action.add_argument("--model", action="append", default=[])
+    action.add_argument("--message-id", action="append", default=[])
+    action.add_argument("--sequence-number", action="append", default=[], type=int)
+    action.add_argument("--older-than", type=parse_age, help="enqueued before: 30m, 2h, 7d...")
+    action.add_argument("--newer-than", type=parse_age, help="enqueued within: 30m, 2h, 7d...")
+    action.add_argument("--dry-run", action="store_true", help="show what would be done")
+    action.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+
+def add_servicebus_commands(commands: Any) -> None:
+    """Add the ``sb-deadletters`` area to the root parser's sub-commands (``commands``);
+    its actions run with the operations ``__main__.main`` builds (``servicebus=True``)."""
+    area = commands.add_parser(
+        "sb-deadletters",
+        aliases=["servicebus-deadletters"],
+        help="Service Bus dead-letter queues of the request queues",
+    )
+    area.set_defaults(servicebus=True)
+    actions = area.add_subparsers(dest="action", required=True)
+    queue_help = "a request queue or lane (standard, priority, ordered); default: all three"
+    commands_and_help: list[tuple[str, str, Callable[..., int]]] = [
+        ("list", "summarise and list dead-lettered messages (peek only)", sb_list_command),
+        ("show", "one message: properties and a body preview without secrets", sb_show_command),
+        ("replay", "send corrected copies of chosen messages, once each", sb_replay_command),
+        ("purge", "remove chosen messages from the dead-letter queues", sb_purge_command),
+    ]
+    for name, help_text, run in commands_and_help:
+        action = actions.add_parser(name, help=help_text)
+        action.add_argument("--queue", action="append", default=[], help=queue_help)
+        action.set_defaults(run=run)
+        if name == "list":
+            action.add_argument("--limit", type=int, default=50)
+        if name == "show":
+            action.add_argument("message", help="message id or sequence number")
+        if name in ("list", "show"):
+            action.add_argument("--json", action="store_true")
+        else:
+            _filters(action)

@@ -1,0 +1,265 @@
+"""Service Bus dead-letter queues of the request queues: replay and purge.
+
+What a dead-letter sub-queue holds (``DeadLetteredMessage``) and the port over it
+(``DeadLetterQueues``) live in ``servicebus_deadletter_queues``; choosing and summarising
+in ``deadletter_filters``; redaction in ``message_preview``. This module holds what
+writes: the replay, with its markers and job reopening, and the purge. Reading is peek
+only.
+
+Replay sends a corrected copy to the queue the message came from: the same body, a new
+message id ``<original>:replay:<n>`` (the queue's duplicate detection would drop the
+original id) with ``replay_of=<dead-lettered message id>``, ``retry_count`` reset to 0,
+the same session id. The processor keys the job by the body's request id, so a job the
+dead-lettering marked failed or expired is reopened first (compare-and-swap); a completed
+or cancelled job is skipped, a request past its deadline refused. A marker per
+dead-lettered message (``<LedgerContainer>/sb-replays/<queue>/<sequence>.json``) is
+created "sending" before the send and set "sent" after it: a second run skips what was
+sent and resumes what a crash or a broker outage interrupted (the copy's id is the same,
+so within the queue's duplicate-detection window the broker drops a copy that did go
+out). A marker names its message's id and enqueued time, because sequence numbers start
+again in a recreated queue. The dead-lettered message stays where it is for inspection
+until it is purged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from shared.clock import Clock, utc_now
+from shared.contracts import JobStatus, RequestMessage
+from shared.documents import Document, JsonDocuments
+from shared.errors import Conflict, NotFound
+from shared.jobs import REOPENABLE, JobRepository, Versioned, reopen
+from shared.messaging import MessageSender, OutgoingMessage
+from shared.ops.message_preview import redact_text
+from shared.ops.servicebus_deadletter_queues import (
+    DEAD_LETTER_PROPERTIES,
+    DeadLetteredMessage,
+    DeadLetterQueues,
+)
+from shared.processing.adopted_jobs import INVALID_REQUEST
+from shared.processing.inbound import InboundMessage
+from shared.processing.request_parsing import InvalidPayload, parse_request
+
+MARKER_PREFIX = "sb-replays/"
+
+
+# --- replay ------------------------------------------------------------------------------------
+
+_REPLAY_SUFFIX = re.compile(r":(?:replay|retry):.*$")
+_REPLAY_NUMBER = re.compile(r":replay:(\d+)")
+
+
+def replay_message_id(original: str) -> str:
+    """``R`` -> ``R:replay:1``; ``R:replay:1:retry:2`` (a retry of a replay) -> ``R:replay:2``."""
+    numbers = [int(n) for n in _REPLAY_NUMBER.findall(original)]
+    return f"{_REPLAY_SUFFIX.sub('', original)}:replay:{max(numbers, default=0) + 1}"
+
+
+def replay_copy(
+    item: DeadLetteredMessage, request: RequestMessage, now: datetime
+) -> OutgoingMessage:
+    original = item.message_id or request.request_id
+    properties = {
+        k: v
+        for k, v in item.application_properties.items()
+        if v is not None and k not in DEAD_LETTER_PROPERTIES
+    }
+    properties.update(retry_count=0, replay_of=original)
+    deadline = request.deadline
+    return OutgoingMessage(
+        body=item.body,
+        message_id=replay_message_id(original),
+        correlation_id=item.correlation_id or request.request_id,
+        content_type=item.content_type or "application/json",
+        subject=item.subject,
+        session_id=item.session_id or request.document_id,
+        time_to_live=max(deadline - now, timedelta(seconds=1)) if deadline else None,
+        application_properties=properties,
+    )
+
+
+Status = Literal["replay", "already-replayed", "skipped", "refused"]
+
+
+@dataclass(frozen=True)
+class ReplayOutcome:
+    item: DeadLetteredMessage
+    status: Status  # "replay": replayed (or, in a dry run, would be)
+    detail: str
+    replay_message_id: str | None = None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    outcome: ReplayOutcome
+    request: RequestMessage | None = None
+    job: Versioned | None = None
+    marker: Document | None = None
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+def _belongs(marker: Document, item: DeadLetteredMessage) -> bool:
+    """Whether a marker is ``item``'s (sequence numbers restart with a recreated queue)."""
+    same_message = marker.get("message_id") == item.message_id
+    return same_message and marker.get("enqueued_time") == _iso(item.enqueued_time)
+
+
+class DeadLetterOperations:
+    """List, show, replay and purge over ``DeadLetterQueues`` and a sender per queue."""
+
+    def __init__(
+        self,
+        queues: DeadLetterQueues,
+        sender_for: Callable[[str], MessageSender],
+        jobs: JobRepository,
+        documents: JsonDocuments,
+        marker_container: str,
+        allowed_models: tuple[str, ...],
+        clock: Clock = utc_now,
+    ) -> None:
+        self._queues = queues
+        self._sender_for = sender_for
+        self._jobs = jobs
+        self._documents = documents
+        self._markers = marker_container
+        self._allowed_models = allowed_models
+        self.clock = clock
+
+    def messages(self, queues: Iterable[str]) -> list[DeadLetteredMessage]:
+        return [item for queue in queues for item in self._queues.peek(queue)]
+
+    @staticmethod
+    def _marker_name(item: DeadLetteredMessage) -> str:
+        return f"{MARKER_PREFIX}{item.queue}/{item.sequence_number}.json"
+
+    def marker(self, item: DeadLetteredMessage) -> Document | None:
+        """The replay marker of ``item`` (``status`` sending or sent), or None."""
+        found = self._documents.load(self._markers, self._marker_name(item))
+        return found[0] if found and _belongs(found[0], item) else None
+
+    def _claim(self, name: str, marker: Document, item: DeadLetteredMessage) -> bool:
+        """Create ``item``'s marker; False when one exists (another run made it)."""
+        if self._documents.create(self._markers, name, marker) is not None:
+            return True
+        found = self._documents.load(self._markers, name)
+        if found is None or _belongs(found[0], item):
+            return False
+        # The marker of an earlier message with this sequence number: the queue was
+        # recreated (or, locally, the emulator restarted while storage kept its blobs).
+        self._documents.replace(self._markers, name, marker, found[1])
+        return True
+
+    def markers(self, items: list[DeadLetteredMessage]) -> dict[tuple[str, int], Document]:
+        """The markers of ``items``: one listing per queue, one read per marked message."""
+        marked: dict[tuple[str, int], Document] = {}
+        for queue in {i.queue for i in items}:
+            names = set(self._documents.list_names(self._markers, f"{MARKER_PREFIX}{queue}/"))
+            for item in (i for i in items if i.queue == queue):
+                if self._marker_name(item) in names and (document := self.marker(item)):
+                    marked[(queue, item.sequence_number)] = document
+        return marked
+
+    def plan(self, item: DeadLetteredMessage) -> ReplayOutcome:
+        """What ``replay`` would do with ``item`` (reads only)."""
+        return self._plan(item).outcome
+
+    def _plan(self, item: DeadLetteredMessage) -> _Plan:
+        marker = self.marker(item)
+        if marker and marker.get("status") == "sent":
+            sent_as = str(marker.get("replay_message_id"))
+            return _Plan(ReplayOutcome(item, "already-replayed", f"as {sent_as}", sent_as))
+        inbound = InboundMessage(item.body, item.message_id, item.sequence_number, 0, None)
+        try:
+            request = parse_request(inbound, self._allowed_models)
+        except InvalidPayload as error:
+            why = f"not a request the processor accepts ({error}); fix it and submit it anew"
+            return _Plan(ReplayOutcome(item, "refused", redact_text(why, 300)))
+        job = self._jobs.load(request.tenant_id, request.request_id)
+        if job is not None and job.job.status in (JobStatus.COMPLETED, JobStatus.CANCELLED):
+            return _Plan(ReplayOutcome(item, "skipped", f"job {job.job.status.value}"))
+        if job is not None and job.job.error and job.job.error.code == INVALID_REQUEST:
+            # The processor refused it for breaking a door's rule (a direct producer's
+            # message): a copy would run it unchecked, since its job now exists.
+            why = f"it breaks a rule ({job.job.error.message}); fix it and submit it anew"
+            return _Plan(ReplayOutcome(item, "refused", redact_text(why, 300)))
+        deadline = request.deadline or (job.job.deadline if job else None)
+        if deadline is not None and deadline <= self.clock():
+            why = f"deadline passed at {deadline.isoformat()}; submit a new request"
+            return _Plan(ReplayOutcome(item, "refused", why))
+        copy_id = replay_message_id(item.message_id or request.request_id)
+        state = f"job {job.job.status.value}" if job else "no job yet"
+        if job is not None and job.job.status in REOPENABLE:
+            state += ", reopened"
+        detail = f"as {copy_id} to {item.queue} ({state})"
+        return _Plan(ReplayOutcome(item, "replay", detail, copy_id), request, job, marker)
+
+    def replay(
+        self,
+        items: list[DeadLetteredMessage],
+        progress: Callable[[int, int, ReplayOutcome], None] = lambda *_: None,
+    ) -> list[ReplayOutcome]:
+        """Replay ``items`` in order; a broker or storage outage raises TransientError
+        (the markers let the same command continue where it stopped)."""
+        outcomes = []
+        for position, item in enumerate(items, start=1):
+            outcome = self._replay_one(self._plan(item))
+            outcomes.append(outcome)
+            progress(position, len(items), outcome)
+        return outcomes
+
+    def _replay_one(self, plan: _Plan) -> ReplayOutcome:
+        outcome, request = plan.outcome, plan.request
+        if outcome.status != "replay" or request is None or outcome.replay_message_id is None:
+            return outcome
+        item, now = outcome.item, self.clock()
+        name = self._marker_name(item)
+        marker: Document = plan.marker or {
+            "queue": item.queue,
+            "sequence_number": item.sequence_number,
+            "message_id": item.message_id,
+            "enqueued_time": _iso(item.enqueued_time),
+            "request_id": request.request_id,
+            "tenant_id": request.tenant_id,
+            "replay_message_id": outcome.replay_message_id,
+            "status": "sending",
+            "started_at": now.isoformat(),
+        }
+        if plan.marker is None and not self._claim(name, marker, item):
+            return self._replay_one(self._plan(item))  # another run got there first
+        if plan.job is not None and plan.job.job.status in REOPENABLE:
+            settlement = f"replayed from the dead-letter queue of {item.queue}"
+            try:
+                self._jobs.advance(plan.job, lambda job: reopen(job, settlement, self.clock))
+            except Conflict:  # someone else reopened it (go on), or it ended meanwhile
+                ended = self._jobs.find(request.tenant_id, request.request_id)
+                if ended is not None and ended.status.is_terminal:
+                    if plan.marker is None:
+                        self._documents.delete(self._markers, name)
+                    return ReplayOutcome(item, "skipped", f"job {ended.status.value} meanwhile")
+            except NotFound:
+                pass  # deleted meanwhile: the processor records it from the copy
+        self._sender_for(item.queue).send(replay_copy(item, request, now))
+        self._documents.put(
+            self._markers, name, {**marker, "status": "sent", "sent_at": self.clock().isoformat()}
+        )
+        return outcome
+
+    def purge(self, items: list[DeadLetteredMessage]) -> list[DeadLetteredMessage]:
+        """Remove ``items`` from their dead-letter queues (and their replay markers);
+        the ones removed (a message someone else removed or holds is not)."""
+        removed: list[DeadLetteredMessage] = []
+        for queue in sorted({i.queue for i in items}):
+            mine = [i for i in items if i.queue == queue]
+            gone = set(self._queues.remove(queue, [i.sequence_number for i in mine]))
+            for item in (i for i in mine if i.sequence_number in gone):
+                self._documents.delete(self._markers, self._marker_name(item))
+                removed.append(item)
+        return removed

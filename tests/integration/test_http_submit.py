@@ -98,7 +98,9 @@ def test_a_document_id_sends_the_request_to_the_ordered_lane_as_its_session(
         ({"not_before": "2099-01-01T00:00:00Z"}, "not_before"),
     ],
 )
-def test_a_document_step_cannot_also_wait(call: Call, extra: dict[str, str], field: str) -> None:
+def test_a_document_step_cannot_also_wait(
+    call: Call, services: Services, extra: dict[str, str], field: str
+) -> None:
     body = {"model": "local-analyzer", "input": {"text": "x"}, "document_id": "doc-8", **extra}
     response = submit(call, body)
     assert response.status_code in (400, 422)

@@ -67,8 +67,9 @@ local.settings.json:
 	cp local.settings.sample.json local.settings.json
 	@echo "created local.settings.json from local.settings.sample.json"
 
+# STACK_ARGS: flags of the launcher, e.g. make run STACK_ARGS=--telemetry
 run: bootstrap local.settings.json
-	$(PY) -m devtools.stack
+	$(PY) -m devtools.stack $(STACK_ARGS)
 
 test: bootstrap
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile

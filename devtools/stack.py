@@ -12,6 +12,12 @@ Azurite keeps its data in ``.local/azurite`` so jobs and blobs survive a restart
 (``--in-memory`` to start clean).
 Child processes run in their own sessions: Ctrl-C reaches only this launcher, which drains
 the host first, then stops the emulator and Azurite it started, and nothing else.
+
+Telemetry takes the one path it takes in Azure: the worker runtime configures Azure Monitor
+when ``PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY`` is true and exports to
+``APPLICATIONINSIGHTS_CONNECTION_STRING``. ``--telemetry`` points both at a local ingestion
+endpoint (``devtools.appinsights``) and prints what arrives; without it the settings decide
+(a real Application Insights connection string is used as it is).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from devtools.appinsights import IngestionRecorder, LinePrinter
 from eventgrid_emulator.process import EventGridEmulatorProcess
 from functions_host.process import HostProcess
 from local_processes import PORT_OWNERS, Child, StartError, describe_port, start_azurite
@@ -37,6 +44,22 @@ LOCAL_DIR = REPO_ROOT / ".local"
 EMULATOR_CONFIG = REPO_ROOT / "infra" / "local" / "servicebus-emulator.json"
 EVENTGRID_CONFIG = REPO_ROOT / "infra" / "local" / "eventgrid-namespace.json"
 DEFAULT_STORAGE_PORTS = {"Blob": 10000, "Queue": 10001, "Table": 10002}
+TELEMETRY_SWITCH = "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY"
+TELEMETRY_CONNECTION = "APPLICATIONINSIGHTS_CONNECTION_STRING"
+# With the local recorder: export within a second (the SDK defaults are 5 s for spans and
+# logs, 60 s for metrics), keep every trace (the distro's default samples 5 traces per
+# second), and keep the exporter's own reporting (statsbeat, SDK stats) and its remote
+# configuration (OneSettings) from calling Microsoft's endpoints from a developer machine.
+LOCAL_TELEMETRY_TUNING = {
+    "OTEL_BSP_SCHEDULE_DELAY": "500",
+    "OTEL_BLRP_SCHEDULE_DELAY": "500",
+    "OTEL_METRIC_EXPORT_INTERVAL": "5000",
+    "OTEL_TRACES_SAMPLER": "microsoft.fixed_percentage",
+    "OTEL_TRACES_SAMPLER_ARG": "1.0",
+    "APPLICATIONINSIGHTS_STATSBEAT_DISABLED_ALL": "true",
+    "APPLICATIONINSIGHTS_SDKSTATS_DISABLED": "true",
+    "APPLICATIONINSIGHTS_CONTROLPLANE_DISABLED": "true",
+}
 
 
 class StackError(Exception):
@@ -170,6 +193,45 @@ def ensure_containers(settings_path: Path, values: dict[str, str]) -> list[str]:
     return names
 
 
+def local_telemetry_settings(
+    connection_string: str, configured: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The app settings that send the worker's telemetry to ``connection_string``: the
+    switch and the connection string, plus ``LOCAL_TELEMETRY_TUNING`` where ``configured``
+    (the settings file's Values and the environment) does not already choose."""
+    configured = configured or {}
+    tuning = {k: v for k, v in LOCAL_TELEMETRY_TUNING.items() if k not in configured}
+    return {TELEMETRY_SWITCH: "true", TELEMETRY_CONNECTION: connection_string, **tuning}
+
+
+def telemetry_destination(values: dict[str, str]) -> str:
+    """Where the worker will send telemetry with these settings (environment first, as for
+    the host), in words for the banner; never the connection string itself."""
+    switch = os.environ.get(TELEMETRY_SWITCH, values.get(TELEMETRY_SWITCH, ""))
+    if switch.strip().lower() not in ("1", "true", "t", "yes", "y"):
+        return f"off ({TELEMETRY_SWITCH} is not true; --telemetry records it here)"
+    connection = os.environ.get(TELEMETRY_CONNECTION, values.get(TELEMETRY_CONNECTION, ""))
+    endpoint = connection_parts(connection).get("IngestionEndpoint")
+    if not connection.strip():
+        return f"on, but {TELEMETRY_CONNECTION} is empty: nothing is exported"
+    return f"exported to {endpoint or 'the global Application Insights ingestion endpoint'}"
+
+
+def start_telemetry_recorder(values: dict[str, str]) -> tuple[IngestionRecorder, dict[str, str]]:
+    """The local ingestion endpoint, printing here, and the host's environment that points
+    the worker at it (variables in the environment win over the settings file's Values)."""
+    from shared.telemetry import QUEUE_GAUGES  # collected at every export: print changes
+
+    printer = LinePrinter(sys.stdout, unless_changed=QUEUE_GAUGES)
+    recorder = IngestionRecorder(on_items=printer).start()
+    configured = {**values, **os.environ}
+    environment = {
+        **os.environ,
+        **local_telemetry_settings(recorder.connection_string, configured),
+    }
+    return recorder, environment
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m devtools.stack", description=__doc__.split("\n")[0]
@@ -192,6 +254,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="do not start the Event Grid namespace emulator",
     )
     parser.add_argument("--in-memory", action="store_true", help="Azurite keeps nothing on disk")
+    parser.add_argument(
+        "--telemetry",
+        action="store_true",
+        help="export the app's telemetry to a local Application Insights ingestion endpoint "
+        "and print it here (one 'telemetry:' line per span, metric point, log record)",
+    )
     return parser.parse_args(argv)
 
 
@@ -222,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
     started: list[Child] = []
+    recorder: IngestionRecorder | None = None
     try:
         http_state = describe_port(http_port)
         if http_state != "free":
@@ -237,11 +306,17 @@ def main(argv: list[str] | None = None) -> int:
         if eventgrid is not None and not args.no_eventgrid:
             ensure_eventgrid(eventgrid, values.get("Storage", ""), started)
         containers = ensure_containers(settings_path, values)
-        host = HostProcess(REPO_ROOT, settings_path, None, port=http_port)
+        host_environment = None
+        if args.telemetry:
+            recorder, host_environment = start_telemetry_recorder(values)
+            telemetry = f"recorded here (local ingestion endpoint {recorder.endpoint})"
+        else:
+            telemetry = telemetry_destination(values)
+        host = HostProcess(REPO_ROOT, settings_path, None, port=http_port, env=host_environment)
         started.append(host.child)
         base_url = host.wait_started(timeout=60)
         key = host.keys["functionKeys"]["default"]
-        print_banner(base_url, key, containers, admin_url)
+        print_banner(base_url, key, containers, admin_url, telemetry)
         ready.set()
         while not stop.wait(0.5):
             if any(child.process.poll() is not None for child in started):
@@ -257,9 +332,13 @@ def main(argv: list[str] | None = None) -> int:
         ready.set()  # a second Ctrl-C must not interrupt the shutdown below
         for child in reversed(started):
             child.stop(signal.SIGINT if child.name == "host" else signal.SIGTERM, timeout=45)
+        if recorder is not None:  # last: the worker flushes its telemetry as it stops
+            recorder.stop()
 
 
-def print_banner(base_url: str, key: str, containers: list[str], admin_url: str | None) -> None:
+def print_banner(
+    base_url: str, key: str, containers: list[str], admin_url: str | None, telemetry: str
+) -> None:
     local = base_url.replace("127.0.0.1", "localhost")
     lines = [
         "",
@@ -269,6 +348,7 @@ def print_banner(base_url: str, key: str, containers: list[str], admin_url: str 
         f"  Containers:      {', '.join(containers)}",
         *([f"  Emulator counts: {admin_url}/runtime"] if admin_url else []),
         "  Logs:            .local/logs/ (Azurite, emulators); the host logs here",
+        f"  Telemetry:       {telemetry}",
         "",
         "Try:",
         f'  curl -X POST "{local}/api/v1/requests?code={key}" -H "Content-Type: application/json" '

@@ -128,9 +128,23 @@ param ledgersRetentionDays int = 30
 @description('Resource id of an existing action group notified by every alert; empty creates the alerts without notifications.')
 param actionGroupId string = ''
 
-@description('Age in seconds of the oldest waiting request above which an alert fires.')
+@description('Age in seconds of the oldest waiting message of a request queue above which an alert fires.')
 @minValue(60)
 param oldestMessageAgeThresholdSeconds int = 900
+
+@description('Messages added to the dead-letter sub-queue of one request queue within 15 minutes above which an alert fires.')
+@minValue(0)
+param deadLetterGrowthThreshold int = 0
+
+@description('Percentage of one door\'s submissions refused within 15 minutes above which an alert fires.')
+@minValue(1)
+@maxValue(100)
+param refusalRateThresholdPercent int = 25
+
+@description('Percentage of one lane\'s request messages dead-lettered within 15 minutes above which an alert fires.')
+@minValue(1)
+@maxValue(100)
+param failureRateThresholdPercent int = 5
 
 @description('Accept only Microsoft Entra authenticated telemetry in Application Insights.')
 param appInsightsDisableLocalAuth bool = false
@@ -326,6 +340,20 @@ module alerts 'modules/alerts.bicep' = {
     topicId: eventGrid.outputs.topicId
     appInsightsId: monitoring.outputs.appInsightsId
     oldestMessageAgeThresholdSeconds: oldestMessageAgeThresholdSeconds
+    deadLetterGrowthThreshold: deadLetterGrowthThreshold
+    refusalRateThresholdPercent: refusalRateThresholdPercent
+    failureRateThresholdPercent: failureRateThresholdPercent
+    tags: allTags
+  }
+}
+
+// The operations workbook over the same telemetry as the log search alerts.
+module workbook 'modules/workbook.bicep' = {
+  name: 'workbook'
+  params: {
+    location: location
+    displayName: 'Inferbus ${environmentName}'
+    appInsightsId: monitoring.outputs.appInsightsId
     tags: allTags
   }
 }
@@ -347,3 +375,4 @@ output eventGridSystemTopicName string = eventGrid.outputs.systemTopicName
 output eventGridTopicName string = eventGrid.outputs.topicName
 output eventGridNamespaceName string = eventGridNamespace.outputs.name
 output eventGridNamespaceEndpoint string = eventGridNamespace.outputs.endpoint
+output workbookId string = workbook.outputs.id

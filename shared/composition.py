@@ -19,6 +19,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 
+from shared import telemetry
 from shared.clock import Clock, utc_now
 from shared.documents import JsonDocuments
 from shared.events.announcements import Announcer, EventPublisher
@@ -44,7 +45,7 @@ from shared.processing.deferral import (
 from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
 from shared.settings import Settings, get_settings
 
-QueueObserverFactory = Callable[[], QueueObserver]
+QueueObserverFactory = Callable[[str], QueueObserver]  # by queue name
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,7 @@ def build_services(settings: Settings, ports: Ports) -> Services:
                 retry_max_seconds=settings.retry_max_seconds,
                 api_base_url=settings.api_base_url,
                 ordered=lane.is_ordered,
+                lane=lane.value,
             ),
             jobs=jobs,
             claim_checks=claim_checks,
@@ -271,10 +273,16 @@ def azure_ports(settings: Settings) -> Ports:
     bus = _Lazy(lambda: servicebus_client(settings))
     queues = LaneQueues.from_settings(settings)
 
-    def observer() -> QueueObserver:
+    observers: dict[str, QueueObserver] = {}
+    observers_lock = threading.Lock()
+
+    def observer(queue: str) -> QueueObserver:
         from shared.adapters.queue_counts import queue_observer_for
 
-        return queue_observer_for(settings, bus.get())
+        with observers_lock:
+            if queue not in observers:
+                observers[queue] = queue_observer_for(settings, bus.get(), queue)
+            return observers[queue]
 
     return Ports(
         blobs=AzureBlobStore(storage),
@@ -287,7 +295,7 @@ def azure_ports(settings: Settings) -> Ports:
         backlog=backlog_probe_for(settings),
         model=model_client_for(settings),
         deferred_source=lambda queue: deferred_source(bus.get(), queue),
-        queue_observer=_Lazy(observer).get,
+        queue_observer=observer,
         webhook_tokens=webhook_tokens_for(settings),
         clock=utc_now,
         event_queue=namespace_queue(settings),
@@ -318,7 +326,7 @@ def in_memory_ports(settings: Settings, *, clock: Clock = utc_now) -> Ports:
         backlog=None,
         model=local_model_for(settings),
         deferred_source=lambda queue: nullcontext(source),
-        queue_observer=lambda: observer,
+        queue_observer=lambda queue: observer,
         webhook_tokens=None,
         clock=clock,
     )
@@ -352,7 +360,19 @@ def get_services() -> Services:
         if _services is None:
             settings = get_settings()
             _services = build_services(settings, azure_ports(settings))
+            observe(_services)
         return _services
+
+
+def observe(services: Services) -> None:
+    """Telemetry of the process (a no-op without an OpenTelemetry SDK): log records carry
+    the ids of the request at hand, and the lanes' queue counts are gauges."""
+    from shared.ops.backlog_report import gauge_values
+
+    telemetry.install_log_dimensions()
+    observer = services.ports.queue_observer
+    queues = [lane.queue for lane in services.lanes.values()]
+    telemetry.observe_queues(lambda: {q: gauge_values(observer(q).snapshot()) for q in queues})
 
 
 def use_services(services: Services | None) -> None:

@@ -130,6 +130,18 @@ class RequestMessage(_Strict):
 # --- results ----------------------------------------------------------------------------
 
 
+class TokenUsage(_Strict):
+    """Tokens one model call consumed, as the model reported them.
+
+    Kept with the result because tokens are what a hosted model bills and throttles by:
+    cost and quota per tenant are read from stored results as well as from metrics.
+    """
+
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    total_tokens: int = Field(ge=0)
+
+
 class InferenceResult(BaseModel):
     """One model's answer, in the shape every model client returns."""
 
@@ -143,6 +155,10 @@ class InferenceResult(BaseModel):
     suggested_priority: Priority = Priority.NORMAL
     statistics: dict[str, float | int] = Field(default_factory=dict)
     details: dict[str, Any] = Field(default_factory=dict)
+    # Facts about the call rather than the answer, filled by the model client (None when
+    # the model did not report them); finish_reason "length" means the answer was cut short.
+    usage: TokenUsage | None = None
+    finish_reason: str | None = None
 
 
 class ResultDocument(BaseModel):

@@ -110,6 +110,7 @@ def report_backlog(provider: ServicesProvider) -> None:
 
     try:
         services = provider()
-        report(services.settings.requests_queue_name, services.ports.queue_observer())
+        queue = services.settings.requests_queue_name
+        report(queue, services.ports.queue_observer(queue))
     except Exception:
         log.exception("backlog report failed; it runs again on the next schedule")

@@ -41,6 +41,14 @@ class InferenceInput(BaseModel):
 
 
 class ModelClient(Protocol):
+    @property
+    def system(self) -> str:
+        """Which model service answers (the OpenTelemetry GenAI ``gen_ai.system``, such as
+        ``az.ai.openai``): telemetry splits latency and tokens by it, since one deployment
+        name can mean different services in different environments."""
+        ...
+
     def infer(self, request: InferenceInput) -> InferenceResult:
-        """Run the model; raise TransientError, PermanentError or PolicyRefusal."""
+        """Run the model; raise TransientError, PermanentError or PolicyRefusal. Fill the
+        result's ``usage`` and ``finish_reason`` when the model reports them."""
         ...

@@ -58,6 +58,9 @@ def request_envelope(
         "tenant": request.tenant_id,
         "retry_count": retry_count,
         "traceparent": trace.traceparent,
+        # The Functions Service Bus extension and the SDKs correlate on Diagnostic-Id (the
+        # SDK rewrites both with its own message span's context when it traces).
+        "Diagnostic-Id": trace.traceparent,
         "schema_version": REQUEST_MESSAGE_SCHEMA,
     }
     if trace.tracestate:

@@ -6,19 +6,31 @@ and a status or result request reads one document. Inference is the expensive, p
 non-deterministic step, so the job is completed (the result durable) before anything is
 announced; a redelivery of a completed job republishes the stored result instead of
 running the model again.
+
+Every lane's model call goes through ``run_model``, so this is where a call becomes
+telemetry: a CLIENT span ``chat <model>`` with the OpenTelemetry GenAI attributes and the
+``gen_ai.client.*`` metrics, for answers, refusals and failures alike (a refusal is an
+outcome, not an error; a failure marks the span failed and still records its duration).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
+from typing import Any
 
+from opentelemetry.trace import Span, SpanKind
+
+from shared import telemetry
 from shared.clock import Clock, utc_now
-from shared.contracts import RequestMessage, ResultDocument
-from shared.errors import PolicyRefusal
+from shared.contracts import InferenceResult, RequestMessage, ResultDocument
+from shared.errors import PermanentError, PolicyRefusal, TransientError
 from shared.inference import InferenceInput, ModelClient
 
 log = logging.getLogger(__name__)
+
+UNKNOWN_SYSTEM = "unknown"
 
 
 def run_model(
@@ -45,17 +57,80 @@ def run_model(
         "model": request.model,
         "completed_at": completed_at,
     }
-    try:
-        result = model.infer(model_input)
-    except PolicyRefusal as refusal:
-        category = refusal.category or "content_policy"
+    answer = _observed_infer(model, model_input, request.tenant_id)
+    if isinstance(answer, PolicyRefusal):
+        category = answer.category or "content_policy"
         return ResultDocument.model_validate(
             {
                 **common,
                 "outcome": "refused",
-                "refusal": {"category": category, "message": str(refusal)},
+                "refusal": {"category": category, "message": str(answer)},
             }
         )
     return ResultDocument.model_validate(
-        {**common, "outcome": "completed", "result": json.loads(result.model_dump_json())}
+        {**common, "outcome": "completed", "result": json.loads(answer.model_dump_json())}
     )
+
+
+def system_of(model: ModelClient) -> str:
+    """The model's ``gen_ai.system``; a client that does not name one (a test double) is
+    reported as ``unknown`` rather than failing the call: telemetry never breaks work."""
+    system = getattr(model, "system", None)
+    return system if isinstance(system, str) and system else UNKNOWN_SYSTEM
+
+
+def _observed_infer(
+    model: ModelClient, model_input: InferenceInput, tenant: str
+) -> InferenceResult | PolicyRefusal:
+    """``model.infer`` inside a ``chat <model>`` span, recording the call's metrics. A
+    refusal is returned, not raised: raised through the span it would mark it failed."""
+    system = system_of(model)
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": system,
+        "gen_ai.request.model": model_input.model,
+        "inferbus.request_id": model_input.request_id,
+        "inferbus.tenant": tenant,
+        "inferbus.attempt": model_input.attempt,
+    }
+    started = time.perf_counter()
+
+    def record(current: Span, outcome: str, result: InferenceResult | None = None) -> None:
+        usage = result.usage if result is not None else None
+        current.set_attribute("inferbus.outcome", outcome)
+        telemetry.record_model_call(
+            system=system,
+            model=model_input.model,
+            tenant=tenant,
+            seconds=time.perf_counter() - started,
+            outcome=outcome,
+            input_tokens=usage.input_tokens if usage else None,
+            output_tokens=usage.output_tokens if usage else None,
+        )
+
+    with telemetry.span(
+        f"{telemetry.SPAN_CHAT} {model_input.model}", kind=SpanKind.CLIENT, attributes=attributes
+    ) as current:
+        try:
+            result = model.infer(model_input)
+        except PolicyRefusal as refusal:
+            if refusal.category:
+                current.set_attribute("inferbus.refusal.category", refusal.category)
+            record(current, "refused")
+            return refusal
+        except TransientError:
+            record(current, "transient_error")
+            raise
+        except PermanentError:
+            record(current, "permanent_error")
+            raise
+        except Exception:
+            record(current, "unexpected_error")  # a bug: the span is failed, the call timed
+            raise
+        if result.usage is not None:
+            current.set_attribute("gen_ai.usage.input_tokens", result.usage.input_tokens)
+            current.set_attribute("gen_ai.usage.output_tokens", result.usage.output_tokens)
+        if result.finish_reason:
+            current.set_attribute("gen_ai.response.finish_reasons", [result.finish_reason])
+        record(current, "completed", result)
+        return result

@@ -16,6 +16,7 @@ from shared.composition import get_services
 from shared.events import webhook as events_api
 from shared.events.incoming import IncomingEvent
 from triggers.http_adapter import serve
+from triggers.invocation import in_trace
 
 bp = func.Blueprint()
 
@@ -27,36 +28,40 @@ bp = func.Blueprint()
     connection="Storage",
     source=func.BlobSource.EVENT_GRID,
 )
-def blob_intake(blob: func.InputStream) -> None:
-    entry_points.handle_new_blob(get_services(), blob.name or "", blob.read)
+def blob_intake(blob: func.InputStream, context: func.Context) -> None:
+    with in_trace(context):
+        entry_points.handle_new_blob(get_services(), blob.name or "", blob.read)
 
 
 @bp.function_name("eventgrid_intake")
 @bp.event_grid_trigger(arg_name="event")
-def eventgrid_intake(event: func.EventGridEvent) -> None:
-    entry_points.handle_event(
-        get_services(),
-        IncomingEvent(
-            id=event.id,
-            type=event.event_type,
-            source=event.topic or "",
-            subject=event.subject,
-            data=event.get_json(),
-            schema="eventgrid",
-            time=event.event_time.isoformat() if event.event_time else None,
-        ),
-    )
+def eventgrid_intake(event: func.EventGridEvent, context: func.Context) -> None:
+    with in_trace(context):
+        entry_points.handle_event(
+            get_services(),
+            IncomingEvent(
+                id=event.id,
+                type=event.event_type,
+                source=event.topic or "",
+                subject=event.subject,
+                data=event.get_json(),
+                schema="eventgrid",
+                time=event.event_time.isoformat() if event.event_time else None,
+            ),
+        )
 
 
 @bp.function_name("event_webhook")
 @bp.route(route="v1/events", methods=["POST", "OPTIONS"], auth_level=func.AuthLevel.FUNCTION)
-def event_webhook(req: func.HttpRequest) -> func.HttpResponse:
-    return serve(events_api.handle, req)
+def event_webhook(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    with in_trace(context):
+        return serve(events_api.handle, req)
 
 
 @bp.function_name("pull_events")
 @bp.timer_trigger(arg_name="timer", schedule="%EventGridPullSchedule%", run_on_startup=False)
-def pull_events(timer: func.TimerRequest) -> None:
+def pull_events(timer: func.TimerRequest, context: func.Context) -> None:
     """Functions has no namespace pull trigger: a singleton timer drains the queue
     subscription for a bounded window (``shared.events.pull``)."""
-    entry_points.pull_events(get_services)
+    with in_trace(context):
+        entry_points.pull_events(get_services)

@@ -10,29 +10,34 @@ import azure.functions as func
 
 from shared.intake import request_api as api
 from triggers.http_adapter import serve
+from triggers.invocation import in_trace
 
 bp = func.Blueprint()
 
 
 @bp.function_name("submit_request")
 @bp.route(route="v1/requests", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
-def submit_request(req: func.HttpRequest) -> func.HttpResponse:
-    return serve(api.submit_request, req)
+def submit_request(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    with in_trace(context):
+        return serve(api.submit_request, req)
 
 
 @bp.function_name("get_request")
 @bp.route(route="v1/requests/{id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
-def get_request(req: func.HttpRequest) -> func.HttpResponse:
-    return serve(api.get_request, req)
+def get_request(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    with in_trace(context):
+        return serve(api.get_request, req)
 
 
 @bp.function_name("get_request_result")
 @bp.route(route="v1/requests/{id}/result", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
-def get_request_result(req: func.HttpRequest) -> func.HttpResponse:
-    return serve(api.get_result, req)
+def get_request_result(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    with in_trace(context):
+        return serve(api.get_result, req)
 
 
 @bp.function_name("cancel_request")
 @bp.route(route="v1/requests/{id}", methods=["DELETE"], auth_level=func.AuthLevel.FUNCTION)
-def cancel_request(req: func.HttpRequest) -> func.HttpResponse:
-    return serve(api.cancel_request, req)
+def cancel_request(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    with in_trace(context):
+        return serve(api.cancel_request, req)

@@ -27,6 +27,7 @@ from shared import entry_points
 from shared.adapters.servicebus_inbound import ActionsSettler, from_sdk
 from shared.composition import get_services
 from shared.lanes import Lane
+from triggers.invocation import in_trace
 
 bp = func.Blueprint()
 
@@ -48,9 +49,11 @@ ReceivedMessages = typing.List[servicebus.ServiceBusReceivedMessage]  # noqa: UP
 def process_requests(
     messages: ReceivedMessages,
     message_actions: servicebus.ServiceBusMessageActions,
+    context: func.Context,
 ) -> None:
-    inbound = [from_sdk(message) for message in messages]
-    entry_points.handle_request_batch(get_services, inbound, ActionsSettler(message_actions))
+    with in_trace(context):
+        inbound = [from_sdk(message) for message in messages]
+        entry_points.handle_request_batch(get_services, inbound, ActionsSettler(message_actions))
 
 
 @bp.function_name("process_priority_requests")
@@ -64,11 +67,13 @@ def process_requests(
 def process_priority_requests(
     messages: ReceivedMessages,
     message_actions: servicebus.ServiceBusMessageActions,
+    context: func.Context,
 ) -> None:
-    inbound = [from_sdk(message) for message in messages]
-    entry_points.handle_request_batch(
-        get_services, inbound, ActionsSettler(message_actions), Lane.PRIORITY
-    )
+    with in_trace(context):
+        inbound = [from_sdk(message) for message in messages]
+        entry_points.handle_request_batch(
+            get_services, inbound, ActionsSettler(message_actions), Lane.PRIORITY
+        )
 
 
 @bp.function_name("process_ordered_requests")
@@ -82,19 +87,23 @@ def process_priority_requests(
 def process_ordered_requests(
     message: servicebus.ServiceBusReceivedMessage,
     message_actions: servicebus.ServiceBusMessageActions,
+    context: func.Context,
 ) -> None:
-    entry_points.handle_request_batch(
-        get_services, [from_sdk(message)], ActionsSettler(message_actions), Lane.ORDERED
-    )
+    with in_trace(context):
+        entry_points.handle_request_batch(
+            get_services, [from_sdk(message)], ActionsSettler(message_actions), Lane.ORDERED
+        )
 
 
 @bp.function_name("report_backlog")
 @bp.timer_trigger(arg_name="timer", schedule="%BacklogReportSchedule%", run_on_startup=False)
-def report_backlog(timer: func.TimerRequest) -> None:
-    entry_points.report_backlog(get_services)
+def report_backlog(timer: func.TimerRequest, context: func.Context) -> None:
+    with in_trace(context):
+        entry_points.report_backlog(get_services)
 
 
 @bp.function_name("sweep_deferred")
 @bp.timer_trigger(arg_name="timer", schedule="%DeferredSweepSchedule%", run_on_startup=False)
-def sweep_deferred(timer: func.TimerRequest) -> None:
-    entry_points.sweep_deferred(get_services)
+def sweep_deferred(timer: func.TimerRequest, context: func.Context) -> None:
+    with in_trace(context):
+        entry_points.sweep_deferred(get_services)

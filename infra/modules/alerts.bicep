@@ -1,7 +1,9 @@
-// Alert rules: nothing is lost silently. Every dead-letter, every failed Event Grid
-// delivery and every failed invocation raises an alert; so does a request waiting too long.
+// Alert rules: nothing is lost silently. Platform metrics watch Service Bus dead letters and
+// Event Grid deliveries; log search alerts over the app's OpenTelemetry telemetry in
+// Application Insights (customMetrics and spans, queries in queries/*.kql) watch the oldest
+// waiting request, dead-letter growth, refusal and failure rates, and failed invocations.
 
-@description('Azure region of the log alert rule.')
+@description('Azure region of the log search alert rules.')
 param location string
 
 @description('Prefix of alert rule names.')
@@ -22,14 +24,25 @@ param topicId string
 @description('Resource id of the Application Insights component.')
 param appInsightsId string
 
-@description('Age in seconds of the oldest active request above which an alert fires.')
+@description('Age in seconds of the oldest active message of a request queue above which an alert fires (gauge inferbus.queue.oldest_message_age).')
 @minValue(60)
 param oldestMessageAgeThresholdSeconds int = 900
 
-@description('Prefix of the log line in which the app reports the request queue every minute (shared/backlog_report.py), with oldest_age_seconds=<age of the oldest active message>.')
-param backlogReportPrefix string = 'inferbus.backlog'
+@description('Messages added to the dead-letter sub-queue of one request queue within 15 minutes above which an alert fires (gauge inferbus.queue.dead_lettered_messages).')
+@minValue(0)
+param deadLetterGrowthThreshold int = 0
 
-@description('Failed invocations in five minutes above which an alert fires.')
+@description('Percentage of submissions refused by one door within 15 minutes above which an alert fires (inferbus.requests.refused / accepted + refused; at least 20 submissions).')
+@minValue(1)
+@maxValue(100)
+param refusalRateThresholdPercent int = 25
+
+@description('Percentage of request messages of one lane settled dead-lettered within 15 minutes above which an alert fires (inferbus.messages.settled; at least 20 settlements).')
+@minValue(1)
+@maxValue(100)
+param failureRateThresholdPercent int = 5
+
+@description('Failed function invocations in five minutes above which an alert fires.')
 @minValue(0)
 param functionFailureThreshold int = 0
 
@@ -130,59 +143,158 @@ module topicDeliveryFailed 'metric-alert.bicep' = {
   }
 }
 
-module functionFailures 'metric-alert.bicep' = {
-  name: 'alert-function-failures'
+// --- log search alerts over the app's telemetry ---------------------------------------------
+// Scheduled queries over customMetrics rather than metric alerts on the component's custom
+// metrics: Logs keep every dimension (queue, door, lane) whatever the component's custom
+// metric dimensions option, and a rate (refused / submitted, dead-lettered / settled) is a
+// query, not a single metric.
+
+// Service Bus has no platform metric for the age of the oldest message: the app reports it
+// as a gauge per request queue. Named as the rule it replaces, so a deployment updates it.
+module oldestMessageAge 'log-alert.bicep' = {
+  name: 'alert-oldest-request-age'
   params: {
-    name: '${namePrefix}-function-failures'
-    alertDescription: 'Function invocations failed. The batch processor never raises by design, so a failure here is a bug or a host problem: check exceptions in Application Insights.'
+    name: '${namePrefix}-oldest-request-age'
+    alertDescription: 'The oldest active message of a request queue has waited longer than ${oldestMessageAgeThresholdSeconds} s: processing is stalled or scale is capped (maximum instances, model quota). See the Inferbus workbook, Backlog.'
+    location: location
     scopeId: appInsightsId
-    metricNamespace: 'microsoft.insights/components'
-    metricName: 'requests/failed'
-    timeAggregation: 'Count'
+    query: loadTextContent('queries/alert-oldest-message-age.kql')
+    measureColumn: 'ageSeconds'
+    timeAggregation: 'Maximum'
     operator: 'GreaterThan'
-    threshold: functionFailureThreshold
+    threshold: oldestMessageAgeThresholdSeconds
+    dimensions: [
+      {
+        name: 'queue'
+        operator: 'Include'
+        values: [
+          '*'
+        ]
+      }
+    ]
     severity: 2
+    windowSize: 'PT5M'
+    evaluationFrequency: 'PT5M'
     actionGroupId: actionGroupId
     tags: tags
   }
 }
 
-// Service Bus has no platform metric for the age of the oldest message, so the app reports
-// it every minute in a log line (the report_backlog timer) and a log alert parses it.
-resource oldestMessageAge 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
-  name: '${namePrefix}-oldest-request-age'
-  location: location
-  tags: tags
-  properties: {
-    displayName: '${namePrefix}-oldest-request-age'
-    description: 'The oldest active request has waited longer than ${oldestMessageAgeThresholdSeconds} s: processing is stalled or scale is capped (maximum instances, model quota).'
-    severity: 2
-    enabled: true
-    scopes: [
-      appInsightsId
+module deadLetterGrowth 'log-alert.bicep' = {
+  name: 'alert-request-deadletter-growth'
+  params: {
+    name: '${namePrefix}-request-deadletter-growth'
+    alertDescription: 'The dead-letter sub-queue of a request queue grew by more than ${deadLetterGrowthThreshold} in 15 minutes. Inspect it (python -m shared.ops sb-deadletters list; the workbook\'s dead letters by reason) and resubmit or discard.'
+    location: location
+    scopeId: appInsightsId
+    query: loadTextContent('queries/alert-deadletter-growth.kql')
+    measureColumn: 'growth'
+    timeAggregation: 'Maximum'
+    operator: 'GreaterThan'
+    threshold: deadLetterGrowthThreshold
+    dimensions: [
+      {
+        name: 'queue'
+        operator: 'Include'
+        values: [
+          '*'
+        ]
+      }
     ]
+    severity: 1
+    windowSize: 'PT15M'
     evaluationFrequency: 'PT5M'
+    actionGroupId: actionGroupId
+    tags: tags
+  }
+}
+
+module refusalRate 'log-alert.bicep' = {
+  name: 'alert-refusal-rate'
+  params: {
+    name: '${namePrefix}-refusal-rate'
+    alertDescription: 'More than ${refusalRateThresholdPercent}% of the submissions to one door were refused in 15 minutes. The workbook\'s intake chart shows the reasons: service_unavailable means the queues are full (MaxQueueBacklog), invalid_input, unknown_model or payload_too_large a misbehaving client.'
+    location: location
+    scopeId: appInsightsId
+    query: loadTextContent('queries/alert-refusal-rate.kql')
+    measureColumn: 'refusalRatePercent'
+    timeAggregation: 'Maximum'
+    operator: 'GreaterThan'
+    threshold: refusalRateThresholdPercent
+    dimensions: [
+      {
+        name: 'door'
+        operator: 'Include'
+        values: [
+          '*'
+        ]
+      }
+    ]
+    severity: 2
+    windowSize: 'PT15M'
+    evaluationFrequency: 'PT5M'
+    actionGroupId: actionGroupId
+    tags: tags
+  }
+}
+
+module failureRate 'log-alert.bicep' = {
+  name: 'alert-failure-rate'
+  params: {
+    name: '${namePrefix}-failure-rate'
+    alertDescription: 'More than ${failureRateThresholdPercent}% of the request messages of one lane were dead-lettered in 15 minutes. The workbook\'s dead letters by reason tell a bad producer (InvalidPayload) from a failing model (MaxRetriesExceeded, PermanentFailure).'
+    location: location
+    scopeId: appInsightsId
+    query: loadTextContent('queries/alert-failure-rate.kql')
+    measureColumn: 'failureRatePercent'
+    timeAggregation: 'Maximum'
+    operator: 'GreaterThan'
+    threshold: failureRateThresholdPercent
+    dimensions: [
+      {
+        name: 'lane'
+        operator: 'Include'
+        values: [
+          '*'
+        ]
+      }
+    ]
+    severity: 1
+    windowSize: 'PT15M'
+    evaluationFrequency: 'PT5M'
+    actionGroupId: actionGroupId
+    tags: tags
+  }
+}
+
+// The component's requests/failed metric now counts the app's "process <queue>" spans, which
+// fail on purpose for dead-lettered and abandoned messages (and every retry of the ordered
+// lane): the query leaves them, and client errors, out.
+module functionFailures 'log-alert.bicep' = {
+  name: 'alert-function-failures'
+  params: {
+    name: '${namePrefix}-function-failures'
+    alertDescription: 'Function invocations failed (server errors or exceptions). The batch processor never raises by design, so a failure here is a bug or a host problem: check exceptions in Application Insights.'
+    location: location
+    scopeId: appInsightsId
+    query: loadTextContent('queries/alert-function-failures.kql')
+    measureColumn: 'failures'
+    timeAggregation: 'Total'
+    operator: 'GreaterThan'
+    threshold: functionFailureThreshold
+    dimensions: [
+      {
+        name: 'operation'
+        operator: 'Include'
+        values: [
+          '*'
+        ]
+      }
+    ]
+    severity: 2
     windowSize: 'PT5M'
-    autoMitigate: true
-    criteria: {
-      allOf: [
-        {
-          query: 'traces | where message startswith "${backlogReportPrefix} " | extend ageSeconds = todouble(extract("oldest_age_seconds=([0-9.]+)", 1, message)) | project timestamp, ageSeconds'
-          timeAggregation: 'Maximum'
-          metricMeasureColumn: 'ageSeconds'
-          operator: 'GreaterThan'
-          threshold: oldestMessageAgeThresholdSeconds
-          failingPeriods: {
-            numberOfEvaluationPeriods: 1
-            minFailingPeriodsToAlert: 1
-          }
-        }
-      ]
-    }
-    actions: {
-      actionGroups: empty(actionGroupId) ? [] : [
-        actionGroupId
-      ]
-    }
+    evaluationFrequency: 'PT5M'
+    actionGroupId: actionGroupId
+    tags: tags
   }
 }

@@ -220,9 +220,19 @@ var appSettings = {
   AzureWebJobsStorage__accountName: hostStorageAccountName
   AzureWebJobsStorage__credential: 'managedidentity'
   AzureWebJobsStorage__clientId: appIdentityClientId
-  // Telemetry; the authentication string makes ingestion use the app identity.
+  // Telemetry (infra/README.md, Observability): the host and, with the switch below, the
+  // Python worker export OpenTelemetry to the connection string; the authentication string
+  // makes them ingest with the app identity (Monitoring Metrics Publisher, below), which
+  // Application Insights requires when its local authentication is disabled.
   APPLICATIONINSIGHTS_CONNECTION_STRING: appInsights.properties.ConnectionString
   APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${appIdentityClientId};Authorization=AAD'
+  PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY: 'true'
+  // Export the app's own log records only (its loggers are under shared): the runtime's
+  // per-invocation lines would double the log volume, and the host reports invocations.
+  PYTHON_APPLICATIONINSIGHTS_LOGGER_NAME: 'shared'
+  // The Azure SDKs' spans cover their HTTP calls: the HTTP client spans under them would
+  // repeat each call with the blob's name in the span name.
+  OTEL_PYTHON_DISABLED_INSTRUMENTATIONS: 'requests,urllib,urllib3'
   // Connection "Storage" (blob bindings and the app's blob client). With blobServiceUri the
   // blob trigger also needs queueServiceUri: it writes poison blobs to a queue of the same
   // account (host-only: the app's own blob client reads blobServiceUri alone).

@@ -9,6 +9,9 @@ transient, with the service's ``retry-after-ms``/``retry-after`` as the floor fo
 attempt; a content-filter refusal (finish_reason ``content_filter``, or a 400 with code
 ``content_filter``) is a PolicyRefusal, i.e. a result; any other 4xx is permanent. The
 client's own retries are off: Service Bus scheduling does the retrying, visibly.
+
+The completion's ``usage`` (prompt, completion and total tokens) and the first choice's
+``finish_reason`` go on the result: tokens are what the service bills and throttles by.
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ from openai import (
 from pydantic import ValidationError
 
 from shared.adapters.identity import azure_credential
-from shared.contracts import InferenceResult
+from shared.contracts import InferenceResult, TokenUsage
 from shared.errors import ConfigurationError, PermanentError, PolicyRefusal, TransientError
 from shared.inference import InferenceInput
 from shared.settings import Settings
 
 COGNITIVE_SERVICES_SCOPE = "https://cognitiveservices.azure.com/.default"
+# The OpenTelemetry GenAI ``gen_ai.system`` value of Azure OpenAI.
+SYSTEM = "az.ai.openai"
 MAX_INPUT_CHARS = 100_000
 SYSTEM_PROMPT = (
     "You analyse one document for a processing pipeline. Answer with a JSON object only, "
@@ -71,8 +76,26 @@ def _filtered_categories(body: Any) -> str:
     return ",".join(sorted(fired)) or "content_filter"
 
 
+def token_usage(completion: Any) -> TokenUsage | None:
+    """The completion's token counts (None when the service sent none or nonsense: a
+    missing count must not fail an answer the tenant has already paid for)."""
+    usage = completion.usage
+    if usage is None:
+        return None
+    try:
+        return TokenUsage(
+            input_tokens=usage.prompt_tokens,
+            output_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+        )
+    except (AttributeError, ValidationError):
+        return None
+
+
 class AzureOpenAIModel:
     """Implements ``inference.ModelClient``."""
+
+    system = SYSTEM
 
     def __init__(self, client: AzureOpenAI) -> None:
         self._client = client
@@ -92,6 +115,9 @@ class AzureOpenAIModel:
                     "statistics": {"characters": len(request.text())},
                     **{k: v for k, v in document.items() if k in InferenceResult.model_fields},
                     "details": {"model_response_id": completion.id},
+                    # Last, so that keys of the model's own JSON cannot stand in for them.
+                    "usage": token_usage(completion),
+                    "finish_reason": choice.finish_reason,
                 }
             )
         except (json.JSONDecodeError, AttributeError, ValidationError) as error:

@@ -14,6 +14,12 @@ fault: ``{"simulate": {"transient_attempts": 2, "retry_after": 1}}`` fails the f
 attempts, ``{"always_transient": true}`` every attempt, ``{"permanent": true}`` fails
 permanently. With it off (the default), ``simulate`` is ignored here and intake refuses
 it with 400, so no caller can make the model fail.
+
+It reports token usage as a hosted model would, so that token metrics and stored usage
+can be tried locally: one token per whitespace-separated word of the text it read and of
+the summary it wrote (a hosted tokenizer counts more, roughly 1.3 per English word, but
+a stable, explainable count matters more here than a faithful one). A binary document is
+not read as text: zero input tokens.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from shared.adapters.local_model_vocabulary import (
     STOP_WORDS,
     URGENT_TERMS,
 )
-from shared.contracts import InferenceResult, Priority
+from shared.contracts import InferenceResult, Priority, TokenUsage
 from shared.errors import PermanentError, PolicyRefusal, TransientError
 from shared.inference import InferenceInput
 
@@ -39,6 +45,16 @@ _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n{2,}")
 _DIGITS = re.compile(r"\d")
 _CARD_OR_IBAN = re.compile(r"\b(?:\d[ -]?){13,19}\b|\b[A-Z]{2}\d{2}[A-Z0-9]{11,30}\b")
+
+
+def approximate_usage(read: str, written: str) -> TokenUsage:
+    """One token per whitespace-separated word read and written (see the module doc)."""
+    input_tokens, output_tokens = len(read.split()), len(written.split())
+    return TokenUsage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=input_tokens + output_tokens,
+    )
 
 
 def guess_language(words: list[str]) -> str | None:
@@ -95,6 +111,7 @@ class LocalModel:
     """Implements ``inference.ModelClient`` without network or weights."""
 
     name = "local-analyzer"
+    system = "inferbus.local"  # its OpenTelemetry ``gen_ai.system``
 
     def __init__(
         self,
@@ -131,8 +148,9 @@ class LocalModel:
         sensitive = bool(_CARD_OR_IBAN.search(text))
         urgent = any(term in lowered for term in URGENT_TERMS)
         count = int(request.parameters.get("summary_sentences", 2) or 2)
+        summary = extractive_summary(sentences, frequencies, count)
         return InferenceResult(
-            summary=extractive_summary(sentences, frequencies, count),
+            summary=summary,
             document_type=document_type,
             confidence=confidence,
             language=guess_language(words),
@@ -144,19 +162,24 @@ class LocalModel:
                 "urgent_terms": urgent,
                 "top_terms": [w for w, _ in frequencies.most_common(5)],
             },
+            usage=approximate_usage(text, summary),
+            finish_reason="stop",
         )
 
     def _binary(self, request: InferenceInput) -> InferenceResult:
         kind = request.media_type.split("/")[0]
         document_type = "image" if kind == "image" else request.media_type.split(";")[0]
         digest = hashlib.sha256(request.content).hexdigest()[:16]
+        summary = f"{request.media_type} document of {len(request.content)} bytes"
         return InferenceResult(
-            summary=f"{request.media_type} document of {len(request.content)} bytes",
+            summary=summary,
             document_type=document_type,
             confidence=0.5,
             review_required=True,
             statistics={"bytes": len(request.content)},
             details={"fingerprint": digest},
+            usage=approximate_usage("", summary),
+            finish_reason="stop",
         )
 
     def _simulate(self, request: InferenceInput) -> None:

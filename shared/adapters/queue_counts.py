@@ -130,12 +130,12 @@ class ServiceBusQueueObserver:
         )
 
 
-def queue_observer_for(settings: Settings, client: ServiceBusClient) -> QueueObserver:
-    """The observer of the request queue; ``client`` is the process's Service Bus client."""
+def queue_observer_for(
+    settings: Settings, client: ServiceBusClient, queue: str | None = None
+) -> QueueObserver:
+    """The observer of ``queue`` (default: the request queue); ``client`` is the
+    process's Service Bus client."""
+    name = queue or settings.requests_queue_name
     if settings.servicebus_runtime_counts_url:
-        return EmulatorQueueObserver(
-            settings.servicebus_runtime_counts_url, settings.requests_queue_name
-        )
-    return ServiceBusQueueObserver(
-        administration_client(settings), client, settings.requests_queue_name
-    )
+        return EmulatorQueueObserver(settings.servicebus_runtime_counts_url, name)
+    return ServiceBusQueueObserver(administration_client(settings), client, name)

@@ -21,6 +21,7 @@ from azure.servicebus.exceptions import (
     ServiceBusError,
 )
 
+from shared import telemetry
 from shared.adapters.identity import azure_credential
 from shared.errors import ConfigurationError, PermanentError, TransientError
 from shared.messaging import OutgoingMessage
@@ -95,6 +96,17 @@ class LazyServiceBusSender:
         return self._sender
 
     def send(self, message: OutgoingMessage) -> None:
+        attributes = {
+            "messaging.system": "servicebus",
+            "messaging.operation.type": "send",
+            "messaging.destination.name": self._entity,
+            "messaging.message.id": message.message_id,
+        }
+        name = f"{telemetry.SPAN_SEND} {self._entity}"
+        with telemetry.span(name, kind=telemetry.PRODUCER, attributes=attributes):
+            self._send(message)
+
+    def _send(self, message: OutgoingMessage) -> None:
         with self._lock, servicebus_errors(f"sending to {self._entity}"):
             try:
                 self._open().send_messages(to_servicebus_message(message))

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from shared import telemetry
 from shared.contracts import RequestMessage, ResultDocument
 from shared.messaging import MessageSender, OutgoingMessage
 
@@ -178,7 +179,19 @@ class Announcer:
         self._topic = topic
 
     def announce(self, announcement: Announcement) -> None:
-        if self._events is not None:
-            self._events.publish(cloud_events(announcement))
-        if self._topic is not None:
-            self._topic.send(topic_message(announcement))
+        """One ``publish`` span per announcement; the CloudEvents and the topic message
+        carry its trace context, so a consumer's work continues the request's trace."""
+        name = f"{telemetry.SPAN_PUBLISH} {announcement.event_types[0]}"
+        attributes = {
+            "inferbus.request_id": announcement.request_id,
+            "inferbus.outcome": announcement.outcome,
+            "messaging.operation.type": "publish",
+        }
+        with telemetry.span(name, kind=telemetry.PRODUCER, attributes=attributes):
+            traceparent = telemetry.current_traceparent()
+            if traceparent:
+                announcement = replace(announcement, traceparent=traceparent)
+            if self._events is not None:
+                self._events.publish(cloud_events(announcement))
+            if self._topic is not None:
+                self._topic.send(topic_message(announcement))

@@ -155,6 +155,7 @@ class EventIntake:
                 idempotency_key=key,
                 request_hash=key,
                 trace=continue_or_start(traceparent),
+                parent=traceparent,
             )
         )
 
@@ -212,6 +213,7 @@ class EventIntake:
                 idempotency_key=key,
                 request_hash=key,
                 trace=continue_or_start(event.extensions.get("traceparent")),
+                parent=event.extensions.get("traceparent"),
             )
         )
 

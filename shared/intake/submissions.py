@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from shared import telemetry
 from shared.clock import Clock, utc_now
 from shared.contracts import ClaimCheck, InlineText, Job, Priority, RequestMessage
 from shared.errors import (
     FieldError,
+    InferbusError,
     InvalidInput,
     ServiceUnavailable,
     TransientError,
@@ -77,6 +79,9 @@ class Submission:
     idempotency_key: str | None = None
     request_hash: str | None = None
     trace: TraceContext = field(default_factory=lambda: continue_or_start(None))
+    # The trace the work arrived with, when it is not the invocation's own (an event's
+    # traceparent): the intake span continues it.
+    parent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,33 @@ class Intake:
         return self._policy
 
     def submit(self, submission: Submission) -> Accepted:
-        """Accept the work durably or raise; see the module docstring for the guarantees."""
+        """Accept the work durably or raise; see the module docstring for the guarantees.
+
+        One ``intake`` span covers it (a child of the invocation's context, or of the
+        trace the work arrived with: ``Submission.parent``); its context is what the
+        request message carries on, and its trace id is the job's correlation id.
+        """
+        attributes = {
+            "inferbus.door": submission.source,
+            "inferbus.tenant": submission.tenant_id,
+            "gen_ai.request.model": submission.model,
+            "inferbus.priority": str(submission.priority),
+        }
+        with telemetry.span(
+            telemetry.SPAN_INTAKE, parent=submission.parent, attributes=attributes
+        ) as span:
+            try:
+                accepted = self._submit(submission, telemetry.current_trace(submission.trace))
+            except InferbusError as error:
+                telemetry.count_refused(submission.source, error.code)
+                raise
+            span.set_attribute("inferbus.request_id", accepted.job.id)
+            span.set_attribute("inferbus.replayed", accepted.replayed)
+        if not accepted.replayed:
+            telemetry.count_accepted(submission.source, submission.model, str(submission.priority))
+        return accepted
+
+    def _submit(self, submission: Submission, trace: TraceContext) -> Accepted:
         deadline_seconds = self._validate(submission)
         self._backlog.check()
         claim: Claimed | None = None
@@ -129,20 +160,23 @@ class Intake:
                 return Accepted(outcome.job, True)
             claim = outcome
         request_id = claim.record.request_id if claim else new_request_id(self._clock)
-        try:
-            queued = self._enqueue(submission, request_id, deadline_seconds)
-        except BaseException:
-            if claim:  # nothing was accepted: the key is free for a new attempt
-                self._release_quietly(claim)
-            raise
-        job = self._record(queued)
-        log.info(
-            "accepted request %s tenant=%s model=%s source=%s",
-            request_id,
-            submission.tenant_id,
-            submission.model,
-            submission.source,
-        )
+        with telemetry.log_dimensions(
+            request_id=request_id, tenant_id=submission.tenant_id, correlation_id=trace.trace_id
+        ):
+            try:
+                queued = self._enqueue(submission, request_id, deadline_seconds, trace)
+            except BaseException:
+                if claim:  # nothing was accepted: the key is free for a new attempt
+                    self._release_quietly(claim)
+                raise
+            job = self._record(queued)
+            log.info(
+                "accepted request %s tenant=%s model=%s source=%s",
+                request_id,
+                submission.tenant_id,
+                submission.model,
+                submission.source,
+            )
         return Accepted(job)
 
     def _validate(self, submission: Submission) -> int:
@@ -175,10 +209,12 @@ class Intake:
             submission.tenant_id, request_id, content.data, content.media_type
         )
 
-    def _enqueue(self, submission: Submission, request_id: str, deadline_seconds: int) -> Job:
+    def _enqueue(
+        self, submission: Submission, request_id: str, deadline_seconds: int, trace: TraceContext
+    ) -> Job:
         """Store the input and send the message; the job to record (not yet stored)."""
         claim_check = self._claim_check(submission, request_id)
-        job = self._new_job(submission, request_id, claim_check, deadline_seconds)
+        job = self._new_job(submission, request_id, claim_check, deadline_seconds, trace)
         message = RequestMessage(
             request_id=job.id,
             tenant_id=job.tenant_id,
@@ -195,7 +231,7 @@ class Intake:
         envelope = request_envelope(
             message,
             correlation_id=job.correlation_id,
-            trace=submission.trace,
+            trace=trace,
             now=self._clock(),
             source=job.source,
         )
@@ -232,6 +268,7 @@ class Intake:
         request_id: str,
         claim_check: ClaimCheck | InlineText,
         deadline_seconds: int,
+        trace: TraceContext,
     ) -> Job:
         now = self._clock()
         return Job(
@@ -245,7 +282,7 @@ class Intake:
             metadata=submission.metadata,
             after=submission.after,
             document_id=submission.document_id,
-            correlation_id=submission.trace.trace_id,
+            correlation_id=trace.trace_id,
             created_at=now,
             updated_at=now,
             not_before=submission.not_before,

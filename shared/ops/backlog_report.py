@@ -56,3 +56,20 @@ def report_backlog(queue: str, observer: QueueObserver, clock: Clock = utc_now) 
     line = report_line(queue, observer.snapshot(), clock())
     log.info(line)
     return line
+
+
+def gauge_values(snapshot: QueueSnapshot, now: datetime | None = None) -> dict[str, float]:
+    """A snapshot as the values of ``telemetry.QUEUE_GAUGES`` (deferred only where known)."""
+    moment = now or utc_now()
+    oldest = snapshot.oldest_active_enqueued_at
+    values: dict[str, float] = {
+        "active_message_count": snapshot.active,
+        "dead_letter_message_count": snapshot.dead_lettered,
+        "scheduled_message_count": snapshot.scheduled,
+        "oldest_message_age_seconds": max(0.0, (moment - oldest).total_seconds())
+        if oldest
+        else 0.0,
+    }
+    if snapshot.deferred is not None:
+        values["deferred_message_count"] = snapshot.deferred
+    return values

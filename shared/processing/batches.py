@@ -17,6 +17,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from shared import telemetry
 from shared.processing.inbound import InboundMessage
 from shared.processing.pipeline import MessageProcessor
 from shared.processing.settlement import Settler
@@ -123,9 +124,11 @@ class BatchProcessor:
             for message in messages:
                 keeper.track(message)
 
+            invocation = telemetry.current_traceparent()  # this thread's: the pool's lack it
+
             def one(message: InboundMessage) -> str:
                 try:
-                    return self._processor.process(message, settler)
+                    return self._processor.process(message, settler, invocation)
                 finally:
                     keeper.release(message)
 

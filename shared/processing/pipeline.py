@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from shared import telemetry
 from shared.clock import Clock, utc_now
 from shared.contracts import (
     ClaimCheck,
@@ -41,7 +42,7 @@ from shared.processing.deferral import DeferralLedger, DeferredEntry
 from shared.processing.failures import Failures, clip
 from shared.processing.inbound import InboundMessage
 from shared.processing.request_parsing import InvalidPayload, parse_request
-from shared.processing.settlement import DeadLetterReason, Settler
+from shared.processing.settlement import DeadLetterReason, NotedSettler, Settler
 from shared.results import run_model
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class ProcessingPolicy:
     # The ordered lane (a session queue): a transient failure is retried in place, keeping
     # the document's order, instead of by a scheduled copy (``Failures.retry``).
     ordered: bool = False
+    lane: str = "standard"  # the lane's name (shared.lanes.Lane), a metric dimension
 
 
 class MessageProcessor:
@@ -113,25 +115,78 @@ class MessageProcessor:
             clock=clock,
         )
 
-    def process(self, message: InboundMessage, settler: Settler) -> str:
-        """Process and settle one message; returns the outcome (for logs and reports)."""
+    def process(
+        self, message: InboundMessage, settler: Settler, invocation: str | None = None
+    ) -> str:
+        """Process and settle one message; returns the outcome (for logs and reports).
+
+        One ``process <queue>`` span per message, a child of the trace the message carries
+        (``Diagnostic-Id``, else ``traceparent``) and linked to the invocation that received
+        it (``invocation``, a traceparent): a batch holds messages of many traces.
+        """
+        properties = message.application_properties
+        carried = properties.get("Diagnostic-Id") or properties.get("traceparent")
+        attributes = {
+            "messaging.system": "servicebus",
+            "messaging.operation.type": "process",
+            "messaging.destination.name": self._policy.queue_name,
+            "messaging.message.id": message.message_id,
+            "messaging.message.delivery_count": message.delivery_count,
+            "inferbus.retry_count": message.retry_count,
+        }
+        name = f"{telemetry.SPAN_PROCESS} {self._policy.queue_name}"
+        tenant = properties.get("tenant")
+        with (
+            telemetry.detached(),
+            telemetry.span(
+                name,
+                kind=telemetry.CONSUMER,
+                parent=carried if isinstance(carried, str) else None,
+                links=[invocation] if invocation else (),
+                attributes=attributes,
+            ) as span,
+            telemetry.log_dimensions(
+                message_id=message.message_id,
+                correlation_id=message.correlation_id,
+                tenant_id=tenant if isinstance(tenant, str) else None,
+            ),
+        ):
+            noted = NotedSettler(settler)
+            outcome = self._settle_safely(message, noted)
+            span.set_attribute("inferbus.outcome", outcome)
+            if noted.dead_letter_reason:
+                span.set_attribute("inferbus.dead_letter_reason", noted.dead_letter_reason)
+            if outcome in ("dead-lettered", "abandoned"):
+                telemetry.fail(span, outcome)
+        telemetry.count_settled(self._policy.lane, outcome)
+        return outcome
+
+    def _settle_safely(self, message: InboundMessage, settler: Settler) -> str:
         try:
-            outcome = self._process(message, settler)
+            return self._process(message, settler)
         except Exception:
             log.exception("unexpected failure on message %s; abandoning it", message.message_id)
             try:
                 settler.abandon(message)
             except Exception:
                 log.exception("abandon failed for %s; its lock will lapse", message.message_id)
-            outcome = "abandoned"
-        log.info("message %s -> %s", message.message_id, outcome)
-        return outcome
+            log.info("message %s -> abandoned", message.message_id)
+            return "abandoned"
 
     def _process(self, message: InboundMessage, settler: Settler) -> str:
         try:
             request = parse_request(message, self._policy.allowed_models)
         except InvalidPayload as error:
-            return self._dead_letter_invalid(message, settler, str(error))
+            outcome = self._dead_letter_invalid(message, settler, str(error))
+            log.info("message %s -> %s", message.message_id, outcome)
+            return outcome
+        with telemetry.log_dimensions(request_id=request.request_id, tenant_id=request.tenant_id):
+            outcome = self._route(message, request, settler)
+            log.info("message %s -> %s", message.message_id, outcome)
+            return outcome
+
+    def _route(self, message: InboundMessage, request: RequestMessage, settler: Settler) -> str:
+        """The row of the outcome table a readable request falls into."""
         current = self._jobs.load(request.tenant_id, request.request_id)
         if current is None:
             try:
@@ -279,15 +334,16 @@ class MessageProcessor:
                 self._clock,
             )
             try:
-                completed = self._jobs.advance(
-                    running,
-                    lambda job: transition(
-                        job,
-                        JobStatus.COMPLETED,
-                        result=document,
-                        settlement="completed",
-                    ),
-                )
+                with telemetry.span(telemetry.SPAN_STORE_RESULT):
+                    completed = self._jobs.advance(
+                        running,
+                        lambda job: transition(
+                            job,
+                            JobStatus.COMPLETED,
+                            result=document,
+                            settlement="completed",
+                        ),
+                    )
             except Conflict:
                 settler.complete(message)  # cancelled while the model ran: nothing to tell
                 return "duplicate"

@@ -35,3 +35,28 @@ class Settler(Protocol):
     def defer(self, message: InboundMessage) -> None: ...
 
     def renew_lock(self, message: InboundMessage) -> None: ...
+
+
+class NotedSettler:
+    """Implements ``Settler`` over another, noting the dead-letter reason it was given
+    (the processor's span says why a message ended in the dead-letter queue)."""
+
+    def __init__(self, settler: Settler) -> None:
+        self._settler = settler
+        self.dead_letter_reason: str | None = None
+
+    def complete(self, message: InboundMessage) -> None:
+        self._settler.complete(message)
+
+    def abandon(self, message: InboundMessage) -> None:
+        self._settler.abandon(message)
+
+    def dead_letter(self, message: InboundMessage, reason: str, description: str) -> None:
+        self._settler.dead_letter(message, reason, description)
+        self.dead_letter_reason = reason
+
+    def defer(self, message: InboundMessage) -> None:
+        self._settler.defer(message)
+
+    def renew_lock(self, message: InboundMessage) -> None:
+        self._settler.renew_lock(message)

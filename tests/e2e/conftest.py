@@ -3,6 +3,12 @@
 End-to-end tests use only what a user has: HTTP against the local host, blob uploads to
 Azurite, the Service Bus SDK against its emulator and the Event Grid SDK against the
 namespace emulator.
+
+Telemetry is on, the way a developer turns it on in the settings: the Values enable it
+(``PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY``) and name, as
+``APPLICATIONINSIGHTS_CONNECTION_STRING``, an ingestion endpoint that runs here, in the test
+process (``Stack.telemetry``), so tests read what the worker exported. Its items are also
+written one per line to ``telemetry.log`` beside the stack's log.
 """
 
 from __future__ import annotations
@@ -21,7 +27,10 @@ from typing import Any
 
 import pytest
 
+from devtools.appinsights import IngestionRecorder, LinePrinter
+from devtools.stack import local_telemetry_settings
 from local_processes import ACCOUNT_KEY, ACCOUNT_NAME, Child, free_port
+from shared.telemetry import QUEUE_GAUGES
 
 STARTUP_TIMEOUT_S = 90.0
 _STARTED = re.compile(r"Host started: (http://\S+)")
@@ -38,6 +47,8 @@ class Stack:
     eventgrid_endpoint: str
     eventgrid_key: str
     log_path: Path
+    telemetry: IngestionRecorder
+    telemetry_log_path: Path
 
     def request(
         self,
@@ -70,7 +81,7 @@ class Stack:
             return error.code, dict(error.headers), error.read()
 
 
-def _settings(root: Path, workdir: Path) -> tuple[Path, dict[str, str]]:
+def _settings(root: Path, workdir: Path, telemetry_connection: str) -> tuple[Path, dict[str, str]]:
     sample = json.loads((root / "local.settings.sample.json").read_text())
     blob, queue, table, bus, http, counts, eventgrid = (free_port() for _ in range(7))
     storage = (
@@ -96,6 +107,7 @@ def _settings(root: Path, workdir: Path) -> tuple[Path, dict[str, str]]:
             "MaxRetries": "2",
             "DeferredSweepSchedule": "*/2 * * * * *",
             "LocalModelRefusalTerms": "forbidden",
+            **local_telemetry_settings(telemetry_connection),
         }
     )
     sample["Host"]["LocalHttpPort"] = http
@@ -108,34 +120,46 @@ def _settings(root: Path, workdir: Path) -> tuple[Path, dict[str, str]]:
 def stack(pytestconfig: pytest.Config) -> Iterator[Stack]:
     """``python -m devtools.stack`` with its own ports; stopped with Ctrl-C at the end."""
     workdir = Path(tempfile.mkdtemp(prefix="inferbus-e2e-"))
-    settings_path, values = _settings(pytestconfig.rootpath, workdir)
-    log_path = workdir / "stack.log"
-    command = [
-        sys.executable,
-        "-m",
-        "devtools.stack",
-        "--settings",
-        str(settings_path),
-        "--in-memory",
-    ]
-    stack_process = Child("stack", command, log_path, cwd=pytestconfig.rootpath)
+    telemetry_log_path = workdir / "telemetry.log"
+    telemetry_log = telemetry_log_path.open("w", encoding="utf-8")
+    printer = LinePrinter(telemetry_log, unless_changed=QUEUE_GAUGES)
+    recorder = IngestionRecorder(on_items=printer).start()
     try:
-        stack_process.wait_for(_RUNNING, STARTUP_TIMEOUT_S)
-        text = stack_process.output()
-        started, key = _STARTED.search(text), _KEY.search(text)
-        assert started, f"the stack printed no URL:\n{text}"
-        assert key, f"the stack printed no function key:\n{text}"
-        yield Stack(
-            started.group(1),
-            key.group(1),
-            values["Storage"],
-            values["ServiceBusConnection"],
-            values["EventGridPull__namespaceEndpoint"],
-            values["EventGridPull__key"],
-            log_path,
+        settings_path, values = _settings(
+            pytestconfig.rootpath, workdir, recorder.connection_string
         )
+        log_path = workdir / "stack.log"
+        command = [
+            sys.executable,
+            "-m",
+            "devtools.stack",
+            "--settings",
+            str(settings_path),
+            "--in-memory",
+        ]
+        stack_process = Child("stack", command, log_path, cwd=pytestconfig.rootpath)
+        try:
+            stack_process.wait_for(_RUNNING, STARTUP_TIMEOUT_S)
+            text = stack_process.output()
+            started, key = _STARTED.search(text), _KEY.search(text)
+            assert started, f"the stack printed no URL:\n{text}"
+            assert key, f"the stack printed no function key:\n{text}"
+            yield Stack(
+                started.group(1),
+                key.group(1),
+                values["Storage"],
+                values["ServiceBusConnection"],
+                values["EventGridPull__namespaceEndpoint"],
+                values["EventGridPull__key"],
+                log_path,
+                recorder,
+                telemetry_log_path,
+            )
+        finally:
+            stack_process.stop(signal.SIGINT, timeout=60)
     finally:
-        stack_process.stop(signal.SIGINT, timeout=60)
+        recorder.stop()  # after the stack: the worker flushes its telemetry as it stops
+        telemetry_log.close()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -146,4 +170,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed and isinstance(stack_fixture, Stack):
         tail = stack_fixture.log_path.read_text(errors="replace")[-6000:]
         report.sections.append(("stack log (tail)", tail))
+        if "telemetry" in item.nodeid:
+            telemetry = stack_fixture.telemetry_log_path.read_text(errors="replace")[-6000:]
+            report.sections.append(("telemetry (tail)", telemetry))
     return report

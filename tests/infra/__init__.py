@@ -10,8 +10,8 @@ pycep turns a template into JSON-like data: ``parameters``, ``variables``, ``res
 escapes and ``${...}`` holes as written); calls and operators are ``{"function": ...}`` and
 ``{"operator": ...}`` nodes. The helpers below only look at that output: :func:`render` writes
 a value back as canonical Bicep text, :func:`resolve` evaluates the compile-time part
-(references to constants, ``loadJsonContent``, interpolation, ``take``, ``string``,
-``union``).
+(references to constants, ``loadJsonContent``, ``loadTextContent``, interpolation,
+``take``, ``string``, ``union``).
 """
 
 from __future__ import annotations
@@ -361,6 +361,8 @@ def resolve(value: Any, known: dict[str, Any], base: Path = MODULES) -> Any:
     parameters = inner.get("parameters", {})
     if node_type == "load_json_content":
         return _load_json(base, parameters)
+    if node_type == "load_text_content":
+        return read(base / literal(parameters["file_path"]))
     if node_type == "string":
         return _text(resolve(parameters["value_to_convert"], known, base))
     if node_type == "take":
@@ -410,7 +412,12 @@ def _is_text(part: Any) -> bool:
 
 
 def _text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    """A value as ``string()`` and interpolation write it: objects and arrays as JSON."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
 
 
 def _access(owner: Any, accessor: Any) -> Any:

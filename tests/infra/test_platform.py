@@ -1,24 +1,19 @@
-"""Scale bounds and alerts: the operational promises of the deployment (retention:
-test_retention.py)."""
+"""Scale bounds and platform metric alerts: the operational promises of the deployment
+(retention: test_retention.py; alerts on the app's telemetry and the workbook:
+test_monitoring.py)."""
 
-import re
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from shared.ops.backlog_report import REPORT_PREFIX, QueueSnapshot, report_line
 from tests.infra import (
     INFRA,
     MODULES,
-    BicepElement,
     decorator,
     has_default,
     is_reference,
-    literal,
     modules,
     params,
-    render,
     resource_body,
     resources_of_type,
 )
@@ -85,7 +80,6 @@ def _alert_modules() -> list[dict[str, Any]]:
         ("Microsoft.EventGrid/systemTopics", "DeliveryAttemptFailCount", "Total"),
         ("Microsoft.EventGrid/topics", "DeadLetteredCount", "Total"),
         ("Microsoft.EventGrid/topics", "DeliveryAttemptFailCount", "Total"),
-        ("microsoft.insights/components", "requests/failed", "Count"),
     ],
 )
 def test_metric_alert_exists(namespace: str, metric: str, aggregation: str) -> None:
@@ -107,45 +101,11 @@ def test_dead_letter_alert_fires_above_zero_per_entity() -> None:
     assert alert["dimensions"][0]["name"] == "EntityName"
 
 
-def _text(value: Any) -> str:
-    """A Bicep string decoded, interpolations shown by their expression text."""
-    parts = literal(value)
-    if isinstance(parts, str):
-        return parts
-    return "".join(
-        render(part) if isinstance(part, BicepElement) or not isinstance(part, str) else part
-        for part in parts
-    )
-
-
-def _criterion() -> dict[str, Any]:
-    (rule,) = resources_of_type(ALERTS, "Microsoft.Insights/scheduledQueryRules").values()
-    (criterion,) = resource_body(rule)["properties"]["criteria"]["allOf"]
-    assert isinstance(criterion, dict)
-    return criterion
-
-
-def test_oldest_message_age_alert() -> None:
-    criterion = _criterion()
-    assert criterion["operator"] == "GreaterThan"
-    assert is_reference(criterion["threshold"], "oldestMessageAgeThresholdSeconds")
-    assert "backlogReportPrefix" in _text(criterion["query"])
-    assert any(is_reference(part, "backlogReportPrefix") for part in literal(criterion["query"]))
-    assert params(ALERTS)["backlogReportPrefix"]["default"] == REPORT_PREFIX
-
-
-def test_the_alert_query_parses_the_apps_backlog_line() -> None:
-    """The regex in the alert's KQL extract() reads the age from a real report line."""
-    query_text = _text(_criterion()["query"])
-    pattern = re.search(r'extract\("([^"]+)", 1, message\)', query_text)
-    assert pattern is not None
-    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-    snapshot = QueueSnapshot(5, 0, 1, 2, now - timedelta(seconds=1234.5))
-    line = report_line("inference-requests", snapshot, now)
-    assert line.startswith(REPORT_PREFIX + " ")
-    match = re.search(pattern.group(1), line)
-    assert match is not None
-    assert float(match.group(1)) == 1234.5
+def test_no_metric_alert_on_failed_requests() -> None:
+    """The component's requests/failed counts the app's ``process <queue>`` spans, which fail
+    on purpose (dead-lettered, abandoned): failed invocations are a log alert that leaves
+    them out (test_monitoring.py)."""
+    assert "requests/failed" not in _metric_alerts()
 
 
 def test_action_group_reaches_the_alerts() -> None:

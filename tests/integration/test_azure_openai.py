@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.azure_openai import azure_openai_model
+from shared.adapters.azure_openai import SYSTEM, azure_openai_model
+from shared.contracts import TokenUsage
 from shared.errors import PermanentError, PolicyRefusal, TransientError
 from shared.inference import InferenceInput
 from shared.settings import Settings
@@ -26,7 +27,9 @@ ANSWER = {
 }
 
 
-def completion(content: str, finish_reason: str = "stop") -> dict[str, Any]:
+def completion(
+    content: str, finish_reason: str = "stop", usage: dict[str, int] | None = None
+) -> dict[str, Any]:
     return {
         "id": "chatcmpl-123",
         "object": "chat.completion",
@@ -39,7 +42,7 @@ def completion(content: str, finish_reason: str = "stop") -> dict[str, Any]:
                 "message": {"role": "assistant", "content": content},
             }
         ],
-        "usage": {"prompt_tokens": 50, "completion_tokens": 30, "total_tokens": 80},
+        "usage": usage or {"prompt_tokens": 50, "completion_tokens": 30, "total_tokens": 80},
     }
 
 
@@ -81,6 +84,8 @@ def test_a_json_mode_completion_becomes_the_result(service: Recorder) -> None:
     assert result.document_type == "invoice"
     assert result.confidence == 0.91
     assert result.details["model_response_id"] == "chatcmpl-123"
+    assert result.usage == TokenUsage(input_tokens=50, output_tokens=30, total_tokens=80)
+    assert result.finish_reason == "stop"
     (request,) = service.requests
     assert request.path == "/openai/deployments/gpt-4o-mini/chat/completions"
     assert request.query["api-version"] == ["2024-10-21"]
@@ -89,6 +94,31 @@ def test_a_json_mode_completion_becomes_the_result(service: Recorder) -> None:
     assert body["response_format"] == {"type": "json_object"}
     assert body["messages"][1] == {"role": "user", "content": "Invoice 17: 300 EUR due."}
     assert body["temperature"] == 0
+
+
+def test_usage_and_finish_reason_are_the_services_not_the_models_json(
+    service: Recorder,
+) -> None:
+    claims = {**ANSWER, "usage": {"input_tokens": 1}, "finish_reason": "made-up"}
+    usage = {"prompt_tokens": 1200, "completion_tokens": 64, "total_tokens": 1264}
+    service.reply(Reply(200, completion(json.dumps(claims), "length", usage)))
+
+    result = model(service).infer(REQUEST)
+
+    assert result.usage == TokenUsage(input_tokens=1200, output_tokens=64, total_tokens=1264)
+    assert result.finish_reason == "length", "a cut-short answer says so"
+    assert model(service).system == SYSTEM == "az.ai.openai"
+
+
+def test_a_completion_without_usage_still_answers(service: Recorder) -> None:
+    body = completion(json.dumps(ANSWER))
+    del body["usage"]
+    service.reply(Reply(200, body))
+
+    result = model(service).infer(REQUEST)
+
+    assert result.usage is None
+    assert result.document_type == "invoice"
 
 
 def test_throttling_is_transient_with_the_services_retry_after(service: Recorder) -> None:

@@ -118,3 +118,24 @@ def test_without_fault_injection_a_request_cannot_make_the_model_fail() -> None:
         result = infer("Invoice 12: 300 EUR due.", faults=False, simulate=simulate)
         assert result.document_type == "invoice"  # type: ignore[attr-defined]
     assert LocalModel()._simulate_on_request is False, "off unless the settings turn it on"
+
+
+def test_the_local_model_reports_deterministic_word_count_usage() -> None:
+    text = "Invoice 17. Total amount due: 300 EUR.\n\nPayment within 30 days."
+    result = infer(text)
+    assert result == infer(text), "the same input costs the same tokens"
+    usage = result.usage  # type: ignore[attr-defined]
+    summary_words = len(result.summary.split())  # type: ignore[attr-defined]
+    assert (usage.input_tokens, usage.output_tokens) == (11, summary_words)
+    assert usage.total_tokens == 11 + summary_words
+    assert result.finish_reason == "stop"  # type: ignore[attr-defined]
+    assert LocalModel.system == "inferbus.local"
+
+
+def test_a_binary_document_reads_no_tokens() -> None:
+    result = LocalModel().infer(
+        InferenceInput(request_id="r", model="m", content=b"%PDF-1.7", media_type="application/pdf")
+    )
+    assert result.usage is not None
+    assert result.usage.input_tokens == 0
+    assert result.usage.output_tokens == len(result.summary.split()) == 5

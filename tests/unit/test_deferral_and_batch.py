@@ -98,7 +98,9 @@ class SlowProcessor:
         self.peak = 0
         self.lock = threading.Lock()
 
-    def process(self, message: InboundMessage, settler: RecordingSettler) -> str:
+    def process(
+        self, message: InboundMessage, settler: RecordingSettler, invocation: str | None = None
+    ) -> str:
         with self.lock:
             self.running += 1
             self.peak = max(self.peak, self.running)
@@ -163,7 +165,9 @@ class StartLog(SlowProcessor):
         super().__init__(delay, poison=set())
         self.started_at: dict[str | None, float] = {}
 
-    def process(self, message: InboundMessage, settler: RecordingSettler) -> str:
+    def process(
+        self, message: InboundMessage, settler: RecordingSettler, invocation: str | None = None
+    ) -> str:
         self.started_at[message.message_id] = time.monotonic()
         return super().process(message, settler)
 

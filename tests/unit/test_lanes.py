@@ -97,7 +97,9 @@ class ScriptedProcessor:
     runs: list[tuple[str, float, float]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def process(self, message: InboundMessage, settler: Settler) -> str:
+    def process(
+        self, message: InboundMessage, settler: Settler, invocation: str | None = None
+    ) -> str:
         started = time.monotonic()
         time.sleep(0.02)
         outcome = self.outcomes.get(message.message_id or "", "completed")

@@ -42,6 +42,7 @@ def test_the_envelope_follows_the_contract() -> None:
         "tenant": "t-1",
         "retry_count": 0,
         "traceparent": trace.traceparent,
+        "Diagnostic-Id": trace.traceparent,
         "tracestate": "vendor=1",
         "schema_version": "inferbus.request/v1",
         "document_type": "invoice",

@@ -41,6 +41,7 @@ class ScriptedModel:
 
     errors: list[Exception] = field(default_factory=list)
     calls: int = 0
+    system: str = "inferbus.local"
 
     def infer(self, request: InferenceInput) -> InferenceResult:
         self.calls += 1

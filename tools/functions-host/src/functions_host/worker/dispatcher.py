@@ -102,8 +102,15 @@ class WorkerSession:
         self.terminated = asyncio.Event()
 
     def send(self, message: Any) -> None:
-        """Queue a message for the host; safe from any thread."""
-        self._loop.call_soon_threadsafe(self._outgoing.put_nowait, message)
+        """Queue a message for the host; safe from any thread. Once the session's loop
+        has closed (the worker is shutting down; a telemetry flush may still log) the
+        message is dropped: there is no stream left to write it to."""
+        if self._loop.is_closed():
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._outgoing.put_nowait, message)
+        except RuntimeError:  # closed between the check and the call
+            return
 
     async def write_loop(self) -> None:
         while True:

@@ -1,0 +1,315 @@
+"""Telemetry: spans, metrics and log dimensions through the OpenTelemetry API.
+
+One setup path: the Functions Python worker itself configures OpenTelemetry with the
+Azure Monitor distro (``azure-monitor-opentelemetry``'s ``configure_azure_monitor``) when
+the app setting ``PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY`` is true, exporting to
+``APPLICATIONINSIGHTS_CONNECTION_STRING`` (with ``APPLICATIONINSIGHTS_AUTHENTICATION_STRING``
+for Entra ID), and it attaches each invocation's trace context before calling the
+function. The app never configures anything: it only uses the API, whose calls are
+no-ops until an SDK is installed, so tests and tools without telemetry pay nothing, and
+``shared.tracing`` still makes the W3C ids that travel with a request.
+
+Names follow the OpenTelemetry semantic conventions where they exist (messaging spans
+``send``/``process <queue>``, GenAI ``chat <model>`` spans and the
+``gen_ai.client.*`` metrics); the app's own are under ``inferbus.``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Final
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from shared.tracing import TraceContext
+
+INSTRUMENTATION: Final = "inferbus"
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+# --- spans ------------------------------------------------------------------------------
+
+SPAN_INTAKE: Final = "intake"  # INTERNAL: one submission through a door
+SPAN_SEND: Final = "send"  # PRODUCER "send <queue>": the request message
+SPAN_PROCESS: Final = "process"  # CONSUMER "process <queue>": one message of a batch
+SPAN_CHAT: Final = "chat"  # CLIENT "chat <model>": the model call (GenAI conventions)
+SPAN_STORE_RESULT: Final = "store result"  # INTERNAL: the job write that holds the result
+SPAN_PUBLISH: Final = "publish"  # PRODUCER "publish <event type>": the announcement
+
+INTERNAL: Final = SpanKind.INTERNAL
+PRODUCER: Final = SpanKind.PRODUCER
+CONSUMER: Final = SpanKind.CONSUMER
+CLIENT: Final = SpanKind.CLIENT
+
+
+def _tracer() -> trace.Tracer:
+    return trace.get_tracer(INSTRUMENTATION)
+
+
+def parent_context(traceparent: str | None, tracestate: str | None = None) -> Any:
+    """The OpenTelemetry context of a W3C ``traceparent`` (the current one when None)."""
+    if not traceparent:
+        return None
+    carrier = {"traceparent": traceparent}
+    if tracestate:
+        carrier["tracestate"] = tracestate
+    return _PROPAGATOR.extract(carrier)
+
+
+def _link(traceparent: str) -> Link | None:
+    span_context = trace.get_current_span(parent_context(traceparent)).get_span_context()
+    return Link(span_context) if span_context.is_valid else None
+
+
+@contextmanager
+def span(
+    name: str,
+    *,
+    kind: SpanKind = SpanKind.INTERNAL,
+    parent: str | None = None,
+    links: Iterable[str] = (),
+    attributes: Mapping[str, Any] | None = None,
+) -> Iterator[Span]:
+    """A span (current for the block); ``parent`` a traceparent to continue instead of the
+    current context, ``links`` traceparents it relates to. An exception marks it failed."""
+    linked = [link for link in (_link(t) for t in links if t) if link is not None]
+    with _tracer().start_as_current_span(
+        name,
+        context=parent_context(parent),
+        kind=kind,
+        links=linked,
+        attributes={k: v for k, v in (attributes or {}).items() if v is not None},
+        record_exception=True,
+        set_status_on_exception=True,
+    ) as current:
+        yield current
+
+
+def fail(current: Span, description: str) -> None:
+    """Mark ``current`` failed without an exception (an outcome such as a dead letter)."""
+    current.set_status(Status(StatusCode.ERROR, description))
+
+
+def current_trace(fallback: TraceContext) -> TraceContext:
+    """The current span as a W3C trace context, or ``fallback`` when nothing records spans
+    (no SDK): the ids that travel with a request are then ``shared.tracing``'s."""
+    span_context = trace.get_current_span().get_span_context()
+    if not span_context.is_valid:
+        return fallback
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier)
+    return TraceContext(carrier["traceparent"], carrier.get("tracestate") or fallback.tracestate)
+
+
+def current_traceparent() -> str | None:
+    """The current span's ``traceparent``, or None when nothing records spans."""
+    span_context = trace.get_current_span().get_span_context()
+    if not span_context.is_valid:
+        return None
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier)
+    return carrier.get("traceparent")
+
+
+@contextmanager
+def invocation(traceparent: str | None, tracestate: str | None = None) -> Iterator[None]:
+    """Run the block in the context of the Functions invocation (its ``trace_context``).
+
+    The Python worker attaches that context in its event loop, but a synchronous function
+    runs on a worker thread that does not inherit it: triggers pass it on with this.
+    """
+    parent = parent_context(traceparent, tracestate)
+    if parent is None:
+        yield
+        return
+    token = otel_context.attach(parent)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+@contextmanager
+def detached() -> Iterator[None]:
+    """Run the block in an empty context (a message's span must not nest in another's)."""
+    token = otel_context.attach(otel_context.Context())
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+# --- metrics ----------------------------------------------------------------------------
+
+REQUESTS_ACCEPTED: Final = "inferbus.requests.accepted"
+REQUESTS_REFUSED: Final = "inferbus.requests.refused"
+MESSAGES_SETTLED: Final = "inferbus.messages.settled"
+MODEL_DURATION: Final = "gen_ai.client.operation.duration"
+TOKEN_USAGE: Final = "gen_ai.client.token.usage"  # noqa: S105 (a metric name)
+QUEUE_GAUGES: Final = {
+    "inferbus.queue.active_messages": "active_message_count",
+    "inferbus.queue.dead_lettered_messages": "dead_letter_message_count",
+    "inferbus.queue.scheduled_messages": "scheduled_message_count",
+    "inferbus.queue.deferred_messages": "deferred_message_count",
+    "inferbus.queue.oldest_message_age": "oldest_message_age_seconds",
+}
+
+
+class _Instruments:
+    """The app's instruments, made on first use from the global meter provider."""
+
+    def __init__(self) -> None:
+        meter = metrics.get_meter(INSTRUMENTATION)
+        self.accepted = meter.create_counter(
+            REQUESTS_ACCEPTED, unit="{request}", description="Requests accepted, by door"
+        )
+        self.refused = meter.create_counter(
+            REQUESTS_REFUSED, unit="{request}", description="Requests refused, by door and reason"
+        )
+        self.settled = meter.create_counter(
+            MESSAGES_SETTLED, unit="{message}", description="Request messages, by lane and outcome"
+        )
+        self.model_duration = meter.create_histogram(
+            MODEL_DURATION, unit="s", description="Model call duration"
+        )
+        self.tokens = meter.create_histogram(
+            TOKEN_USAGE, unit="{token}", description="Tokens per model call, by type"
+        )
+
+
+_instruments: _Instruments | None = None
+_instruments_lock = threading.Lock()
+
+
+def instruments() -> _Instruments:
+    global _instruments
+    with _instruments_lock:
+        if _instruments is None:
+            _instruments = _Instruments()
+        return _instruments
+
+
+def count_accepted(door: str, model: str, priority: str) -> None:
+    instruments().accepted.add(
+        1, {"inferbus.door": door, "gen_ai.request.model": model, "inferbus.priority": priority}
+    )
+
+
+def count_refused(door: str, reason: str) -> None:
+    instruments().refused.add(1, {"inferbus.door": door, "inferbus.reason": reason})
+
+
+def count_settled(lane: str, outcome: str) -> None:
+    instruments().settled.add(1, {"inferbus.lane": lane, "inferbus.outcome": outcome})
+
+
+def record_model_call(
+    *,
+    system: str,
+    model: str,
+    tenant: str,
+    seconds: float,
+    outcome: str,
+    input_tokens: int | None,
+    output_tokens: int | None,
+) -> None:
+    """The GenAI client metrics of one model call (tokens by tenant and model)."""
+    common = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": system,
+        "gen_ai.request.model": model,
+    }
+    instruments().model_duration.record(seconds, {**common, "inferbus.outcome": outcome})
+    for token_type, count in (("input", input_tokens), ("output", output_tokens)):
+        if count is not None:
+            instruments().tokens.record(
+                count, {**common, "gen_ai.token.type": token_type, "inferbus.tenant": tenant}
+            )
+
+
+QueueCounts = Callable[[], Mapping[str, Mapping[str, float]]]
+_gauges_registered = False
+
+
+def observe_queues(counts: QueueCounts) -> None:
+    """Register the queue gauges once per process; ``counts`` gives, per queue, the
+    ``QUEUE_GAUGES`` values (read when the metric reader collects, about once a minute)."""
+    global _gauges_registered
+    with _instruments_lock:
+        if _gauges_registered:
+            return
+        _gauges_registered = True
+    meter = metrics.get_meter(INSTRUMENTATION)
+    for name, key in QUEUE_GAUGES.items():
+
+        def observe(options: CallbackOptions, key: str = key) -> Iterable[Observation]:
+            try:
+                snapshot = counts()
+            except Exception:
+                logging.getLogger(__name__).warning("queue counts unavailable", exc_info=True)
+                return []
+            return [
+                Observation(values[key], {"messaging.destination.name": queue})
+                for queue, values in snapshot.items()
+                if key in values
+            ]
+
+        meter.create_observable_gauge(name, callbacks=[observe])
+
+
+# --- log dimensions ---------------------------------------------------------------------
+
+LOG_DIMENSIONS: Final = ("request_id", "message_id", "correlation_id", "tenant_id")
+_dimensions: ContextVar[Mapping[str, str] | None] = ContextVar(
+    "inferbus_log_dimensions", default=None
+)
+_factory_installed = False
+
+
+@contextmanager
+def log_dimensions(**ids: str | None) -> Iterator[None]:
+    """Every log record made in the block carries these ids (``inferbus.<name>``), which
+    the Azure Monitor log exporter sends as custom dimensions. Ids only: never input text
+    or credentials."""
+    unknown = set(ids) - set(LOG_DIMENSIONS)
+    if unknown:
+        raise ValueError(f"not log dimensions: {sorted(unknown)}")
+    merged = {**(_dimensions.get() or {}), **{k: v for k, v in ids.items() if v}}
+    token = _dimensions.set(merged)
+    try:
+        yield
+    finally:
+        _dimensions.reset(token)
+
+
+# Loggers whose routine lines are about telemetry itself: exported, each export would log
+# another ("Transmission succeeded"), a trickle that never ends and is billed.
+QUIET_LOGGERS: Final = ("azure.monitor.opentelemetry", "azure.core.pipeline.policies")
+
+
+def install_log_dimensions() -> None:
+    """Make every log record carry the current ``log_dimensions`` (idempotent), and keep
+    the exporter's own routine lines out of what is exported."""
+    global _factory_installed
+    with _instruments_lock:
+        if _factory_installed:
+            return
+        _factory_installed = True
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        for name, value in (_dimensions.get() or {}).items():
+            setattr(record, f"inferbus.{name}", value)
+        return record
+
+    logging.setLogRecordFactory(factory)

@@ -1,0 +1,231 @@
+"""The model call as telemetry: the ``chat <model>`` span and the GenAI client metrics that
+``results.run_model`` emits, read back through the OpenTelemetry SDK's in-memory exporters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import Histogram, MeterProvider
+from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from shared import telemetry
+from shared.adapters.local_model import LocalModel
+from shared.contracts import InferenceResult, InlineText, RequestMessage, TokenUsage
+from shared.errors import PermanentError, PolicyRefusal, TransientError
+from shared.inference import InferenceInput
+from shared.results import run_model
+
+TEXT = "Invoice 17. Total amount due: 300 EUR. Payment within 30 days."
+
+
+@dataclass
+class Telemetry:
+    """What the SDK recorded since the test began."""
+
+    tracer_provider: TracerProvider
+    spans: InMemorySpanExporter
+    reader: InMemoryMetricReader
+
+    def finished_spans(self) -> list[ReadableSpan]:
+        return list(self.spans.get_finished_spans())
+
+    def collect(self) -> dict[str, list[Any]]:
+        """The data points recorded since the last collection, by metric name."""
+        data = self.reader.get_metrics_data()
+        points: dict[str, list[Any]] = {}
+        for resource in data.resource_metrics if data else []:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    points.setdefault(metric.name, []).extend(metric.data.data_points)
+        return points
+
+
+@pytest.fixture(scope="session")
+def sdk() -> Telemetry:
+    """SDK providers with in-memory exporters, made once per process. The meter provider
+    becomes the global one for good (a global provider cannot be replaced, and
+    ``telemetry`` keeps its instruments); histograms are collected as deltas, so each
+    collection holds only what was recorded since the one before."""
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    reader = InMemoryMetricReader(preferred_temporality={Histogram: AggregationTemporality.DELTA})
+    meter_provider = MeterProvider(metric_readers=[reader])
+    metrics.set_meter_provider(meter_provider)
+    if metrics.get_meter_provider() is not meter_provider:
+        # A reader cannot join a provider after the fact: move this fixture to a shared
+        # place (tests/conftest.py) when another test needs metrics too.
+        pytest.fail("another test installed the global MeterProvider first")
+    return Telemetry(tracer_provider, spans, reader)
+
+
+@pytest.fixture
+def recorded(sdk: Telemetry, monkeypatch: pytest.MonkeyPatch) -> Telemetry:
+    """The SDK's tracer provider is the global one for this test only (the global that
+    OpenTelemetry's own test utilities reset): with an SDK, spans get real ids, and later
+    tests in the process expect the trace context they get without one."""
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", sdk.tracer_provider)
+    sdk.spans.clear()
+    sdk.reader.get_metrics_data()  # drain what earlier tests recorded
+    return sdk
+
+
+@dataclass
+class ScriptedModel:
+    """Raises the scripted error, else answers with the local analyzer."""
+
+    error: Exception | None = None
+    system: str = "inferbus.local"
+    calls: list[InferenceInput] = field(default_factory=list)
+
+    def infer(self, request: InferenceInput) -> InferenceResult:
+        self.calls.append(request)
+        if self.error is not None:
+            raise self.error
+        return LocalModel().infer(request)
+
+
+def request() -> RequestMessage:
+    return RequestMessage(
+        request_id="r-42",
+        tenant_id="contoso",
+        model="local-analyzer",
+        input=InlineText(text=TEXT),
+    )
+
+
+def run(model: Any, attempt: int = 1) -> Any:
+    return run_model(request(), TEXT.encode(), "text/plain", model, attempt)
+
+
+def the_span(recorded: Telemetry) -> ReadableSpan:
+    (span,) = recorded.finished_spans()
+    assert span.name == "chat local-analyzer"
+    assert span.kind is SpanKind.CLIENT
+    return span
+
+
+def test_a_completed_call_is_a_chat_span_with_genai_attributes_and_usage(
+    recorded: Telemetry,
+) -> None:
+    document = run(LocalModel(), attempt=2)
+
+    usage = document.result.usage
+    assert usage == TokenUsage(
+        input_tokens=len(TEXT.split()),
+        output_tokens=len(document.result.summary.split()),
+        total_tokens=len(TEXT.split()) + len(document.result.summary.split()),
+    )
+    span = the_span(recorded)
+    assert span.status.status_code is StatusCode.UNSET
+    assert dict(span.attributes or {}) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": "inferbus.local",
+        "gen_ai.request.model": "local-analyzer",
+        "gen_ai.usage.input_tokens": usage.input_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+        "gen_ai.response.finish_reasons": ("stop",),
+        "inferbus.request_id": "r-42",
+        "inferbus.tenant": "contoso",
+        "inferbus.attempt": 2,
+        "inferbus.outcome": "completed",
+    }
+
+
+def test_a_completed_call_records_its_duration_and_tokens_by_type_and_tenant(
+    recorded: Telemetry,
+) -> None:
+    document = run(LocalModel())
+    usage = document.result.usage
+    points = recorded.collect()
+
+    (duration,) = points[telemetry.MODEL_DURATION]
+    assert dict(duration.attributes) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": "inferbus.local",
+        "gen_ai.request.model": "local-analyzer",
+        "inferbus.outcome": "completed",
+    }
+    assert duration.count == 1
+    assert duration.sum >= 0
+    tokens = {
+        point.attributes["gen_ai.token.type"]: point for point in points[telemetry.TOKEN_USAGE]
+    }
+    assert set(tokens) == {"input", "output"}
+    for token_type, expected in (("input", usage.input_tokens), ("output", usage.output_tokens)):
+        point = tokens[token_type]
+        assert (point.count, point.sum) == (1, expected)
+        assert point.attributes["inferbus.tenant"] == "contoso"
+        assert point.attributes["gen_ai.system"] == "inferbus.local"
+        assert point.attributes["gen_ai.request.model"] == "local-analyzer"
+
+
+def test_a_refusal_is_an_outcome_on_the_span_not_an_error(recorded: Telemetry) -> None:
+    model = ScriptedModel(PolicyRefusal("filtered", "violence"))
+
+    document = run(model)
+
+    assert document.outcome == "refused"
+    assert document.refusal == {"category": "violence", "message": "filtered"}
+    span = the_span(recorded)
+    assert span.status.status_code is StatusCode.UNSET
+    assert span.events == ()  # no exception recorded
+    attributes = span.attributes or {}
+    assert attributes["inferbus.outcome"] == "refused"
+    assert attributes["inferbus.refusal.category"] == "violence"
+    assert "gen_ai.usage.input_tokens" not in attributes
+    points = recorded.collect()
+    (duration,) = points[telemetry.MODEL_DURATION]
+    assert duration.attributes["inferbus.outcome"] == "refused"
+    assert telemetry.TOKEN_USAGE not in points, "the refusal reported no tokens"
+
+
+@pytest.mark.parametrize(
+    ("error", "outcome"),
+    [
+        (TransientError("throttled", retry_after=3), "transient_error"),
+        (PermanentError("no such deployment"), "permanent_error"),
+        (RuntimeError("a bug"), "unexpected_error"),
+    ],
+)
+def test_a_failed_call_marks_the_span_failed_and_records_its_outcome(
+    recorded: Telemetry, error: Exception, outcome: str
+) -> None:
+    with pytest.raises(type(error)):
+        run(ScriptedModel(error))
+
+    span = the_span(recorded)
+    assert span.status.status_code is StatusCode.ERROR
+    assert [event.name for event in span.events] == ["exception"]
+    assert (span.attributes or {})["inferbus.outcome"] == outcome
+    points = recorded.collect()
+    (duration,) = points[telemetry.MODEL_DURATION]
+    assert duration.attributes["inferbus.outcome"] == outcome
+    assert telemetry.TOKEN_USAGE not in points, "no tokens without an answer"
+
+
+def test_the_span_is_a_child_of_the_current_span(recorded: Telemetry) -> None:
+    with telemetry.span("process inference-requests") as parent:
+        run(LocalModel())
+
+    chat, process = recorded.finished_spans()
+    assert chat.parent is not None
+    assert chat.parent.span_id == parent.get_span_context().span_id
+    assert process.name == "process inference-requests"
+
+
+def test_a_model_client_without_a_system_is_reported_as_unknown(recorded: Telemetry) -> None:
+    class Anonymous:
+        def infer(self, request: InferenceInput) -> InferenceResult:
+            return LocalModel().infer(request)
+
+    run(Anonymous())
+
+    assert (the_span(recorded).attributes or {})["gen_ai.system"] == "unknown"

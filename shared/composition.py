@@ -30,7 +30,8 @@ from shared.inference import ModelClient
 from shared.intake.backpressure import BacklogGate, BacklogProbe
 from shared.intake.claim_checks import BlobStore, ClaimChecks
 from shared.intake.idempotency import DocumentIdempotencyStore, IdempotencyGuard
-from shared.intake.submissions import Intake, IntakePolicy
+from shared.intake.request_rules import RequestRules
+from shared.intake.submissions import Intake
 from shared.jobs import DocumentJobStore, JobRepository
 from shared.lanes import Lane, LaneQueues, LaneRouter
 from shared.messaging import MessageSender
@@ -101,21 +102,9 @@ def build_services(settings: Settings, ports: Ports) -> Services:
     """The object graph of the use cases over ``ports``; no adapter is chosen here."""
     clock = ports.clock
     jobs = JobRepository(DocumentJobStore(ports.documents, settings.jobs_container), clock)
-    claim_checks = ClaimChecks(
-        ports.blobs,
-        settings.inputs_container,
-        settings.allowed_input_containers,
-        settings.max_upload_bytes,
-    )
+    claim_checks = ClaimChecks.from_settings(ports.blobs, settings)
     intake = Intake(
-        policy=IntakePolicy(
-            allowed_models=settings.allowed_models,
-            default_deadline_seconds=settings.default_deadline_seconds,
-            max_deadline_seconds=settings.max_deadline_seconds,
-            simulated_faults=settings.simulated_faults_allowed,
-            max_inline_text_bytes=settings.max_inline_text_bytes,
-            producer_tenants=settings.producer_tenants,
-        ),
+        policy=RequestRules.from_settings(settings),
         jobs=jobs,
         claim_checks=claim_checks,
         idempotency=IdempotencyGuard(
@@ -166,7 +155,6 @@ def build_services(settings: Settings, ports: Ports) -> Services:
                 concurrency,
                 settings.lock_renewal_seconds,
                 settings.max_lock_renewal_seconds,
-                ordered=lane.is_ordered,
             ),
             sweeper=None if lane.is_ordered else DeferredSweeper(ledger, processor, clock),
         )

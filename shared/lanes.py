@@ -79,10 +79,6 @@ class LaneQueues:
                 return lane
         raise ValueError(f"'{queue}' is not a request queue")
 
-    def unordered(self) -> tuple[str, ...]:
-        """The queues whose messages can be deferred and swept (not session-enabled)."""
-        return (self.standard, self.priority)
-
 
 class LaneRouter:
     """Implements ``messaging.MessageSender``: each request envelope goes to its lane's
@@ -96,6 +92,3 @@ class LaneRouter:
 
     def send(self, message: OutgoingMessage) -> None:
         self._senders[lane_of_message(message)].send(message)
-
-    def sender(self, lane: Lane) -> MessageSender:
-        return self._senders[lane]

@@ -20,7 +20,7 @@ import logging
 import time
 from typing import Any
 
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace import Span
 
 from shared import telemetry
 from shared.clock import Clock, utc_now
@@ -109,7 +109,7 @@ def _observed_infer(
         )
 
     with telemetry.span(
-        f"{telemetry.SPAN_CHAT} {model_input.model}", kind=SpanKind.CLIENT, attributes=attributes
+        f"{telemetry.SPAN_CHAT} {model_input.model}", kind=telemetry.CLIENT, attributes=attributes
     ) as current:
         try:
             result = model.infer(model_input)

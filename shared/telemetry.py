@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -97,25 +98,26 @@ def fail(current: Span, description: str) -> None:
     current.set_status(Status(StatusCode.ERROR, description))
 
 
-def current_trace(fallback: TraceContext) -> TraceContext:
-    """The current span as a W3C trace context, or ``fallback`` when nothing records spans
-    (no SDK): the ids that travel with a request are then ``shared.tracing``'s."""
-    span_context = trace.get_current_span().get_span_context()
-    if not span_context.is_valid:
-        return fallback
+def _current_carrier() -> dict[str, str]:
+    """The current span's W3C headers; empty when nothing records spans (no SDK)."""
     carrier: dict[str, str] = {}
-    _PROPAGATOR.inject(carrier)
+    if trace.get_current_span().get_span_context().is_valid:
+        _PROPAGATOR.inject(carrier)
+    return carrier
+
+
+def current_trace(fallback: TraceContext) -> TraceContext:
+    """The current span as a W3C trace context, or ``fallback`` when nothing records spans:
+    the ids that travel with a request are then ``shared.tracing``'s."""
+    carrier = _current_carrier()
+    if "traceparent" not in carrier:
+        return fallback
     return TraceContext(carrier["traceparent"], carrier.get("tracestate") or fallback.tracestate)
 
 
 def current_traceparent() -> str | None:
     """The current span's ``traceparent``, or None when nothing records spans."""
-    span_context = trace.get_current_span().get_span_context()
-    if not span_context.is_valid:
-        return None
-    carrier: dict[str, str] = {}
-    _PROPAGATOR.inject(carrier)
-    return carrier.get("traceparent")
+    return _current_carrier().get("traceparent")
 
 
 @contextmanager
@@ -189,7 +191,12 @@ _instruments_lock = threading.Lock()
 
 
 def instruments() -> _Instruments:
+    """The instruments, made once (the lock is taken only until they exist: every
+    request counts through here)."""
     global _instruments
+    made = _instruments
+    if made is not None:
+        return made
     with _instruments_lock:
         if _instruments is None:
             _instruments = _Instruments()
@@ -238,26 +245,37 @@ QueueCounts = Callable[[], Mapping[str, Mapping[str, float]]]
 _gauges_registered = False
 
 
-def observe_queues(counts: QueueCounts) -> None:
+def observe_queues(counts: QueueCounts, max_age_seconds: float = 5.0) -> None:
     """Register the queue gauges once per process; ``counts`` gives, per queue, the
-    ``QUEUE_GAUGES`` values (read when the metric reader collects, about once a minute)."""
+    ``QUEUE_GAUGES`` values. The reader collects every gauge in turn (about once a
+    minute): one reading of ``counts``, reused for ``max_age_seconds``, serves them all."""
     global _gauges_registered
     with _instruments_lock:
         if _gauges_registered:
             return
         _gauges_registered = True
+    reading: list[tuple[float, Mapping[str, Mapping[str, float]]]] = []
+    reading_lock = threading.Lock()
+
+    def snapshot() -> Mapping[str, Mapping[str, float]]:
+        with reading_lock:
+            now = time.monotonic()
+            if not reading or now - reading[0][0] > max_age_seconds:
+                reading[:] = [(now, counts())]
+            return reading[0][1]
+
     meter = metrics.get_meter(INSTRUMENTATION)
     for name, key in QUEUE_GAUGES.items():
 
         def observe(options: CallbackOptions, key: str = key) -> Iterable[Observation]:
             try:
-                snapshot = counts()
+                values_by_queue = snapshot()
             except Exception:
                 logging.getLogger(__name__).warning("queue counts unavailable", exc_info=True)
                 return []
             return [
                 Observation(values[key], {"messaging.destination.name": queue})
-                for queue, values in snapshot.items()
+                for queue, values in values_by_queue.items()
                 if key in values
             ]
 

@@ -52,8 +52,7 @@ def process_requests(
     context: func.Context,
 ) -> None:
     with in_trace(context):
-        inbound = [from_sdk(message) for message in messages]
-        entry_points.handle_request_batch(get_services, inbound, ActionsSettler(message_actions))
+        _handle(messages, message_actions, Lane.STANDARD)
 
 
 @bp.function_name("process_priority_requests")
@@ -70,10 +69,7 @@ def process_priority_requests(
     context: func.Context,
 ) -> None:
     with in_trace(context):
-        inbound = [from_sdk(message) for message in messages]
-        entry_points.handle_request_batch(
-            get_services, inbound, ActionsSettler(message_actions), Lane.PRIORITY
-        )
+        _handle(messages, message_actions, Lane.PRIORITY)
 
 
 @bp.function_name("process_ordered_requests")
@@ -90,9 +86,15 @@ def process_ordered_requests(
     context: func.Context,
 ) -> None:
     with in_trace(context):
-        entry_points.handle_request_batch(
-            get_services, [from_sdk(message)], ActionsSettler(message_actions), Lane.ORDERED
-        )
+        _handle([message], message_actions, Lane.ORDERED)
+
+
+def _handle(
+    messages: ReceivedMessages, actions: servicebus.ServiceBusMessageActions, lane: Lane
+) -> None:
+    """Decode the binding into the app's types and hand the batch to its lane."""
+    inbound = [from_sdk(message) for message in messages]
+    entry_points.handle_request_batch(get_services, inbound, ActionsSettler(actions), lane)
 
 
 @bp.function_name("report_backlog")

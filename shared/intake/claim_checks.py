@@ -21,6 +21,7 @@ from urllib.parse import unquote, urlsplit
 
 from shared.contracts import ClaimCheck
 from shared.errors import ClaimCheckInvalid, FieldError, InvalidInput, PayloadTooLarge
+from shared.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,17 @@ class ClaimChecks:
         self._inputs_container = inputs_container
         self._allowed_containers = allowed_containers
         self._max_bytes = max_bytes
+
+    @classmethod
+    def from_settings(cls, blobs: BlobStore, settings: Settings) -> ClaimChecks:
+        """The claim checks of the app's settings (InputsContainer, AllowedInputContainers,
+        MaxUploadBytes) over ``blobs``."""
+        return cls(
+            blobs,
+            settings.inputs_container,
+            settings.allowed_input_containers,
+            settings.max_upload_bytes,
+        )
 
     def blob_uri(self, container: str, name: str) -> str:
         return f"{self._blobs.account_url}/{container}/{name}"

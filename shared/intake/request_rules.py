@@ -20,6 +20,7 @@ from shared.contracts import ClaimCheck, MetadataKey, MetadataValue, RequestMess
 from shared.errors import FieldError, InvalidInput, PayloadTooLarge, UnknownModel
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.tenancy import TENANT_ID_PATTERN
+from shared.settings import Settings
 
 MAX_PARAMETERS = 32
 MAX_METADATA = 16
@@ -39,6 +40,17 @@ class RequestRules:
     simulated_faults: bool = False
     max_inline_text_bytes: int = 262_144
     producer_tenants: tuple[str, ...] = ()  # empty: a direct producer may name any tenant
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RequestRules:
+        return cls(
+            allowed_models=settings.allowed_models,
+            default_deadline_seconds=settings.default_deadline_seconds,
+            max_deadline_seconds=settings.max_deadline_seconds,
+            simulated_faults=settings.simulated_faults_allowed,
+            max_inline_text_bytes=settings.max_inline_text_bytes,
+            producer_tenants=settings.producer_tenants,
+        )
 
     # --- rules of every door ---------------------------------------------------------
 

@@ -90,15 +90,11 @@ class Accepted:
     replayed: bool = False
 
 
-# The doors' policy is the rules every request obeys (``request_rules``).
-IntakePolicy = RequestRules
-
-
 class Intake:
     def __init__(
         self,
         *,
-        policy: IntakePolicy,
+        policy: RequestRules,
         jobs: JobRepository,
         claim_checks: ClaimChecks,
         idempotency: IdempotencyGuard,

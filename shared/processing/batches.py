@@ -86,32 +86,18 @@ class BatchReport:
     lock_renewals: int = 0
 
 
-# A message of a session that was not run because an earlier one of its session must be
-# tried again first: abandoned untouched, so it comes back after that one, in order.
-HELD_BACK = "held-back"
-
-
 class BatchProcessor:
-    """Runs a batch's messages on a shared pool. ``ordered`` (a session queue's batches):
-    the messages of one session run one after another in the order received, and when one
-    is abandoned for another try the rest of its session are abandoned unrun, so no step
-    of a document ever overtakes an earlier one. Different sessions still run in parallel.
-    """
-
     def __init__(
         self,
         processor: MessageProcessor,
         concurrency: int,
         lock_renewal_seconds: float,
         max_lock_renewal_seconds: float,
-        *,
-        ordered: bool = False,
     ) -> None:
         self._processor = processor
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="inference")
         self._renewal = lock_renewal_seconds
         self._max_renewal = max_lock_renewal_seconds
-        self._ordered = ordered
 
     def process(self, messages: list[InboundMessage], settler: Settler) -> BatchReport:
         """Process every message of a batch; never raises."""
@@ -132,22 +118,8 @@ class BatchProcessor:
                 finally:
                     keeper.release(message)
 
-            def in_order(session: list[InboundMessage]) -> list[str]:
-                outcomes: list[str] = []
-                for position, message in enumerate(session):
-                    outcome = one(message)
-                    outcomes.append(outcome)
-                    if outcome == "abandoned":
-                        outcomes.extend(self._hold_back(session[position + 1 :], settler, keeper))
-                        break
-                return outcomes
-
-            if self._ordered:
-                for outcomes in self._pool.map(in_order, by_session(messages)):
-                    report.outcomes.update(outcomes)
-            else:
-                for outcome in self._pool.map(one, messages):
-                    report.outcomes[outcome] += 1
+            for outcome in self._pool.map(one, messages):
+                report.outcomes[outcome] += 1
         report.lock_renewals = keeper.renewals
         log.info(
             "batch of %d processed in %.2fs: %s",
@@ -156,23 +128,3 @@ class BatchProcessor:
             dict(report.outcomes),
         )
         return report
-
-    @staticmethod
-    def _hold_back(rest: list[InboundMessage], settler: Settler, keeper: LockKeeper) -> list[str]:
-        outcomes = []
-        for message in rest:
-            keeper.release(message)
-            try:
-                settler.abandon(message)
-            except Exception:
-                log.warning("could not abandon %s; its lock will lapse", message.message_id)
-            outcomes.append(HELD_BACK)
-        return outcomes
-
-
-def by_session(messages: list[InboundMessage]) -> list[list[InboundMessage]]:
-    """The messages grouped by session id, each group in the order received."""
-    sessions: dict[str | None, list[InboundMessage]] = {}
-    for message in messages:
-        sessions.setdefault(message.session_id, []).append(message)
-    return list(sessions.values())

@@ -108,19 +108,7 @@ class Failures:
             settler.abandon(message)
             return "abandoned"
         if not completed:
-            try:
-                self._jobs.update(
-                    request.tenant_id,
-                    request.request_id,
-                    lambda current: transition(
-                        current,
-                        JobStatus.ACCEPTED,
-                        last_error=JobError(code=error.code, message=str(error)),
-                        settlement=f"retry {retries + 1} scheduled in {delay:.1f}s",
-                    ),
-                )
-            except Exception:
-                log.warning("retry of %s scheduled; its job was not updated", message.message_id)
+            self._note_retry(request, error, f"retry {retries + 1} scheduled in {delay:.1f}s")
         settler.complete(message)
         return "retry-scheduled"
 
@@ -147,22 +135,29 @@ class Failures:
         max delivery count stays above MaxRetries, so giving up is ours to do."""
         wait = min(delay, ORDERED_RETRY_MAX_WAIT_SECONDS)
         if not completed:
-            try:
-                self._jobs.update(
-                    request.tenant_id,
-                    request.request_id,
-                    lambda current: transition(
-                        current,
-                        JobStatus.ACCEPTED,
-                        last_error=JobError(code=error.code, message=str(error)),
-                        settlement=f"retry {message.delivery_count} in order after {wait:.1f}s",
-                    ),
-                )
-            except Exception:
-                log.warning("retrying %s in order; its job was not updated", message.message_id)
+            self._note_retry(
+                request, error, f"retry {message.delivery_count} in order after {wait:.1f}s"
+            )
         self._sleep(wait)
         settler.abandon(message)
         return "abandoned"
+
+    def _note_retry(self, request: RequestMessage, error: TransientError, settlement: str) -> None:
+        """Back to ``accepted`` with the error that caused the retry (best effort: the
+        retry happens whether or not the job says so)."""
+        try:
+            self._jobs.update(
+                request.tenant_id,
+                request.request_id,
+                lambda current: transition(
+                    current,
+                    JobStatus.ACCEPTED,
+                    last_error=JobError(code=error.code, message=str(error)),
+                    settlement=settlement,
+                ),
+            )
+        except Exception:
+            log.warning("retry of %s: its job was not updated (%s)", request.request_id, settlement)
 
     def give_up(
         self,

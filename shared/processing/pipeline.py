@@ -48,9 +48,6 @@ from shared.results import run_model
 log = logging.getLogger(__name__)
 
 PREREQUISITE_RECHECK = timedelta(seconds=30)
-# The app settings' defaults, for a processor built without the doors' rules (tests).
-DEFAULT_DEADLINE_SECONDS = 3600
-MAX_DEADLINE_SECONDS = 86_400
 
 
 @dataclass(frozen=True)
@@ -78,7 +75,7 @@ class MessageProcessor:
         announcer: Announcer,
         retry_sender: MessageSender,
         ledger: DeferralLedger,
-        rules: RequestRules | None = None,
+        rules: RequestRules,
         clock: Clock = utc_now,
         uniform: Callable[[float, float], float] = random.uniform,
         sleep: Callable[[float], None] = time.sleep,
@@ -104,12 +101,7 @@ class MessageProcessor:
         )
         self._adoption = JobAdoption(
             jobs=jobs,
-            rules=rules
-            or RequestRules(
-                policy.allowed_models,
-                default_deadline_seconds=DEFAULT_DEADLINE_SECONDS,
-                max_deadline_seconds=MAX_DEADLINE_SECONDS,
-            ),
+            rules=rules,
             claim_checks=claim_checks,
             failures=self._failures,
             clock=clock,

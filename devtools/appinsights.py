@@ -90,9 +90,10 @@ class MetricPoint:
     envelope: Mapping[str, Any] = field(repr=False, compare=False)
 
 
-@dataclass(frozen=True)
-class LogRecord:
-    message: str
+@dataclass(frozen=True, kw_only=True)
+class _Logged:
+    """What a log record and an exception share (keyword arguments, after their own)."""
+
     severity: str | None  # Verbose, Information, Warning, Error, Critical
     dimensions: Mapping[str, str]
     operation_id: str | None
@@ -102,16 +103,15 @@ class LogRecord:
 
 
 @dataclass(frozen=True)
-class ExceptionRecord:
+class LogRecord(_Logged):
+    message: str
+
+
+@dataclass(frozen=True)
+class ExceptionRecord(_Logged):
     type_name: str
     message: str
     stack: str | None
-    severity: str | None
-    dimensions: Mapping[str, str]
-    operation_id: str | None
-    parent_id: str | None
-    time: datetime | None
-    envelope: Mapping[str, Any] = field(repr=False, compare=False)
 
 
 Item = Span | MetricPoint | LogRecord | ExceptionRecord
@@ -215,34 +215,27 @@ def parse_envelope(envelope: Mapping[str, Any]) -> list[Item]:
             for point in base.get("metrics") or []
             if isinstance(point, dict)
         ]
+    if base_type not in ("MessageData", "ExceptionData"):
+        return []
+    logged: dict[str, Any] = {
+        "severity": _severity(base.get("severityLevel")),
+        "dimensions": properties,
+        "operation_id": operation_id,
+        "parent_id": parent_id,
+        "time": when,
+        "envelope": envelope,
+    }
     if base_type == "MessageData":
-        return [
-            LogRecord(
-                message=str(base.get("message", "")),
-                severity=_severity(base.get("severityLevel")),
-                dimensions=properties,
-                operation_id=operation_id,
-                parent_id=parent_id,
-                time=when,
-                envelope=envelope,
-            )
-        ]
-    if base_type == "ExceptionData":
-        first = (base.get("exceptions") or [{}])[0]
-        return [
-            ExceptionRecord(
-                type_name=str(first.get("typeName", "")),
-                message=str(first.get("message", "")),
-                stack=first.get("stack"),
-                severity=_severity(base.get("severityLevel")),
-                dimensions=properties,
-                operation_id=operation_id,
-                parent_id=parent_id,
-                time=when,
-                envelope=envelope,
-            )
-        ]
-    return []
+        return [LogRecord(message=str(base.get("message", "")), **logged)]
+    first = (base.get("exceptions") or [{}])[0]
+    return [
+        ExceptionRecord(
+            type_name=str(first.get("typeName", "")),
+            message=str(first.get("message", "")),
+            stack=first.get("stack"),
+            **logged,
+        )
+    ]
 
 
 def _problem(envelope: object) -> str | None:

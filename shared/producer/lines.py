@@ -131,10 +131,6 @@ class RequestLine(BaseModel):
         )
         return json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
-    def derived_request_id(self) -> str:
-        """The name-based id of this content (UUID version 5)."""
-        return str(uuid.uuid5(PRODUCER_NAMESPACE, self.canonical()))
-
 
 @dataclass(frozen=True)
 class ParsedLine:
@@ -147,6 +143,8 @@ class ParsedLine:
 
     @classmethod
     def of(cls, line: int, request: RequestLine) -> ParsedLine:
+        """The line, under its own request id or the name-based id of its content (UUID
+        version 5)."""
         canonical = request.canonical()
         request_id = request.request_id or str(uuid.uuid5(PRODUCER_NAMESPACE, canonical))
         return cls(line, request, request_id, canonical)

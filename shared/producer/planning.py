@@ -26,12 +26,22 @@ from shared.errors import FieldError, InvalidInput
 from shared.intake.request_rules import RequestRules
 from shared.lanes import LaneQueues, lane_of_message
 from shared.messaging import OutgoingMessage, request_envelope
-from shared.producer.lines import LineRefusal, ParsedLine
+from shared.producer.lines import LineRefusal, ParsedLine, RequestLine
 from shared.settings import Settings
 from shared.tracing import continue_or_start
 
 SOURCE = "producer"
 TEXT_MEDIA_TYPE = "text/plain; charset=utf-8"
+# The fields a line hands to its message as they are (tenant, model, parameters, priority,
+# not_before, metadata, after, document_id...): every field the two contracts share but
+# the id, the input and the deadline, which the producer resolves. Derived, so a field
+# added to both contracts cannot be dropped on the way.
+CARRIED_FIELDS = (set(RequestLine.model_fields) & set(RequestMessage.model_fields)) - {
+    "schema_",
+    "request_id",
+    "input",
+    "deadline",
+}
 
 
 @dataclass(frozen=True)
@@ -44,16 +54,8 @@ class LinePolicy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LinePolicy:
-        rules = RequestRules(
-            allowed_models=settings.allowed_models,
-            default_deadline_seconds=settings.default_deadline_seconds,
-            max_deadline_seconds=settings.max_deadline_seconds,
-            simulated_faults=settings.simulated_faults_allowed,
-            max_inline_text_bytes=settings.max_inline_text_bytes,
-            producer_tenants=settings.producer_tenants,
-        )
         return cls(
-            rules=rules,
+            rules=RequestRules.from_settings(settings),
             max_input_bytes=settings.max_upload_bytes,
             check_models="allowed_models" in settings.model_fields_set,
         )
@@ -154,17 +156,10 @@ class Planner:
             else:
                 raise ValueError("a blob reference must be resolved before it is planned")
         message = RequestMessage(
+            **request.model_dump(include=CARRIED_FIELDS),
             request_id=parsed.request_id,
-            tenant_id=request.tenant_id,
-            model=request.model,
             input=content,
-            parameters=request.parameters,
-            priority=request.priority,
-            not_before=request.not_before,
             deadline=self.policy.deadline(parsed, now),
-            metadata=request.metadata,
-            after=request.after,
-            document_id=request.document_id,
         )
         trace = continue_or_start(None)
         envelope = request_envelope(

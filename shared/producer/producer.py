@@ -77,14 +77,7 @@ class Producer:
         self.planner = Planner.from_settings(settings)
         self.senders = senders
         self.claim_checks = (
-            ClaimChecks(
-                blobs,
-                settings.inputs_container,
-                settings.allowed_input_containers,
-                settings.max_upload_bytes,
-            )
-            if blobs is not None
-            else None
+            ClaimChecks.from_settings(blobs, settings) if blobs is not None else None
         )
         self.clock = clock
         self.progress: Progress = progress or (lambda report: None)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from azure.servicebus import ServiceBusClient
+from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
 
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.contracts import ClaimCheck, RequestMessage
@@ -91,6 +91,35 @@ def active(emulator: ServiceBusEmulator, queue: str) -> int:
     return int(emulator.runtime_properties(queue)["active_message_count"])
 
 
+def requests_file(tmp_path: Path, lines: list[str]) -> Path:
+    path = tmp_path / "requests.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def receive(
+    emulator: ServiceBusEmulator,
+    queue: str,
+    count: int,
+    *,
+    session_id: str | None = None,
+    max_wait_time: float = 5,
+) -> list[ServiceBusReceivedMessage]:
+    """Receive (and complete) up to ``count`` messages of a queue, or of one session."""
+    with (
+        ServiceBusClient.from_connection_string(emulator.connection_string) as bus,
+        bus.get_queue_receiver(queue, session_id=session_id, max_wait_time=5) as receiver,
+    ):
+        received = receiver.receive_messages(max_message_count=count, max_wait_time=max_wait_time)
+        for message in received:
+            receiver.complete_message(message)
+    return received
+
+
+def request_of(message: ServiceBusReceivedMessage) -> RequestMessage:
+    return RequestMessage.model_validate_json(b"".join(message.body))
+
+
 def line(number: int, **fields: Any) -> str:
     document = {
         "tenant_id": "contoso",
@@ -109,8 +138,7 @@ def test_ten_thousand_requests_go_in_batches_and_a_rerun_adds_nothing(
 ) -> None:
     settings = producer_settings(azurite, producer_emulator, "bulk")
     queue = settings.requests_queue_name
-    requests = tmp_path / "requests.jsonl"
-    requests.write_text("\n".join(line(n) for n in range(BULK_REQUESTS)) + "\n")
+    requests = requests_file(tmp_path, [line(n) for n in range(BULK_REQUESTS)])
 
     code, summary = run(["--file", str(requests)], settings, capsys)
 
@@ -130,7 +158,7 @@ def test_ten_thousand_requests_go_in_batches_and_a_rerun_adds_nothing(
         bus.get_queue_receiver(queue) as receiver,
     ):
         [first] = receiver.peek_messages(max_message_count=1)
-    body = RequestMessage.model_validate_json(b"".join(first.body))
+    body = request_of(first)
     assert first.message_id == body.request_id
     assert first.application_properties is not None
     assert first.application_properties[b"source"] == b"producer"
@@ -147,23 +175,19 @@ def test_text_too_large_for_a_message_is_sent_as_a_claim_check(
     settings = producer_settings(azurite, producer_emulator, "claim")
     queue = settings.requests_queue_name
     text = "A long contract clause. " * 14_000  # 336,000 bytes
-    requests = tmp_path / "requests.jsonl"
-    requests.write_text(
-        line(1) + "\n" + json.dumps({**json.loads(line(2)), "input": {"text": text}})
-    )
+    requests = requests_file(tmp_path, [line(1), line(2, input={"text": text})])
 
     code, summary = run(["--file", str(requests)], settings, capsys)
 
     assert code == 0
     assert (summary["sent"], summary["claim_checked"]) == (2, 1)
-    with ServiceBusClient.from_connection_string(producer_emulator.connection_string) as bus:
-        with bus.get_queue_sender(queue) as sender:
-            # What the broker's attach advertised (max-message-size), as the SDK read it.
-            limit = sender.create_message_batch().max_size_in_bytes
-        with bus.get_queue_receiver(queue, max_wait_time=5) as receiver:
-            received = receiver.receive_messages(max_message_count=2, max_wait_time=5)
-            for message in received:
-                receiver.complete_message(message)
+    with (
+        ServiceBusClient.from_connection_string(producer_emulator.connection_string) as bus,
+        bus.get_queue_sender(queue) as sender,
+    ):
+        # What the broker's attach advertised (max-message-size), as the SDK read it.
+        limit = sender.create_message_batch().max_size_in_bytes
+    received = receive(producer_emulator, queue, 2)
     assert limit == 256 * 1024
     assert len(text) > limit
     bodies = [b"".join(message.body) for message in received]
@@ -180,9 +204,8 @@ def test_an_invalid_line_is_refused_with_exit_code_1_and_the_rest_still_go(
     azurite: Azurite, producer_emulator: ServiceBusEmulator, tmp_path: Path
 ) -> None:
     settings = producer_settings(azurite, producer_emulator, "invalid")
-    requests = tmp_path / "requests.jsonl"
-    requests.write_text(
-        "\n".join([line(1), line(2, priority="urgent"), "", line(4, input={"text": ""}), line(5)])
+    requests = requests_file(
+        tmp_path, [line(1), line(2, priority="urgent"), "", line(4, input={"text": ""}), line(5)]
     )
     environment = {
         **os.environ,
@@ -218,18 +241,16 @@ def test_high_priority_and_ordered_documents_land_on_their_lanes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     settings = producer_settings(azurite, producer_emulator, "lanes")
-    requests = tmp_path / "requests.jsonl"
-    requests.write_text(
-        "\n".join(
-            [
-                line(1),
-                line(2, priority="high"),
-                line(3, priority="low"),
-                line(4, document_id="contract-a"),
-                line(5, document_id="contract-b", priority="high"),
-                line(6, document_id="contract-a"),
-            ]
-        )
+    requests = requests_file(
+        tmp_path,
+        [
+            line(1),
+            line(2, priority="high"),
+            line(3, priority="low"),
+            line(4, document_id="contract-a"),
+            line(5, document_id="contract-b", priority="high"),
+            line(6, document_id="contract-a"),
+        ],
     )
 
     code, summary = run(["--file", str(requests)], settings, capsys)
@@ -241,18 +262,17 @@ def test_high_priority_and_ordered_documents_land_on_their_lanes(
         settings.ordered_queue_name: {"sent": 3, "batches": 1},  # one batch, two sessions
     }
     assert active(producer_emulator, settings.priority_queue_name) == 1
-    sessions: dict[str, list[str]] = {}
-    with ServiceBusClient.from_connection_string(producer_emulator.connection_string) as bus:
-        for session in ("contract-a", "contract-b"):
-            with bus.get_queue_receiver(
-                settings.ordered_queue_name, session_id=session, max_wait_time=5
-            ) as receiver:
-                for message in receiver.receive_messages(max_message_count=10, max_wait_time=2):
-                    assert message.session_id == session
-                    body = RequestMessage.model_validate_json(b"".join(message.body))
-                    sessions.setdefault(session, []).append(body.input.model_dump()["text"])
-                    receiver.complete_message(message)
-    assert sessions == {
+    sessions = {
+        session: receive(
+            producer_emulator, settings.ordered_queue_name, 10, session_id=session, max_wait_time=2
+        )
+        for session in ("contract-a", "contract-b")
+    }
+    assert all(m.session_id == session for session, ms in sessions.items() for m in ms)
+    assert {
+        session: [request_of(message).input.model_dump()["text"] for message in messages]
+        for session, messages in sessions.items()
+    } == {
         "contract-a": [
             "Invoice 4: 300 EUR due within 30 days.",
             "Invoice 6: 300 EUR due within 30 days.",
@@ -279,13 +299,8 @@ def test_one_request_from_flags_for_a_blob_of_the_account(
     assert code == 0
     assert summary["request_ids"] == ["order-4711"]
     assert summary["queues"] == {settings.priority_queue_name: {"sent": 1, "batches": 1}}
-    with (
-        ServiceBusClient.from_connection_string(producer_emulator.connection_string) as bus,
-        bus.get_queue_receiver(settings.priority_queue_name) as receiver,
-    ):
-        [message] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
-        receiver.complete_message(message)
-    body = RequestMessage.model_validate_json(b"".join(message.body))
+    [message] = receive(producer_emulator, settings.priority_queue_name, 1)
+    body = request_of(message)
     assert message.message_id == "order-4711"
     assert body.parameters == {"k": 1}
     assert body.input == ClaimCheck(

@@ -25,7 +25,11 @@ from azure.monitor.opentelemetry.exporter import (
 )
 from opentelemetry.instrumentation.logging.handler import LoggingHandler
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk._logs.export import (
+    InMemoryLogRecordExporter,
+    LogRecordExportResult,
+    SimpleLogRecordProcessor,
+)
 from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -66,8 +70,16 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Iterator[IngestionRecorder]:
         yield running
 
 
-def exporter_options(recorder: IngestionRecorder) -> dict[str, Any]:
-    return {"connection_string": recorder.connection_string, "disable_offline_storage": True}
+def export(recorder: IngestionRecorder, exporter_type: Any, batch: Any, **options: Any) -> Any:
+    """Export one batch to the recorder with a fresh exporter; the exporter's result
+    (SUCCESS: it took the answer as the service's: no retry, nothing stored)."""
+    exporter = exporter_type(
+        connection_string=recorder.connection_string, disable_offline_storage=True, **options
+    )
+    try:
+        return exporter.export(batch)
+    finally:
+        exporter.shutdown()
 
 
 def test_spans_arrive_with_their_operation_parent_links_and_properties(
@@ -103,12 +115,9 @@ def test_spans_arrive_with_their_operation_parent_links_and_properties(
         ) as chat,
     ):
         chat.set_status(Status(StatusCode.ERROR, "refused"))
-    exporter = AzureMonitorTraceExporter(tracer_provider=provider, **exporter_options(recorder))
-    try:
-        # SUCCESS: the exporter took the answer as the service's (no retry, nothing stored).
-        assert exporter.export(memory.get_finished_spans()) == SpanExportResult.SUCCESS
-    finally:
-        exporter.shutdown()
+    spans_sent = memory.get_finished_spans()
+    result = export(recorder, AzureMonitorTraceExporter, spans_sent, tracer_provider=provider)
+    assert result == SpanExportResult.SUCCESS
 
     spans = {span.name: span for span in recorder.spans_of(CALLER_TRACE)}
     assert set(spans) == {
@@ -140,7 +149,6 @@ def test_spans_arrive_with_their_operation_parent_links_and_properties(
     # The exporter's own resource point comes with every span batch.
     assert [point.name for point in recorder.metrics()] == ["_OTELRESOURCE_"]
     line = format_item(consumer)
-    assert line is not None
     assert "process inference-requests" in line
     assert f"op={CALLER_TRACE}" in line
 
@@ -162,11 +170,7 @@ def test_metrics_arrive_as_points_with_dimensions(recorder: IngestionRecorder) -
         duration.record(seconds, {"gen_ai.operation.name": "chat"})
     data = reader.get_metrics_data()
     assert data is not None
-    exporter = AzureMonitorMetricExporter(**exporter_options(recorder))
-    try:
-        assert exporter.export(data) == MetricExportResult.SUCCESS
-    finally:
-        exporter.shutdown()
+    assert export(recorder, AzureMonitorMetricExporter, data) == MetricExportResult.SUCCESS
     provider.shutdown()
 
     points = {point.name: point for point in recorder.metrics()}
@@ -201,11 +205,8 @@ def test_log_records_and_exceptions_arrive_with_their_dimensions(
             logger.exception("could not process", extra={"inferbus.message_id": "m-7"})
     finally:
         logger.removeHandler(handler)
-    exporter = AzureMonitorLogExporter(**exporter_options(recorder))
-    try:
-        exporter.export(memory.get_finished_logs())
-    finally:
-        exporter.shutdown()
+    result = export(recorder, AzureMonitorLogExporter, memory.get_finished_logs())
+    assert result == LogRecordExportResult.SUCCESS
 
     recorder.wait_for(lambda: recorder.logs() and recorder.exceptions(), timeout=5)
     (log,) = recorder.logs()
@@ -309,9 +310,14 @@ def test_the_printer_shows_the_apps_telemetry_not_azure_monitors_bookkeeping() -
         timedelta(milliseconds=3), "InProc", None, "0", None, {},
     )  # fmt: skip
     exporter_log = LogRecord(
-        "Transmission succeeded: Item received: 1. Items accepted: 1", "Information",
-        {"logger_name": "azure.monitor.opentelemetry.exporter.export._base"}, None, None, None, {},
-    )  # fmt: skip
+        "Transmission succeeded: Item received: 1. Items accepted: 1",
+        severity="Information",
+        dimensions={"logger_name": "azure.monitor.opentelemetry.exporter.export._base"},
+        operation_id=None,
+        parent_id=None,
+        time=None,
+        envelope={},
+    )
     printer([span, metric("_OTELRESOURCE_", 0), metric("\\Memory\\Available Bytes", 1e9)])
     printer([metric("http.client.duration", 3, **{"_MS.MetricId": "dependencies/duration"})])
     printer([exporter_log, metric("inferbus.requests.accepted", 1, **{"inferbus.door": "http"})])

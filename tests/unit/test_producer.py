@@ -18,7 +18,7 @@ from shared.messaging import OutgoingMessage
 from shared.producer import LineRefusal, ParsedLine, Producer, RequestLine, parse_lines
 from shared.producer.__main__ import main
 from shared.producer.batching import OutgoingBatch, QueueBatcher
-from shared.producer.lines import PRODUCER_NAMESPACE
+from shared.producer.lines import PRODUCER_NAMESPACE, parse_document
 from shared.producer.planning import Planner
 from shared.producer.progress import ProgressDisplay
 from shared.producer.report import SendReport
@@ -37,10 +37,10 @@ def jsonl(*documents: Any) -> list[str]:
     return [d if isinstance(d, str) else json.dumps(d) for d in documents]
 
 
-def parsed(document: dict[str, Any], line: int = 1) -> ParsedLine:
-    [item] = parse_lines([json.dumps(document)])
+def parsed(document: dict[str, Any]) -> ParsedLine:
+    item = parse_document(document, 1)
     assert isinstance(item, ParsedLine), item
-    return ParsedLine(line, item.request, item.request_id, item.fingerprint)
+    return item
 
 
 # --- fakes of the batching ports -----------------------------------------------------------
@@ -205,7 +205,16 @@ def test_each_request_is_routed_to_its_lanes_queue() -> None:
 
 
 def test_the_message_is_the_request_envelope_with_source_producer() -> None:
-    item = parsed({**TEXT_LINE, "deadline_seconds": 600, "metadata": {"document_type": "memo"}})
+    item = parsed(
+        {
+            **TEXT_LINE,
+            "deadline_seconds": 600,
+            "metadata": {"document_type": "memo"},
+            "parameters": {"temperature": 0},
+            "not_before": "2026-05-01T12:05:00Z",
+            "after": "r-0",
+        }
+    )
     plan = Planner.from_settings(settings()).plan(item, NOW)
     envelope = plan.envelope
 
@@ -217,6 +226,13 @@ def test_the_message_is_the_request_envelope_with_source_producer() -> None:
     body = RequestMessage.model_validate_json(envelope.body)
     assert body.input == InlineText(text="hello")
     assert body.deadline == NOW + timedelta(seconds=600)
+    assert (body.request_id, body.tenant_id, body.model) == (
+        item.request_id,
+        "contoso",
+        "local-analyzer",
+    )
+    assert (body.parameters, body.metadata) == ({"temperature": 0}, {"document_type": "memo"})
+    assert (body.not_before, body.after) == (NOW + timedelta(minutes=5), "r-0")
 
 
 def test_lines_are_refused_for_what_the_processor_would_dead_letter() -> None:

@@ -41,6 +41,7 @@ import re
 import shutil
 import statistics
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -115,6 +116,20 @@ def argument_parser(doc: str | None) -> argparse.ArgumentParser:
         description=doc.split("\n")[0] if doc else None,
         epilog="See the module docstring for how to read the figures.",
     )
+
+
+@contextmanager
+def work_folder(prefix: str, keep: Path | None = None) -> Iterator[Path]:
+    """A benchmark run's folder (app snapshot, settings, every process's log): ``keep``
+    when given (created if need be, left in place afterwards), else a temporary folder
+    named ``prefix...`` that is removed when the block ends."""
+    if keep is not None:
+        folder = keep.resolve()
+        folder.mkdir(parents=True, exist_ok=True)
+        yield folder
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as temporary:
+        yield Path(temporary)
 
 
 # --- statistics ---------------------------------------------------------------------------
@@ -337,6 +352,21 @@ class Services:
 
     def queue_counts(self, queue: str) -> dict[str, Any]:
         return self.emulator.runtime_properties(queue)
+
+    def outcome_watcher(self, values: dict[str, str]) -> OutcomeWatcher:
+        """An ``OutcomeWatcher`` on this emulator for the results topic and request queue
+        that ``values`` (the host's settings) name."""
+        return OutcomeWatcher(
+            self.servicebus, values["ResultsTopicName"], values["RequestsQueueName"]
+        )
+
+    def cpu_meter(self, host_pid: int, **others: int) -> CpuMeter:
+        """A ``CpuMeter`` of the host (with its worker), this Azurite, this emulator and
+        ``others`` (name -> pid); the bench client is always metered too."""
+        return CpuMeter(
+            {"host+worker": host_pid, "azurite": self.azurite_pid, "emulator": self.emulator_pid}
+            | others
+        )
 
 
 @contextmanager
@@ -605,7 +635,18 @@ def closed_loop(
     return Loop(latencies, statuses, time.perf_counter() - began)
 
 
+def post_request(key: str) -> Callable[[http.client.HTTPConnection], int]:
+    """A ``closed_loop`` request: ``POST /api/v1/requests`` with the function ``key``,
+    returning the status."""
+
+    def post(connection: http.client.HTTPConnection) -> int:
+        return submit(connection, key)[0]
+
+    return post
+
+
 def run_threads(target: Callable[[], None], count: int) -> None:
+    """``count`` threads running ``target``, until all of them return."""
     threads = [threading.Thread(target=target) for _ in range(count)]
     for thread in threads:
         thread.start()
@@ -644,14 +685,12 @@ class OutcomeWatcher:
         self._queue = queue
         self.results: dict[str, tuple[float, str]] = {}
         self.dead_letters: dict[str, DeadLetter] = {}
-        self.repeated_results = 0
         self._changed = threading.Condition()
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(target=self._guarded, args=(self._watch_results,), daemon=True),
             threading.Thread(target=self._guarded, args=(self._watch_dead_letters,), daemon=True),
         ]
-        self.errors: list[str] = []
 
     def __enter__(self) -> OutcomeWatcher:
         for thread in self._threads:
@@ -668,8 +707,7 @@ class OutcomeWatcher:
             try:
                 with ServiceBusClient.from_connection_string(self._connection_string) as client:
                     watch(client)
-            except Exception as error:
-                self.errors.append(repr(error))
+            except Exception:  # the emulator dropped the link: open a new one
                 self._stop.wait(0.5)
 
     def _watch_results(self, client: ServiceBusClient) -> None:
@@ -715,9 +753,7 @@ class OutcomeWatcher:
         outcome = properties.get(b"outcome", properties.get("outcome"))
         if isinstance(outcome, bytes):
             outcome = outcome.decode()
-        if request_id in self.results:
-            self.repeated_results += 1
-        else:
+        if request_id not in self.results:  # a repeated result keeps the first one's time
             self.results[request_id] = (at, str(outcome or body.get("outcome")))
 
     def _record_dead_letter(self, message: ServiceBusReceivedMessage, at: float) -> None:
@@ -773,6 +809,45 @@ def outcome_text(outcomes: Counter[str], dead_lettered: int | None = None) -> st
     if dead_lettered is not None:
         text += f"; request DLQ {dead_lettered}"
     return text
+
+
+@dataclass
+class LoadRun:
+    """A load to its outcomes: what was sent, what came of it, the CPU it cost."""
+
+    load: Load
+    ids: list[str]  # the accepted requests
+    finished: bool  # every accepted request had its outcome before the timeout
+    ended: float  # perf_counter of the last outcome (or of giving up, if not finished)
+    cpu: dict[str, float]  # seconds per process tree, from the first submit to ``ended``
+    outcomes: Counter[str]
+
+    @property
+    def good_rate(self) -> float:
+        """Completed or refused requests per second, first submit -> last outcome."""
+        seconds = self.ended - self.load.began
+        return good(self.outcomes) / seconds if seconds > 0 else 0.0
+
+
+def load_to_outcomes(
+    stack: Services,
+    host: Host,
+    watcher: OutcomeWatcher,
+    requests: int,
+    callers: int,
+    timeout: float,
+) -> LoadRun:
+    """``submit_load`` of ``requests`` at ``callers`` clients, then wait up to ``timeout``
+    seconds for every accepted request's outcome; the host, Azurite and the emulator are
+    metered (``Services.cpu_meter``) from before the first submit until the wait ends."""
+    meter = stack.cpu_meter(host.pid)
+    meter.start()
+    load = submit_load(host.port, host.key, requests, callers)
+    ids = list(load.accepted)
+    finished = watcher.wait_for(ids, timeout=timeout)
+    ended = watcher.last_outcome_at(ids) if finished else time.perf_counter()
+    cpu = meter.stop()
+    return LoadRun(load, ids, finished, ended, cpu, watcher.outcomes(ids))
 
 
 # --- Service Bus: request messages and the receive+complete ceiling ------------------------
@@ -1037,7 +1112,13 @@ class CountingProxy:
         with self._lock:
             return [op for op in self.ops if start <= op.at <= end]
 
-    def last_at(self) -> float:
+    def wait_quiet(self, quiet: float = 1.0, timeout: float = 10.0) -> None:
+        """Until no request has crossed for ``quiet`` seconds, or ``timeout`` seconds pass."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and time.perf_counter() - self._last_at() < quiet:
+            time.sleep(0.1)
+
+    def _last_at(self) -> float:
         with self._lock:
             return self.ops[-1].at if self.ops else 0.0
 
@@ -1067,7 +1148,6 @@ class Calibration:
     processing: dict[str, list[StorageOp]]
     unattributed: list[StorageOp]
     shape: MessageShape | None
-    functions: list[dict[str, Any]]
     under_load: tuple[int, int, float] | None = None
 
     def per_request(self, phase: str) -> list[int]:
@@ -1196,18 +1276,13 @@ def calibrate(
             if processing:
                 owners = {(op.container, op.blob): rid for rid, ops in intake.items() for op in ops}
                 with (
-                    OutcomeWatcher(stack.servicebus, values["ResultsTopicName"], queue) as watcher,
+                    stack.outcome_watcher(values) as watcher,
                     running_host(script_root, values, work, "calibration-processing", disabled),
                 ):
                     ids = list(intake)
                     if not watcher.wait_for(ids, timeout=60 + count):
                         raise RuntimeError(f"calibration: outcomes {watcher.outcomes(ids)}")
-                    quiet_until = time.monotonic() + 10
-                    while (
-                        time.monotonic() < quiet_until
-                        and time.perf_counter() - proxy.last_at() < 1.0
-                    ):
-                        time.sleep(0.1)
+                    proxy.wait_quiet()
                     ended = time.perf_counter()
                 processing_ops = {rid: [] for rid in intake}
                 for op in proxy.between(intake_end, ended):
@@ -1220,7 +1295,7 @@ def calibrate(
             unattributed = [
                 op for op in proxy.between(0, time.perf_counter()) if op not in attributed
             ]
-            calibration = Calibration(count, intake, processing_ops, unattributed, shape, functions)
+            calibration = Calibration(count, intake, processing_ops, unattributed, shape)
             if load is not None:
                 calibration.under_load = ops_under_load(
                     proxy, stack, script_root, values, work, disabled, *load
@@ -1244,9 +1319,8 @@ def ops_under_load(
     concurrent clients with the processor running (conflicts and retries included):
     every blob operation from the first submit until all outcomes are seen and the proxy
     is quiet, / requests. Returns (requests, callers, ops per request)."""
-    topic, queue = values["ResultsTopicName"], values["RequestsQueueName"]
     with (
-        OutcomeWatcher(stack.servicebus, topic, queue) as watcher,
+        stack.outcome_watcher(values) as watcher,
         running_host(script_root, values, work, "calibration-load", disabled) as host,
     ):
         began = time.perf_counter()
@@ -1254,9 +1328,7 @@ def ops_under_load(
         ids = list(load.accepted)
         if not watcher.wait_for(ids, timeout=60 + requests):
             raise RuntimeError(f"calibration under load: outcomes {watcher.outcomes(ids)}")
-        quiet_until = time.monotonic() + 10
-        while time.monotonic() < quiet_until and time.perf_counter() - proxy.last_at() < 1.0:
-            time.sleep(0.1)
+        proxy.wait_quiet()
         ops = [op for op in proxy.between(began, time.perf_counter()) if op.blob]
     return requests, callers, len(ops) / max(1, len(ids))
 

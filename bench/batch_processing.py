@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -59,7 +58,6 @@ from _harness import (
     CpuMeter,
     Host,
     MessageShape,
-    OutcomeWatcher,
     app_snapshot,
     argument_parser,
     calibrate,
@@ -71,6 +69,7 @@ from _harness import (
     now_stamp,
     outcome_text,
     ratio,
+    run_threads,
     running_host,
     sample_values,
     send_messages,
@@ -79,6 +78,7 @@ from _harness import (
     spread,
     storage_replay,
     submit_load,
+    work_folder,
 )
 
 
@@ -153,11 +153,7 @@ def attempts_of(port: int, key: str, ids: list[str]) -> tuple[int, int]:
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=reader) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_threads(reader, 8)
     return total[0], total[1]
 
 
@@ -168,7 +164,7 @@ def drain(
     with services(work, name) as stack:
         values = stack.values()
         create_containers(stack.storage, values)
-        queue, topic = values["RequestsQueueName"], values["ResultsTopicName"]
+        queue = values["RequestsQueueName"]
         poisons = round(args.messages * args.poison_rate) if variant == "poison" else 0
         ids, poison_ids = prefill(
             root, values, work, f"{name}-fill", args.messages - poisons, args.callers, poisons,
@@ -179,7 +175,7 @@ def drain(
             print(f"  note: {waiting} messages queued for {len(ids) + len(poison_ids)} sent")
         everything = ids + poison_ids
         host = Host(root, values, work, f"{name}-drain")
-        with OutcomeWatcher(stack.servicebus, topic, queue) as watcher:
+        with stack.outcome_watcher(values) as watcher:
             try:
                 host.start()
                 started = time.perf_counter()
@@ -229,8 +225,7 @@ def main() -> int:
     parser.add_argument("--calibration", type=int, default=10, help="calibration requests (10)")
     parser.add_argument("--ceiling-messages", type=int, default=1000)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="inferbus-batch-") as folder:
-        work = Path(folder)
+    with work_folder("inferbus-batch-") as work:
         root = app_snapshot(work / "app")
         batch = BatchSettings.of(root)
         concurrency = int(sample_values().get("ModelConcurrency", "4"))

@@ -56,7 +56,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -65,16 +64,14 @@ from pathlib import Path
 from _harness import (
     FALLBACK_SHAPE,
     BatchSettings,
-    CpuMeter,
-    OutcomeWatcher,
     Services,
     app_snapshot,
     argument_parser,
     calibrate,
     connect,
     create_containers,
-    good,
     job_status,
+    load_to_outcomes,
     machine,
     median,
     now_stamp,
@@ -88,7 +85,7 @@ from _harness import (
     spread,
     storage_replay,
     submit,
-    submit_load,
+    work_folder,
 )
 
 LONE_TARGET_MS = 400.0
@@ -103,7 +100,6 @@ class Run:
     statuses: Counter[int]
     accept_ms: list[float]
     cpu: dict[str, float]
-    requests: int
     finished: bool
 
 
@@ -120,9 +116,8 @@ def end_to_end(
     stack: Services, root: Path, work: Path, name: str, requests: int, callers: int
 ) -> Run:
     values = stack.values()
-    topic, queue = values["ResultsTopicName"], values["RequestsQueueName"]
     with (
-        OutcomeWatcher(stack.servicebus, topic, queue) as watcher,
+        stack.outcome_watcher(values) as watcher,
         running_host(root, values, work, name) as host,
     ):
         connection = connect(host.port)
@@ -130,28 +125,18 @@ def end_to_end(
         connection.close()
         if warm is None or not watcher.wait_for([warm], 60):
             raise RuntimeError(f"the warm-up request did not finish: {warm}")
-        meter = CpuMeter(
-            {"host+worker": host.pid, "azurite": stack.azurite_pid, "emulator": stack.emulator_pid}
-        )
-        meter.start()
-        load = submit_load(host.port, host.key, requests, callers)
-        ids = list(load.accepted)
-        finished = watcher.wait_for(ids, timeout=60 + requests / 2)
-        ended = watcher.last_outcome_at(ids) if finished else time.perf_counter()
-        cpu = meter.stop()
-        outcomes = watcher.outcomes(ids)
+        run = load_to_outcomes(stack, host, watcher, requests, callers, timeout=60 + requests / 2)
         dead_letters = len(watcher.dead_letters)
-    seconds = ended - load.began
+    load = run.load
     return Run(
-        rate=good(outcomes) / seconds if seconds > 0 else 0.0,
-        accepted_rate=len(ids) / (load.ended - load.began),
-        outcomes=outcomes,
+        rate=run.good_rate,
+        accepted_rate=len(run.ids) / (load.ended - load.began),
+        outcomes=run.outcomes,
         dead_letters=dead_letters,
         statuses=load.statuses,
         accept_ms=[(answered - began) * 1000 for began, answered in load.accepted.values()],
-        cpu=cpu,
-        requests=requests,
-        finished=finished,
+        cpu=run.cpu,
+        finished=run.finished,
     )
 
 
@@ -160,9 +145,8 @@ def lone_latency(work: Path, root: Path, count: int) -> None:
     with services(work, "lone") as stack:
         values = stack.values()
         create_containers(stack.storage, values)
-        topic, queue = values["ResultsTopicName"], values["RequestsQueueName"]
         with (
-            OutcomeWatcher(stack.servicebus, topic, queue) as watcher,
+            stack.outcome_watcher(values) as watcher,
             running_host(root, values, work, "lone-host") as host,
         ):
             connection = connect(host.port)
@@ -226,8 +210,7 @@ def main() -> int:
         "--ceiling-messages", type=int, default=1000, help="messages per Service Bus ceiling"
     )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="inferbus-e2e-") as folder:
-        work = Path(folder)
+    with work_folder("inferbus-e2e-") as work:
         root = app_snapshot(work / "app")
         batch = BatchSettings.of(root)
         settings = sample_values()
@@ -311,19 +294,15 @@ def print_summary(
         f"(bound by {dict(limits.binding)})"
     )
     print(f"  ratio end to end / local limit:   {spread(ratios, 2)}")
-    names = [name for name in runs[0].cpu]
-    parts = []
-    total_ms: list[float] = []
-    for run in runs:
-        done = max(1, sum(run.outcomes.values()))
-        total_ms.append(
-            sum(seconds for name, seconds in run.cpu.items() if name != "bench client")
-            * 1000
-            / done
-        )
-    for name in names:
-        per = [run.cpu[name] * 1000 / max(1, sum(run.outcomes.values())) for run in runs]
-        parts.append(f"{name} {spread(per, 1)}")
+    cpu_ms = [  # per run: process -> CPU ms per request with an outcome
+        {
+            name: seconds * 1000 / max(1, sum(run.outcomes.values()))
+            for name, seconds in run.cpu.items()
+        }
+        for run in runs
+    ]
+    total_ms = [sum(ms for name, ms in cpu.items() if name != "bench client") for cpu in cpu_ms]
+    parts = [f"{name} {spread([cpu[name] for cpu in cpu_ms], 1)}" for name in runs[0].cpu]
     print("CPU ms per request: " + "; ".join(parts))
     cores = os.cpu_count() or 1
     print(

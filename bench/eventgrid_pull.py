@@ -22,7 +22,6 @@ How to read: ``median [min..max, n=repeats]``. Figures only, nothing is asserted
 from __future__ import annotations
 
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -45,6 +44,7 @@ from _harness import (
     running_host,
     services,
     spread,
+    work_folder,
 )
 from azure.core.credentials import AzureKeyCredential
 from azure.core.messaging import CloudEvent
@@ -154,8 +154,7 @@ def main() -> int:
     door: list[float] = []
     ceiling: list[float] = []
     cpu: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="bench-pull-") as folder:
-        work = Path(folder)
+    with work_folder("bench-pull-") as work:
         for repeat in range(1, args.repeats + 1):
             with services(work, f"ceiling-{repeat}") as stack:
                 ceiling.append(ceiling_run(stack, work, args.events, repeat))

@@ -33,15 +33,12 @@ from __future__ import annotations
 import argparse
 import http.client
 import sys
-import tempfile
 from collections import Counter
-from pathlib import Path
 
 from _harness import (
     FALLBACK_SHAPE,
     PROCESSOR,
     REPO,
-    CpuMeter,
     Host,
     Loop,
     app_snapshot,
@@ -51,13 +48,14 @@ from _harness import (
     create_containers,
     machine,
     now_stamp,
+    post_request,
     quantile,
     ratio,
     send_latencies,
     services,
     spread,
     storage_replay,
-    submit,
+    work_folder,
 )
 
 PING_APP = REPO / "tools" / "functions-host" / "bench" / "ping_app"
@@ -78,8 +76,7 @@ def main() -> int:
     parser.add_argument("--callers", type=int, default=8, help="callers of the throughput loop")
     parser.add_argument("--calibration", type=int, default=20, help="calibration requests (20)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="inferbus-intake-") as folder:
-        work = Path(folder)
+    with work_folder("inferbus-intake-") as work:
         root = app_snapshot(work / "app")
         print(
             f"intake_http ({now_stamp()}, {machine()}): loops of {args.duration:g}s at 1 and "
@@ -104,20 +101,10 @@ def main() -> int:
                 try:
                     app.start()
                     pinger.start()
-                    key = app.key
-
-                    def post(connection: http.client.HTTPConnection, key: str = key) -> int:
-                        return submit(connection, key)[0]
-
+                    post = post_request(app.key)
                     closed_loop(app.port, post, 2, 1.0)  # warm-up
                     closed_loop(pinger.port, ping, 2, 1.0)
-                    meter = CpuMeter(
-                        {
-                            "host+worker": app.pid,
-                            "azurite": stack.azurite_pid,
-                            "emulator": stack.emulator_pid,
-                        }
-                    )
+                    meter = stack.cpu_meter(app.pid)
                     for callers in (1, args.callers):
                         loops.setdefault(f"ping c={callers}", []).append(
                             closed_loop(pinger.port, ping, callers, args.duration)

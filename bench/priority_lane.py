@@ -58,20 +58,17 @@ import argparse
 import json
 import re
 import sys
-import tempfile
 import threading
 import time
-from contextlib import nullcontext, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from _harness import (
     PROCESSOR,
     TEXT,
     BatchSettings,
-    CpuMeter,
     Host,
     Load,
     OutcomeWatcher,
@@ -92,6 +89,7 @@ from _harness import (
     spread,
     submit,
     submit_load,
+    work_folder,
 )
 from azure.core.exceptions import ResourceExistsError
 from azure.storage.blob import BlobServiceClient
@@ -171,7 +169,6 @@ class StorageProbe:
         self._blob = service.get_blob_client(PROBE_CONTAINER, "probe.json")
         self._blob.upload_blob(b"{}", overwrite=True)
         self.samples: list[tuple[float, float]] = []  # (sent at, seconds)
-        self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -186,11 +183,8 @@ class StorageProbe:
     def _run(self) -> None:
         while not self._stop.wait(PROBE_INTERVAL_S):
             began = time.perf_counter()
-            try:
+            with suppress(Exception):  # a failed probe is a missing sample, not a failed run
                 self._blob.download_blob().readall()
-            except Exception as error:  # a failed probe is a missing sample, not a failed run
-                self.errors.append(repr(error))
-            else:
                 self.samples.append((began, time.perf_counter() - began))
 
     def between(self, start: float, end: float) -> list[float]:
@@ -222,12 +216,7 @@ def settle(watcher: OutcomeWatcher, timed: Timed, timeout: float) -> Timed:
 
 def queue_depth(stack: Services, queue: str) -> int:
     """Messages in ``queue`` not yet settled (waiting + locked), from the emulator's counts."""
-    counts: dict[str, Any] = stack.queue_counts(queue)
-    details = counts.get("countDetails", counts)
-    active = details.get("activeMessageCount", details.get("active_message_count"))
-    if active is None:
-        return -1
-    return int(active)
+    return int(stack.queue_counts(queue)["active_message_count"])
 
 
 @dataclass(frozen=True)
@@ -279,11 +268,10 @@ def run_repeat(
 ) -> Repeat:
     values = stack.values(**overrides)
     create_containers(stack.storage, values)
-    topic, queue = values["ResultsTopicName"], values["RequestsQueueName"]
     repeat = Repeat()
     held = (PROCESSOR,) if args.held else ()
     with (
-        OutcomeWatcher(stack.servicebus, topic, queue) as watcher,
+        stack.outcome_watcher(values) as watcher,
         StorageProbe(stack.storage) as probe,
     ):
         first = f"{name}-held" if held else name
@@ -324,9 +312,7 @@ def behind_backlog(
     """B and C: (the backlog, unless ``held`` = (its load, when its processing began)), then
     the high request and the normal control at once; fills ``repeat``."""
     queue = stack.values()["RequestsQueueName"]
-    meter = CpuMeter(
-        {"host+worker": host.pid, "azurite": stack.azurite_pid, "emulator": stack.emulator_pid}
-    )
+    meter = stack.cpu_meter(host.pid)
     meter.start()
     metered_from = time.perf_counter()
     if held is None:
@@ -490,13 +476,7 @@ def main() -> int:
         key, _, value = item.partition("=")
         overrides[key] = value
     settings = sample_values() | overrides
-    with (
-        nullcontext(str(args.keep))
-        if args.keep
-        else tempfile.TemporaryDirectory(prefix="inferbus-priority-")
-    ) as folder:
-        work = Path(folder)
-        work.mkdir(parents=True, exist_ok=True)
+    with work_folder("inferbus-priority-", args.keep) as work:
         extra = {"maxMessageBatchSize": args.batch_size} if args.batch_size else None
         root = app_snapshot(work / "app", extra)
         batch = BatchSettings.of(root)

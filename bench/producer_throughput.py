@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 from _harness import (
     EMULATOR_CONFIG,
@@ -44,6 +42,7 @@ from _harness import (
     now_stamp,
     ratio,
     spread,
+    work_folder,
 )
 
 from servicebus_emulator.process import EmulatorProcess, ServiceBusEmulator
@@ -136,9 +135,9 @@ def main() -> int:
         f"{len(TEXT)} B texts per variant, {args.repeats} repeats, a fresh emulator each"
     )
     results: dict[str, list[Run]] = {name: [] for name in VARIANTS}
-    with tempfile.TemporaryDirectory(prefix="inferbus-producer-") as folder:
+    with work_folder("inferbus-producer-") as work:
         for repeat in range(args.repeats):
-            process = EmulatorProcess(EMULATOR_CONFIG, Path(folder) / f"emulator-{repeat}.log")
+            process = EmulatorProcess(EMULATOR_CONFIG, work / f"emulator-{repeat}.log")
             try:
                 emulator = process.wait_ready()
                 pid = process.child.process.pid

@@ -37,7 +37,6 @@ import argparse
 import math
 import os
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -47,13 +46,11 @@ from typing import Any
 from _harness import (
     REPO,
     BatchSettings,
-    CpuMeter,
-    OutcomeWatcher,
     app_snapshot,
     argument_parser,
     connect,
     create_containers,
-    good,
+    load_to_outcomes,
     machine,
     median,
     now_stamp,
@@ -65,7 +62,7 @@ from _harness import (
     services,
     spread,
     submit,
-    submit_load,
+    work_folder,
 )
 
 LONE_TARGET_MS = 400.0
@@ -135,9 +132,8 @@ def run_variant(
             ModelConcurrency=str(variant.concurrency), LocalModelLatencyMs=str(args.latency_ms)
         )
         create_containers(stack.storage, values)
-        topic, queue = values["ResultsTopicName"], values["RequestsQueueName"]
         with (
-            OutcomeWatcher(stack.servicebus, topic, queue) as watcher,
+            stack.outcome_watcher(values) as watcher,
             running_host(variant.root, values, work, f"{name}-host") as host,
         ):
             connection = connect(host.port)
@@ -150,19 +146,13 @@ def run_variant(
                 if index:
                     lone.append(((watcher.observed(request_id) or began) - began) * 1000)
             connection.close()
-            meter = CpuMeter(
-                {"host": host.pid, "azurite": stack.azurite_pid, "emulator": stack.emulator_pid}
+            run = load_to_outcomes(
+                stack, host, watcher, args.requests, args.callers, timeout=120 + args.requests
             )
-            meter.start()
-            load = submit_load(host.port, host.key, args.requests, args.callers)
-            ids = list(load.accepted)
-            finished = watcher.wait_for(ids, timeout=120 + args.requests)
-            ended = watcher.last_outcome_at(ids) if finished else time.perf_counter()
-            cpu = meter.stop()
-            outcomes = watcher.outcomes(ids)
-    rate = good(outcomes) / (ended - load.began)
-    per_request = {name: seconds * 1000 / max(1, len(ids)) for name, seconds in cpu.items()}
-    return rate, lone, per_request, outcomes
+    per_request = {
+        process: seconds * 1000 / max(1, len(run.ids)) for process, seconds in run.cpu.items()
+    }
+    return run.good_rate, lone, per_request, run.outcomes
 
 
 def main() -> int:
@@ -182,8 +172,7 @@ def main() -> int:
     default_concurrency = int(sample_values().get("ModelConcurrency", "4"))
     specs = args.variant or list(DEFAULT_VARIANTS)
     variants = [parse_variant(spec, default_concurrency) for spec in specs]
-    with tempfile.TemporaryDirectory(prefix="inferbus-ab-") as folder:
-        work = Path(folder)
+    with work_folder("inferbus-ab-") as work:
         for index, variant in enumerate(variants):
             variant.root = app_snapshot(work / f"app-{index}", variant.service_bus)
         repo_batch = BatchSettings.of(REPO)
@@ -202,7 +191,7 @@ def main() -> int:
                 variant.rates.append(rate)
                 variant.lone_ms.append(quantile(lone, 0.5))
                 variant.lone_all += lone
-                variant.cpu_ms.append(cpu_ms["host"])
+                variant.cpu_ms.append(cpu_ms["host+worker"])
                 variant.stack_cpu_ms.append(
                     sum(ms for name, ms in cpu_ms.items() if name != "bench client")
                 )
@@ -218,7 +207,6 @@ def main() -> int:
             cpu_bound = [cores * 1000 / ms for ms in variant.stack_cpu_ms]
             limits = [min(bound, c) for c in cpu_bound]
             ratios = [ratio(rate, limit) for rate, limit in zip(variant.rates, limits, strict=True)]
-            lone_p50 = variant.lone_ms
             print(f"  {variant.label}  ({variant.spec})")
             print(
                 f"    throughput {spread(variant.rates)} req/s; limit {spread(limits)} = "
@@ -226,10 +214,10 @@ def main() -> int:
                 f"ratio {spread(ratios, 2)}"
             )
             print(
-                f"    lone latency p50 {spread(lone_p50, 0)} ms, p90 of all "
+                f"    lone latency p50 {spread(variant.lone_ms, 0)} ms, p90 of all "
                 f"{quantile(variant.lone_all, 0.9):.0f} ms; floor {args.latency_ms} ms, "
                 f"target {LONE_TARGET_MS:.0f} ms: p50/target "
-                f"{ratio(median(lone_p50), LONE_TARGET_MS):.2f}"
+                f"{ratio(median(variant.lone_ms), LONE_TARGET_MS):.2f}"
             )
             print(
                 f"    CPU per request: host+worker {spread(variant.cpu_ms)} ms, with Azurite and "

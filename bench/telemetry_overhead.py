@@ -54,13 +54,11 @@ local settings (a line says so when some would). Figures only, no assertion.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import re
 import signal
 import sys
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -71,7 +69,6 @@ from typing import Any
 from _harness import (
     PROCESSOR,
     REPO,
-    CpuMeter,
     Host,
     Loop,
     app_snapshot,
@@ -82,11 +79,12 @@ from _harness import (
     machine,
     median,
     now_stamp,
+    post_request,
     quantile,
     ratio,
     services,
     spread,
-    submit,
+    work_folder,
 )
 
 from devtools.appinsights import IngestionRecorder, is_bookkeeping, parse_envelope
@@ -223,17 +221,17 @@ class Recorder:
         command = [sys.executable, str(Path(__file__).resolve()), "--recorder-child"]
         self.child = Child(f"recorder-{name}", command, work / f"{name}-recorder.log", cwd=REPO)
         self.connection_string = self.child.wait_for(RECORDER_READY, 60).group(1)
-        self.counts: dict[str, Any] = {}
 
     @property
     def pid(self) -> int:
         return self.child.process.pid
 
     def stop(self) -> dict[str, Any]:
+        """Stop the child; what it received ({} when it printed no counts)."""
         self.child.stop(signal.SIGTERM, timeout=30)
         found = COUNTS_LINE.search(self.child.output())
-        self.counts = json.loads(found.group(1)) if found else {}
-        return self.counts
+        counts: dict[str, Any] = json.loads(found.group(1)) if found else {}
+        return counts
 
 
 # --- one run of one variant ----------------------------------------------------------------
@@ -262,23 +260,14 @@ def run_variant(work: Path, root: Path, variant: str, repeat: int, args: argpars
             app = Host(root, values, work, f"app-{name}", disabled=(PROCESSOR,))
             try:
                 app.start()
-                key = app.key
-
-                def post(connection: http.client.HTTPConnection, key: str = key) -> int:
-                    return submit(connection, key)[0]
-
+                post = post_request(app.key)
                 warm = closed_loop(app.port, post, args.callers, args.warmup)
                 run.statuses.update(warm.statuses)
                 workers = descendants(app.pid)
-                pids = {
-                    "host+worker": app.pid,
-                    "azurite": stack.azurite_pid,
-                    "emulator": stack.emulator_pid,
-                    "recorder": recorder.pid,
-                }
+                others = {"recorder": recorder.pid}
                 if len(workers) == 1:
-                    pids["worker"] = workers[0]
-                meter = CpuMeter(pids)
+                    others["worker"] = workers[0]
+                meter = stack.cpu_meter(app.pid, **others)
                 for callers in (1, args.callers):
                     meter.start()
                     loop = closed_loop(app.port, post, callers, args.duration)
@@ -463,11 +452,7 @@ def main() -> int:
     unknown = sorted(set(variants) - {*VARIANTS, *DIAGNOSTIC})
     if unknown or not variants:
         parser.error(f"unknown variants {unknown}; choose among {[*VARIANTS, *DIAGNOSTIC]}")
-    with tempfile.TemporaryDirectory(prefix="inferbus-telemetry-") as folder:
-        work = Path(folder)
-        if args.keep:
-            work = args.keep.resolve()
-            work.mkdir(parents=True, exist_ok=True)
+    with work_folder("inferbus-telemetry-", args.keep) as work:
         root = app_snapshot(work / "app")
         print(
             f"telemetry_overhead ({now_stamp()}, {machine()}): POST /api/v1/requests -> 202, "

@@ -1,4 +1,5 @@
-"""Fixtures: the sample app on the local host, against Azurite and a test emulator."""
+"""Fixtures: the sample app on the local host, against Azurite and a test emulator; and
+the emulator the listener tests (test_*_listener.py) connect their listeners to."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from hostproc import SampleHost
+from listener_testing import CONNECTION, Senders
 from local_processes import Azurite
 from servicebus_emulator.process import ServiceBusEmulator
 
 EMULATOR_CONFIG = Path(__file__).with_name("servicebus-emulator.json")
+LISTENER_EMULATOR_CONFIG = Path(__file__).with_name("listener-emulator.json")
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +24,30 @@ def host_emulator(
 ) -> ServiceBusEmulator:
     """An emulator with the sample app's entities (short locks, few deliveries)."""
     return servicebus_emulator_factory(EMULATOR_CONFIG)
+
+
+@pytest.fixture(scope="session")
+def listener_emulator(
+    servicebus_emulator_factory: Callable[[Path], ServiceBusEmulator],
+) -> ServiceBusEmulator:
+    """An emulator with a queue per listener test (listener-emulator.json)."""
+    return servicebus_emulator_factory(LISTENER_EMULATOR_CONFIG)
+
+
+@pytest.fixture
+def connected(
+    listener_emulator: ServiceBusEmulator, monkeypatch: pytest.MonkeyPatch
+) -> ServiceBusEmulator:
+    """The listener emulator, with the listener tests' connection setting pointing at it."""
+    monkeypatch.setenv(CONNECTION, listener_emulator.connection_string)
+    return listener_emulator
+
+
+@pytest.fixture(scope="module")
+def senders(listener_emulator: ServiceBusEmulator) -> Iterator[Senders]:
+    opened = Senders(listener_emulator.connection_string)
+    yield opened
+    opened.close()
 
 
 @pytest.fixture(scope="session")

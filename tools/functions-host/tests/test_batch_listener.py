@@ -2,36 +2,31 @@
 
 Each test runs one ``ServiceBusListener`` (the real SDK receiver, on a queue of its own in
 ``listener-emulator.json``) with an invoker that records what it is given instead of
-calling a worker. Timing checks are lower bounds (a held message never goes before
-``maxBatchWaitTime``) or generous upper bounds far from the behaviour they rule out.
+calling a worker (listener_testing.py). Timing checks are lower bounds (a held message
+never goes before ``maxBatchWaitTime``) or generous upper bounds far from the behaviour
+they rule out.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSender
-from azurefunctions.extensions.bindings.servicebus import (
-    ServiceBusReceivedMessage as ExtensionMessage,
-)
+from azure.servicebus import ServiceBusClient
 
 from functions_host.config import ServiceBusOptions
-from functions_host.functions import FunctionSpec
 from functions_host.servicebus_listener import BATCH_WINDOW_S, ServiceBusListener
 from functions_host.settlement import MessageLocks
 from hostproc import wait_for
+from listener_testing import Senders, StubInvoker, body_text, listener_spec, new_listener, running
 from servicebus_emulator.process import ServiceBusEmulator
 
 pytestmark = pytest.mark.integration
-EMULATOR_CONFIG = Path(__file__).with_name("listener-emulator.json")
-CONNECTION = "ListenerTestServiceBus"
 
 
 @dataclass(frozen=True)
@@ -41,7 +36,7 @@ class Call:
     delivery_counts: list[int]
 
 
-class RecordingInvoker:
+class RecordingInvoker(StubInvoker):
     """Stands in for the worker: records each batch (and how many ran at once)."""
 
     def __init__(self, busy_s: float = 0.0, failures: int = 0) -> None:
@@ -52,18 +47,9 @@ class RecordingInvoker:
         self._running = 0
         self._lock = threading.Lock()
 
-    def invoke(
-        self,
-        spec: FunctionSpec,
-        inputs: Mapping[str, Any],
-        trigger_metadata: Mapping[str, Any] | None = None,
-        trace_parent: str | None = None,
-    ) -> None:
-        started = time.monotonic()
-        items = inputs[spec.trigger_parameter].collection_model_binding_data.model_binding_data
-        received = [ExtensionMessage(data=item).get_sdk_type() for item in items]
-        bodies = [b"".join(message.body).decode() for message in received]
-        counts = [message.delivery_count for message in received]
+    def run(self, messages: list[Any], started: float) -> None:
+        bodies = [body_text(message) for message in messages]
+        counts = [message.delivery_count for message in messages]
         with self._lock:
             self._running += 1
             self.most_at_once = max(self.most_at_once, self._running)
@@ -79,80 +65,17 @@ class RecordingInvoker:
         return [body for call in self.calls for body in call.bodies]
 
 
-@pytest.fixture(scope="module")
-def emulator(
-    servicebus_emulator_factory: Callable[[Path], ServiceBusEmulator],
-) -> ServiceBusEmulator:
-    return servicebus_emulator_factory(EMULATOR_CONFIG)
-
-
-@pytest.fixture(scope="module")
-def senders(emulator: ServiceBusEmulator) -> Iterator[Senders]:
-    opened = Senders(emulator)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def connected(emulator: ServiceBusEmulator, monkeypatch: pytest.MonkeyPatch) -> ServiceBusEmulator:
-    monkeypatch.setenv(CONNECTION, emulator.connection_string)
-    return emulator
-
-
-def _spec(queue: str, **trigger: Any) -> FunctionSpec:
-    return FunctionSpec(
-        name=f"batch_{queue.replace('-', '_')}",
-        function_id=f"id-{queue}",
-        trigger_type="serviceBusTrigger",
-        trigger={
-            "type": "serviceBusTrigger",
-            "name": "messages",
-            "queueName": queue,
-            "connection": CONNECTION,
-            "cardinality": "many",
-            "properties": {"SupportsDeferredBinding": True},
-            **trigger,
-        },
-        bindings=[],
-    )
-
-
 @contextmanager
 def listening(
     queue: str, invoker: RecordingInvoker, options: ServiceBusOptions, **trigger: Any
 ) -> Iterator[ServiceBusListener]:
     """A started listener whose receiver is open (its first receive is under way); a
     session listener only opens one when a session has messages, so it is not awaited."""
-    listener = ServiceBusListener(_spec(queue, **trigger), invoker, options, MessageLocks())
-    listener.start()
-    try:
+    spec = listener_spec(queue, many=True, **trigger)
+    with running(new_listener(spec, invoker, options, MessageLocks())) as listener:
         if not trigger.get("isSessionsEnabled"):
             wait_for(lambda: listener._held is not None, what="the receiver")
         yield listener
-    finally:
-        listener.stop()
-        listener.join(10)
-
-
-class Senders:
-    """One open sender per queue for the module (closing a sender takes about a second)."""
-
-    def __init__(self, emulator: ServiceBusEmulator) -> None:
-        self._client = ServiceBusClient.from_connection_string(emulator.connection_string)
-        self._senders: dict[str, ServiceBusSender] = {}
-
-    def send(self, queue: str, bodies: list[str], **kwargs: Any) -> float:
-        """Send ``bodies`` in one call; returns when the send started (monotonic)."""
-        if queue not in self._senders:
-            self._senders[queue] = self._client.get_queue_sender(queue).__enter__()  # opens it
-        started = time.monotonic()
-        self._senders[queue].send_messages([ServiceBusMessage(b, **kwargs) for b in bodies])
-        return started
-
-    def close(self) -> None:
-        for sender in self._senders.values():
-            sender.close()
-        self._client.close()
 
 
 def _options(**overrides: Any) -> ServiceBusOptions:
@@ -287,9 +210,8 @@ def test_a_receive_collects_for_the_batch_window_only(
 ) -> None:
     """After the first message a receive waits BATCH_WINDOW_S (20 ms) for more, not the
     Python SDK's 200 ms: the fastest of a few receives of a lone message shows it."""
-    listener = ServiceBusListener(
-        _spec("receive-window"), RecordingInvoker(), _options(), MessageLocks()
-    )
+    spec = listener_spec("receive-window", many=True)
+    listener = new_listener(spec, RecordingInvoker(), _options(), MessageLocks())
     durations = []
     with (
         ServiceBusClient.from_connection_string(connected.connection_string) as client,

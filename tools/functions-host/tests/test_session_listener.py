@@ -15,30 +15,23 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus import ServiceBusReceivedMessage as SdkMessage
 from azurefunctions.extensions.bindings.protos import settlement_pb2
-from azurefunctions.extensions.bindings.servicebus import (
-    ServiceBusReceivedMessage as ExtensionMessage,
-)
 
 from functions_host.config import ServiceBusOptions
-from functions_host.functions import FunctionSpec
 from functions_host.servicebus_listener import ServiceBusListener
 from functions_host.settlement import MessageLocks, SettlementService
 from hostproc import wait_for
+from listener_testing import Senders, StubInvoker, body_text, listener_spec, new_listener, running
 from servicebus_emulator.process import ServiceBusEmulator
 
 pytestmark = pytest.mark.integration
-EMULATOR_CONFIG = Path(__file__).with_name("listener-emulator.json")
-CONNECTION = "SessionListenerTestServiceBus"
 
 
 @dataclass(frozen=True)
@@ -65,7 +58,7 @@ class _Context:
 Action = Callable[[SdkMessage, "SessionInvoker"], None]
 
 
-class SessionInvoker:
+class SessionInvoker(StubInvoker):
     """Stands in for the worker: records each invocation, sessions running at once, and
     invocations of one session that overlapped; ``action`` plays the function's part."""
 
@@ -81,19 +74,11 @@ class SessionInvoker:
         self._lock = threading.Lock()
         self._hurry = threading.Event()
 
-    def invoke(
-        self,
-        spec: FunctionSpec,
-        inputs: Mapping[str, Any],
-        trigger_metadata: Mapping[str, Any] | None = None,
-        trace_parent: str | None = None,
-    ) -> None:
-        data = inputs[spec.trigger_parameter].model_binding_data
-        message = ExtensionMessage(data=data).get_sdk_type()
+    def run(self, messages: list[Any], started: float) -> None:
+        (message,) = messages
         session = str(message.session_id)
-        started = time.monotonic()
         with self._lock:
-            self.deliveries.append((b"".join(message.body).decode(), message.delivery_count))
+            self.deliveries.append((body_text(message), message.delivery_count))
             self._running[session] = self._running.get(session, 0) + 1
             if self._running[session] > 1:
                 self.overlaps.append(session)
@@ -109,7 +94,7 @@ class SessionInvoker:
                 self.calls.append(
                     Call(
                         session,
-                        b"".join(message.body).decode(),
+                        body_text(message),
                         message.sequence_number,
                         message.delivery_count,
                         started,
@@ -138,60 +123,15 @@ class SessionInvoker:
             return [call for call in self.calls if call.session == session]
 
 
-@pytest.fixture(scope="module")
-def emulator(
-    servicebus_emulator_factory: Callable[[Path], ServiceBusEmulator],
-) -> ServiceBusEmulator:
-    return servicebus_emulator_factory(EMULATOR_CONFIG)
-
-
-@pytest.fixture
-def connected(emulator: ServiceBusEmulator, monkeypatch: pytest.MonkeyPatch) -> ServiceBusEmulator:
-    monkeypatch.setenv(CONNECTION, emulator.connection_string)
-    return emulator
-
-
-def _spec(queue: str, **trigger: Any) -> FunctionSpec:
-    return FunctionSpec(
-        name=f"ordered_{queue.replace('-', '_')}",
-        function_id=f"id-{queue}",
-        trigger_type="serviceBusTrigger",
-        trigger={
-            "type": "serviceBusTrigger",
-            "name": "message",
-            "queueName": queue,
-            "connection": CONNECTION,
-            "cardinality": "one",
-            "isSessionsEnabled": True,
-            "properties": {"SupportsDeferredBinding": True},
-            **trigger,
-        },
-        bindings=[],
-    )
-
-
 @contextmanager
 def listening(
     queue: str, invoker_for: Callable[[MessageLocks], SessionInvoker], options: ServiceBusOptions
 ) -> Iterator[tuple[ServiceBusListener, SessionInvoker]]:
     locks = MessageLocks()
     invoker = invoker_for(locks)
-    listener = ServiceBusListener(_spec(queue), invoker, options, locks)  # type: ignore[arg-type]
-    listener.start()
-    try:
+    spec = listener_spec(queue, many=False, isSessionsEnabled=True)
+    with running(new_listener(spec, invoker, options, locks)) as listener:
         yield listener, invoker
-    finally:
-        listener.stop()
-        listener.join(10)
-
-
-def _send(emulator: ServiceBusEmulator, queue: str, messages: list[tuple[str, str]]) -> None:
-    """(session, body) pairs, in this order, in one send."""
-    with (
-        ServiceBusClient.from_connection_string(emulator.connection_string) as client,
-        client.get_queue_sender(queue) as sender,
-    ):
-        sender.send_messages([ServiceBusMessage(body, session_id=sid) for sid, body in messages])
 
 
 def _assert_in_order_one_at_a_time(calls: list[Call]) -> None:
@@ -202,11 +142,12 @@ def _assert_in_order_one_at_a_time(calls: list[Call]) -> None:
         assert after.started >= before.ended  # never two invocations of a session at once
 
 
-def test_sessions_run_concurrently_and_each_in_order(connected: ServiceBusEmulator) -> None:
+def test_sessions_run_concurrently_and_each_in_order(
+    connected: ServiceBusEmulator, senders: Senders
+) -> None:
     sessions = ["doc-a", "doc-b", "doc-c"]
     # Interleaved, as documents' steps arrive: each session's order is its send order.
-    _send(
-        connected,
+    senders.send_to_sessions(
         "session-order",
         [(session, f"{session}-{step}") for step in range(5) for session in sessions],
     )
@@ -234,14 +175,14 @@ def test_sessions_run_concurrently_and_each_in_order(connected: ServiceBusEmulat
 
 
 def test_an_abandoned_message_comes_back_before_the_sessions_next(
-    connected: ServiceBusEmulator,
+    connected: ServiceBusEmulator, senders: Senders
 ) -> None:
-    _send(connected, "session-abandon", [("doc", f"step-{step}") for step in range(3)])
+    senders.send_to_sessions("session-abandon", [("doc", f"step-{step}") for step in range(3)])
 
     seen: set[str] = set()
 
     def function(message: SdkMessage, invoker: SessionInvoker) -> None:
-        body = b"".join(message.body).decode()
+        body = body_text(message)
         first = body not in seen
         seen.add(body)
         if body == "step-0" and first:
@@ -270,11 +211,10 @@ def test_an_abandoned_message_comes_back_before_the_sessions_next(
 
 
 def test_max_concurrent_sessions_one_takes_sessions_one_after_another(
-    connected: ServiceBusEmulator,
+    connected: ServiceBusEmulator, senders: Senders
 ) -> None:
     idle_s = 1.0
-    _send(
-        connected,
+    senders.send_to_sessions(
         "session-one",
         [(session, f"{session}-{step}") for step in range(3) for session in ("one", "two")],
     )
@@ -296,8 +236,10 @@ def test_max_concurrent_sessions_one_takes_sessions_one_after_another(
     assert idle_s <= gap < idle_s + 15
 
 
-def test_stop_ends_every_session_receiver_promptly(connected: ServiceBusEmulator) -> None:
-    _send(connected, "session-stop", [("held-1", "a"), ("held-2", "b")])
+def test_stop_ends_every_session_receiver_promptly(
+    connected: ServiceBusEmulator, senders: Senders
+) -> None:
+    senders.send_to_sessions("session-stop", [("held-1", "a"), ("held-2", "b")])
     # The default sessionIdleTimeout (60 s): both sessions stay held, receiving, when stopped.
     with listening("session-stop", lambda locks: SessionInvoker(locks), ServiceBusOptions()) as (
         listener,
@@ -314,9 +256,11 @@ def test_stop_ends_every_session_receiver_promptly(connected: ServiceBusEmulator
     assert listener.held_sessions == {}
 
 
-def test_a_held_session_lock_is_renewed_automatically(connected: ServiceBusEmulator) -> None:
+def test_a_held_session_lock_is_renewed_automatically(
+    connected: ServiceBusEmulator, senders: Senders
+) -> None:
     """The queue's locks last 5 s; the invocation runs 7 s and its completion still holds."""
-    _send(connected, "session-renew", [("long", "slow")])
+    senders.send_to_sessions("session-renew", [("long", "slow")])
     options = ServiceBusOptions(session_idle_timeout_s=1.0)
     with listening("session-renew", lambda locks: SessionInvoker(locks, busy_s=7.0), options) as (
         listener,
@@ -333,11 +277,11 @@ def test_a_held_session_lock_is_renewed_automatically(connected: ServiceBusEmula
 
 
 def test_without_renewal_the_session_lock_expires_under_a_long_invocation(
-    connected: ServiceBusEmulator,
+    connected: ServiceBusEmulator, senders: Senders
 ) -> None:
     """The check above is the renewal's doing: with maxAutoLockRenewalDuration 0 the same
     invocation loses its session, and the message is delivered again."""
-    _send(connected, "session-unrenewed", [("long", "slow")])
+    senders.send_to_sessions("session-unrenewed", [("long", "slow")])
     options = ServiceBusOptions(session_idle_timeout_s=1.0, max_auto_lock_renewal_duration_s=0)
     with listening(
         "session-unrenewed", lambda locks: SessionInvoker(locks, busy_s=7.0), options

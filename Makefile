@@ -24,12 +24,14 @@ TOOL_SOURCES := $(foreach tool,$(TOOLS),tools/$(tool)/src)
 # 2-core machine (whole suite: serial 8m50s, -n 2 3m26s, -n 4 1m56s, -n 6 1m40s).
 TEST_WORKERS ?= 4
 
-.PHONY: help bootstrap protos run test test-unit lint format bench emulator clean
+.PHONY: help bootstrap protos run test test-unit chaos fuzz lint format bench emulator clean
 
 help:
 	@echo "make run        start Azurite, the Service Bus emulator and the app (http://localhost:7071)"
 	@echo "make test       run every test (starts Azurite and the emulator itself)"
 	@echo "make test-unit  run the unit tests only (no services)"
+	@echo "make chaos      the chaos suite alone, e.g. CHAOS_ARGS='--chaos-requests 1000 --chaos-host-kills 2'"
+	@echo "make fuzz       the HTTP fuzz suite alone, e.g. FUZZ_ARGS='--fuzz-examples 1000'"
 	@echo "make lint       ruff and mypy"
 	@echo "make bench      run the benchmarks (bench/, tools/*/bench/) and print their figures"
 	@echo "make emulator   run the Service Bus emulator alone on 127.0.0.1:5672"
@@ -76,6 +78,14 @@ test: bootstrap
 
 test-unit: $(VENV_STAMP) $(PROTO_OUT)
 	$(PY) -m pytest tests/unit
+
+# The chaos and fuzz suites run in `make test` at their CI size; these run them alone,
+# larger by their flags (tests/chaos/README.md, tests/fuzz/conftest.py).
+chaos: bootstrap
+	$(PY) -m pytest tests/chaos $(CHAOS_ARGS)
+
+fuzz: bootstrap
+	$(PY) -m pytest tests/fuzz $(FUZZ_ARGS)
 
 lint: $(VENV_STAMP) $(PROTO_OUT)
 	$(PY) -m ruff check .

@@ -263,6 +263,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def missing_settings(values: dict[str, str]) -> list[str]:
+    """The sample's settings that ``values`` lacks: a ``local.settings.json`` copied before
+    they were added (the Makefile copies the sample only once)."""
+    sample = json.loads((REPO_ROOT / "local.settings.sample.json").read_text(encoding="utf-8"))
+    return sorted(set(sample.get("Values") or {}) - set(values))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings_path = args.settings or next(
@@ -278,6 +285,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     document = json.loads(settings_path.read_text(encoding="utf-8"))
     values = {str(k): str(v) for k, v in (document.get("Values") or {}).items()}
+    if missing := missing_settings(values):
+        print(
+            f"{settings_path.name} lacks settings that local.settings.sample.json has "
+            f"(added since it was copied; the host stops on a %Name% it cannot resolve): "
+            f"{', '.join(missing)}. Copy them from the sample.",
+            file=sys.stderr,
+        )
     http_port = args.port or int((document.get("Host") or {}).get("LocalHttpPort", 7071))
     stop = threading.Event()
     ready = threading.Event()

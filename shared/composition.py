@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
+from datetime import timedelta
 
 from shared import telemetry
 from shared.clock import Clock, utc_now
@@ -37,13 +38,17 @@ from shared.lanes import Lane, LaneQueues, LaneRouter
 from shared.messaging import MessageSender
 from shared.ops.backlog_report import QueueObserver
 from shared.ops.eventgrid_deadletters import DeadLetterReplay
+from shared.ops.servicebus_deadletter_queues import DeadLetterQueues
 from shared.processing.batches import BatchProcessor
 from shared.processing.deferral import (
     DeferredSources,
     DeferredSweeper,
     DocumentDeferralLedger,
 )
+from shared.processing.endings import JobEndings
 from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
+from shared.processing.reconciliation import DeadLetterReconciler
+from shared.processing.watchdog import DocumentListing, JobWatchdog, WatchdogPolicy
 from shared.settings import Settings, get_settings
 
 QueueObserverFactory = Callable[[str], QueueObserver]  # by queue name
@@ -65,6 +70,8 @@ class Ports:
     webhook_tokens: TokenValidator | None  # None: no bearer tokens required
     clock: Clock
     event_queue: EventQueue | None = None  # None: no Event Grid namespace pull door
+    # The request queues' dead-letter sub-queues (None: no dead-letter reconciler).
+    dead_letter_queues: DeadLetterQueues | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,9 @@ class Services:
     event_intake: EventIntake
     dead_letters: DeadLetterReplay
     pull_door: PullDoor | None
+    # Every accepted request ends (processing.reconciliation, processing.watchdog).
+    reconciler: DeadLetterReconciler | None = None
+    watchdog: JobWatchdog | None = None
 
 
 ServicesProvider = Callable[[], Services]
@@ -124,6 +134,7 @@ def build_services(settings: Settings, ports: Ports) -> Services:
     ledger = DocumentDeferralLedger(ports.documents, settings.ledger_container)
     queues = LaneQueues.from_settings(settings)
     announcer = Announcer(ports.events, ports.results_topic)
+    endings = JobEndings(jobs, announcer, clock)
 
     def lane_services(lane: Lane, concurrency: int) -> LaneServices:
         processor = MessageProcessor(
@@ -136,6 +147,7 @@ def build_services(settings: Settings, ports: Ports) -> Services:
                 api_base_url=settings.api_base_url,
                 ordered=lane.is_ordered,
                 lane=lane.value,
+                retry_jitter_floor=settings.retry_jitter_floor,
             ),
             jobs=jobs,
             claim_checks=claim_checks,
@@ -156,7 +168,16 @@ def build_services(settings: Settings, ports: Ports) -> Services:
                 settings.lock_renewal_seconds,
                 settings.max_lock_renewal_seconds,
             ),
-            sweeper=None if lane.is_ordered else DeferredSweeper(ledger, processor, clock),
+            sweeper=None
+            if lane.is_ordered
+            else DeferredSweeper(
+                ledger,
+                processor,
+                clock,
+                endings=endings,
+                missing_retries=settings.deferred_missing_retries,
+                missing_retry_seconds=settings.deferred_missing_retry_seconds,
+            ),
         )
 
     lanes = {
@@ -203,6 +224,31 @@ def build_services(settings: Settings, ports: Ports) -> Services:
             ),
         )
         if ports.event_queue is not None
+        else None,
+        reconciler=DeadLetterReconciler(
+            dead_letters=ports.dead_letter_queues,
+            documents=ports.documents,
+            marker_container=settings.ledger_container,
+            jobs=jobs,
+            endings=endings,
+            clock=clock,
+        )
+        if ports.dead_letter_queues is not None
+        else None,
+        watchdog=JobWatchdog(
+            listing=ports.documents,
+            documents=ports.documents,
+            jobs_container=settings.jobs_container,
+            checkpoint_container=settings.ledger_container,
+            jobs=jobs,
+            endings=endings,
+            policy=WatchdogPolicy(
+                grace=timedelta(seconds=settings.job_watchdog_grace_seconds),
+                stale=timedelta(seconds=settings.job_watchdog_stale_seconds),
+            ),
+            clock=clock,
+        )
+        if isinstance(ports.documents, DocumentListing)
         else None,
     )
 
@@ -255,6 +301,7 @@ def azure_ports(settings: Settings) -> Ports:
     from shared.adapters.eventgrid_pull import namespace_queue
     from shared.adapters.queue_counts import backlog_probe_for
     from shared.adapters.servicebus import LazyServiceBusSender, servicebus_client
+    from shared.adapters.servicebus_deadletters import ServiceBusDeadLetterQueues
     from shared.adapters.servicebus_inbound import deferred_source
 
     storage = blob_service_client(settings)
@@ -287,6 +334,7 @@ def azure_ports(settings: Settings) -> Ports:
         webhook_tokens=webhook_tokens_for(settings),
         clock=utc_now,
         event_queue=namespace_queue(settings),
+        dead_letter_queues=ServiceBusDeadLetterQueues(bus.get),
     )
 
 
@@ -296,13 +344,14 @@ def in_memory_ports(settings: Settings, *, clock: Clock = utc_now) -> Ports:
     from shared.adapters.in_memory import (
         FixedQueueObserver,
         InMemoryBlobs,
+        InMemoryDeadLetterQueues,
         InMemoryDeferredSource,
         InMemoryDocuments,
         RecordingPublisher,
         RecordingSender,
     )
 
-    blobs = InMemoryBlobs()
+    blobs = InMemoryBlobs(clock=clock)
     source = InMemoryDeferredSource()
     observer = FixedQueueObserver()
     return Ports(
@@ -317,6 +366,7 @@ def in_memory_ports(settings: Settings, *, clock: Clock = utc_now) -> Ports:
         queue_observer=lambda queue: observer,
         webhook_tokens=None,
         clock=clock,
+        dead_letter_queues=InMemoryDeadLetterQueues(),
     )
 
 

@@ -223,3 +223,69 @@ class Job(BaseModel):
     after: str | None = None
     document_id: str | None = None
     result: ResultDocument | None = None
+
+
+# --- what the HTTP API answers (documented by shared/openapi.py) ---------------------------
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JobErrorView(_View):
+    code: str
+    message: str
+
+
+class ResultSummary(_View):
+    """What the status document shows of a result (the whole of it is at ``.../result``)."""
+
+    outcome: Literal["completed", "refused"]
+    document_type: str | None = None
+    confidence: float | None = None
+    review_required: bool | None = None
+    refusal: dict[str, str] | None = None
+
+
+class AcceptedRequest(_View):
+    """``202 Accepted``: the new request's id and where to poll it (also in ``Location``)."""
+
+    id: str
+    status: JobStatus
+    status_url: str
+
+
+class JobView(_View):
+    """``GET /api/v1/requests/{id}``: a request's job as its caller may see it."""
+
+    id: str
+    status: JobStatus
+    model: str
+    priority: Priority
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None
+    not_before: datetime | None
+    deadline: datetime | None
+    attempts: int = Field(ge=0)
+    status_url: str
+    error: JobErrorView | None = None
+    result: ResultSummary | None = None
+    result_url: str | None = None
+
+
+class FieldProblem(_View):
+    field: str
+    message: str
+
+
+class ProblemDetails(BaseModel):
+    """RFC 9457 problem details: every error the HTTP API answers (``application/problem+json``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int = Field(ge=400, le=599)
+    detail: str
+    errors: list[FieldProblem] | None = None

@@ -98,6 +98,12 @@ class UnknownModel(InvalidInput):
     code = "unknown_model"
 
 
+class InvalidParameters(InvalidInput):
+    """The request's ``parameters`` break its model's declaration (``model_parameters``)."""
+
+    code = "invalid_parameters"
+
+
 class PayloadTooLarge(InvalidInput):
     """The input exceeds a configured size limit."""
 

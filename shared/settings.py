@@ -166,13 +166,33 @@ class Settings(BaseModel):
     # The high-priority lane's own share of model calls, on top of ModelConcurrency: a
     # backlog of standard work never takes the slots high-priority work runs in.
     priority_model_concurrency: int = Field(4, ge=1, le=256, alias="PriorityModelConcurrency")
-    max_retries: int = Field(5, ge=0, le=100, alias="MaxRetries")
-    retry_base_seconds: float = Field(2.0, gt=0, alias="RetryBaseSeconds")
-    retry_max_seconds: float = Field(300.0, gt=0, alias="RetryMaxSeconds")
+    # Scheduled retries of transient failures. The defaults guarantee at least 917 s of
+    # backoff before a request gives up (processing/backoff.py): a ten-minute storage or
+    # broker outage does not dead-letter healthy work. MaxRetries stays below the request
+    # queues' maxDeliveryCount (10): the ordered lane retries by redelivery.
+    max_retries: int = Field(9, ge=0, le=100, alias="MaxRetries")
+    retry_base_seconds: float = Field(5.0, gt=0, alias="RetryBaseSeconds")
+    retry_max_seconds: float = Field(600.0, gt=0, alias="RetryMaxSeconds")
+    retry_jitter_floor: float = Field(0.5, ge=0, le=1, alias="RetryJitterFloor")
     lock_renewal_seconds: float = Field(20.0, gt=0, alias="LockRenewalSeconds")
     max_lock_renewal_seconds: float = Field(600.0, gt=0, alias="MaxLockRenewalSeconds")
     deferred_sweep_schedule: str = Field("0 */1 * * * *", alias="DeferredSweepSchedule")
+    # A deferred message the broker cannot find is asked for again this many times, this
+    # far apart, before its job is failed ``deferred_message_lost``.
+    deferred_missing_retries: int = Field(5, ge=0, le=100, alias="DeferredMissingRetries")
+    deferred_missing_retry_seconds: float = Field(60.0, gt=0, alias="DeferredMissingRetrySeconds")
     backlog_report_schedule: str = Field("30 */1 * * * *", alias="BacklogReportSchedule")
+    # Every accepted request ends: the dead-letter reconciler and the job watchdog.
+    deadletter_reconcile_schedule: str = Field(
+        "15 */1 * * * *", alias="DeadLetterReconcileSchedule"
+    )
+    job_watchdog_schedule: str = Field("45 */5 * * * *", alias="JobWatchdogSchedule")
+    # How long past its deadline a job may still be running before the watchdog ends it
+    # (above MaxLockRenewalSeconds, so a model call that holds its lock can still finish).
+    job_watchdog_grace_seconds: float = Field(900.0, ge=0, alias="JobWatchdogGraceSeconds")
+    # A job without a deadline that has not changed for this long cannot end by itself
+    # any more (the request queues' message time to live is one day).
+    job_watchdog_stale_seconds: float = Field(90_000.0, gt=0, alias="JobWatchdogStaleSeconds")
 
     # --- models --------------------------------------------------------------------------
     model_provider: Literal["local", "azure_openai"] = Field("local", alias="ModelProvider")
@@ -205,6 +225,9 @@ class Settings(BaseModel):
     webhook_jwks_uri: str | None = Field(
         None, alias="WebhookJwksUri", json_schema_extra=ALTERNATIVE
     )
+    # Which tenants each webhook credential may submit work for (parsed by
+    # shared/events/webhook_tenancy.py, which documents the format).
+    webhook_tenants: str | None = Field(None, alias="WebhookTenants", json_schema_extra=ALTERNATIVE)
 
     # --- identity of callers -----------------------------------------------------------
     allow_tenant_header: Flag = Field(False, alias="AllowTenantHeader")
@@ -229,6 +252,8 @@ class Settings(BaseModel):
             raise ValueError("AllowedModels must name at least one model")
         if self.retry_base_seconds > self.retry_max_seconds:
             raise ValueError("RetryBaseSeconds must not exceed RetryMaxSeconds")
+        if self.job_watchdog_grace_seconds < self.max_lock_renewal_seconds:
+            raise ValueError("JobWatchdogGraceSeconds must not be below MaxLockRenewalSeconds")
         if self.default_model and self.default_model not in self.allowed_models:
             raise ValueError("DefaultModel must be one of AllowedModels")
         if bool(self.webhook_token_audience) != bool(self.webhook_token_issuer):

@@ -1,7 +1,8 @@
-"""HTTP triggers of the request API (``/api/v1/requests``).
+"""HTTP triggers of the request API (``/api/v1/requests``) and its OpenAPI document.
 
 Function-level keys authenticate the calling application (or the API gateway in front);
-App Service authentication identifies the tenant (see shared/tenancy.py).
+App Service authentication identifies the tenant (see shared/intake/tenancy.py). The
+document (``/api/openapi.json``) is anonymous: it holds no secret.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import azure.functions as func
 
 from shared.intake import request_api as api
+from shared.openapi import serve_openapi
 from triggers.http_adapter import serve
 from triggers.invocation import in_trace
 
@@ -41,3 +43,10 @@ def get_request_result(req: func.HttpRequest, context: func.Context) -> func.Htt
 def cancel_request(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
     with in_trace(context):
         return serve(api.cancel_request, req)
+
+
+@bp.function_name("openapi_document")
+@bp.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+def openapi_document(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    with in_trace(context):
+        return serve(serve_openapi, req)

@@ -232,7 +232,7 @@ var appSettings = {
   PYTHON_APPLICATIONINSIGHTS_LOGGER_NAME: 'shared'
   // The Azure SDKs' spans cover their HTTP calls: the HTTP client spans under them would
   // repeat each call with the blob's name in the span name.
-  OTEL_PYTHON_DISABLED_INSTRUMENTATIONS: 'requests,urllib,urllib3'
+  OTEL_PYTHON_DISABLED_INSTRUMENTATIONS: 'azure_sdk,requests,urllib,urllib3'
   // Connection "Storage" (blob bindings and the app's blob client). With blobServiceUri the
   // blob trigger also needs queueServiceUri: it writes poison blobs to a queue of the same
   // account (host-only: the app's own blob client reads blobServiceUri alone).
@@ -289,13 +289,23 @@ var appSettings = {
   // Processing: retries with backoff, lock renewal, the deferred-message sweeper.
   ModelConcurrency: string(modelConcurrency)
   PriorityModelConcurrency: '4'
-  MaxRetries: '5'
-  RetryBaseSeconds: '2'
-  RetryMaxSeconds: '300'
+  // The retry budget is at least 917 s of backoff (a ten-minute outage dead-letters
+  // nothing); MaxRetries stays below the request queues' maxDeliveryCount (10).
+  MaxRetries: '9'
+  RetryBaseSeconds: '5'
+  RetryMaxSeconds: '600'
+  RetryJitterFloor: '0.5'
   LockRenewalSeconds: '20'
   MaxLockRenewalSeconds: '600'
   DeferredSweepSchedule: '0 */1 * * * *'
+  DeferredMissingRetries: '5'
+  DeferredMissingRetrySeconds: '60'
   BacklogReportSchedule: '30 */1 * * * *'
+  // Every accepted request ends: the dead-letter reconciler and the job watchdog.
+  DeadLetterReconcileSchedule: '15 */1 * * * *'
+  JobWatchdogSchedule: '45 */5 * * * *'
+  JobWatchdogGraceSeconds: '900'
+  JobWatchdogStaleSeconds: '90000'
   // Pull door: each timer run receives batches of up to maxEvents (each receive waits up to
   // maxWaitSeconds for events) until drainSeconds have passed.
   EventGridPullSchedule: '*/10 * * * * *'

@@ -29,8 +29,15 @@ from pydantic import ValidationError
 
 from shared.adapters.identity import azure_credential
 from shared.contracts import InferenceResult, TokenUsage
-from shared.errors import ConfigurationError, PermanentError, PolicyRefusal, TransientError
+from shared.errors import (
+    ConfigurationError,
+    InvalidInput,
+    PermanentError,
+    PolicyRefusal,
+    TransientError,
+)
 from shared.inference import InferenceInput
+from shared.model_parameters import AzureOpenAIParameters, parse_parameters
 from shared.settings import Settings
 
 COGNITIVE_SERVICES_SCOPE = "https://cognitiveservices.azure.com/.default"
@@ -39,7 +46,7 @@ SYSTEM = "az.ai.openai"
 MAX_INPUT_CHARS = 100_000
 SYSTEM_PROMPT = (
     "You analyse one document for a processing pipeline. Answer with a JSON object only, "
-    'with keys: "summary" (two sentences at most), "document_type" (one of invoice, '
+    'with keys: "summary" ({sentences} at most), "document_type" (one of invoice, '
     'contract, resume, support_ticket, report, email, other), "confidence" (0 to 1), '
     '"language" (ISO 639-1 code), "review_required" (true when a human should check it), '
     '"suggested_priority" (low, normal or high).'
@@ -124,16 +131,27 @@ class AzureOpenAIModel:
             raise TransientError(f"the model answered malformed JSON: {error}") from error
 
     def _complete(self, request: InferenceInput) -> Any:
-        temperature = request.parameters.get("temperature", 0)
+        try:
+            parameters = parse_parameters(AzureOpenAIParameters, request.parameters, request.model)
+        except InvalidInput as error:  # intake refuses these: only an unchecked message has one
+            raise PermanentError(error.message) from error
+        count = parameters.summary_sentences
+        sentences = "one sentence" if count == 1 else f"{count} sentences"
+        optional: dict[str, Any] = {}
+        if parameters.top_p is not None:
+            optional["top_p"] = parameters.top_p
+        if parameters.max_tokens is not None:
+            optional["max_tokens"] = parameters.max_tokens
         try:
             return self._client.chat.completions.create(
                 model=request.model,
                 messages=[
-                    {"role": "system", "content": SYSTEM_PROMPT},
+                    {"role": "system", "content": SYSTEM_PROMPT.format(sentences=sentences)},
                     {"role": "user", "content": request.text()[:MAX_INPUT_CHARS]},
                 ],
                 response_format={"type": "json_object"},
-                temperature=temperature,
+                temperature=parameters.temperature,
+                **optional,
             )
         except BadRequestError as error:
             if error.code == "content_filter":

@@ -9,6 +9,7 @@ configuration errors (``blob_storage.storage_errors``).
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from azure.core import MatchConditions
@@ -92,3 +93,13 @@ class BlobJsonDocuments:
         with storage_errors(f"listing {container}/{prefix}"):
             client = self._client.get_container_client(container)
             return [blob.name for blob in client.list_blobs(name_starts_with=prefix)]
+
+    def list_modified(self, container: str, prefix: str) -> list[tuple[str, datetime]]:
+        """Names under ``prefix`` with their last-modified times, from the listing alone
+        (``watchdog.DocumentListing``: no document is read)."""
+        with storage_errors(f"listing {container}/{prefix}"):
+            client = self._client.get_container_client(container)
+            return [
+                (blob.name, blob.last_modified)
+                for blob in client.list_blobs(name_starts_with=prefix)
+            ]

@@ -49,10 +49,20 @@ def blob_service_client(
     raise ConfigurationError("set Storage (connection string) or Storage__blobServiceUri")
 
 
+# Answers that mean "not now": timeouts, throttling and every server-side failure.
+TRANSIENT_STATUSES = frozenset({408, 429})
+
+
 @contextmanager
 def storage_errors(what: str) -> Iterator[None]:
     """Translate SDK failures: outages and throttling are transient, a missing container
-    is a deployment problem."""
+    is a deployment problem.
+
+    Transient covers an unreachable account (``ServiceRequestError``: connection refused,
+    DNS, TLS), a connection that broke mid-answer (``ServiceResponseError``), any 5xx,
+    408 and 429, and a socket error that escaped the SDK's own wrapping: the processor
+    then schedules a retry with backoff instead of abandoning the message at once.
+    """
     try:
         yield
     except ResourceNotFoundError as error:
@@ -60,10 +70,13 @@ def storage_errors(what: str) -> Iterator[None]:
             raise ConfigurationError(f"{what}: the container does not exist") from error
         raise
     except HttpResponseError as error:
-        if error.status_code in (408, 429, 500, 502, 503, 504):
-            raise TransientError(f"{what}: storage answered {error.status_code}") from error
+        status = error.status_code or 0
+        if status >= 500 or status in TRANSIENT_STATUSES:
+            raise TransientError(f"{what}: storage answered {status}") from error
         raise
     except AzureError as error:
+        raise TransientError(f"{what}: storage is unreachable ({type(error).__name__})") from error
+    except (ConnectionError, TimeoutError) as error:
         raise TransientError(f"{what}: storage is unreachable ({type(error).__name__})") from error
 
 

@@ -14,15 +14,18 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 
+from shared.clock import Clock, utc_now
 from shared.documents import Document
 from shared.errors import ConcurrencyConflict, NotFound
 from shared.events.announcements import CloudEventSpec
 from shared.intake.claim_checks import BlobInfo
 from shared.messaging import OutgoingMessage
 from shared.ops.backlog_report import QueueSnapshot
+from shared.ops.servicebus_deadletter_queues import DeadLetteredMessage
 from shared.processing.inbound import InboundMessage
 
 ACCOUNT_URL = "https://acct.blob.core.windows.net"
@@ -39,13 +42,16 @@ class StoredBlob:
     media_type: str
     metadata: dict[str, str]
     etag: str
+    modified: datetime
 
 
 class InMemoryBlobs:
-    """Implements ``claim_checks.BlobStore``: one storage account in memory."""
+    """Implements ``claim_checks.BlobStore``: one storage account in memory; ``clock``
+    stamps each write's last-modified time, as the service does."""
 
-    def __init__(self, account_url: str = ACCOUNT_URL) -> None:
+    def __init__(self, account_url: str = ACCOUNT_URL, clock: Clock = utc_now) -> None:
         self.account_url = account_url
+        self.clock = clock
         self.stored: dict[tuple[str, str], StoredBlob] = {}
         self.lock = threading.RLock()
 
@@ -53,8 +59,9 @@ class InMemoryBlobs:
         self, container: str, name: str, data: bytes, media_type: str, metadata: dict[str, str]
     ) -> str:
         etag = _next_etag()
+        blob = StoredBlob(data, media_type, dict(metadata), etag, self.clock())
         with self.lock:
-            self.stored[(container, name)] = StoredBlob(data, media_type, dict(metadata), etag)
+            self.stored[(container, name)] = blob
         return etag
 
     def upload(
@@ -133,6 +140,15 @@ class InMemoryDocuments:
 
     def list_names(self, container: str, prefix: str) -> list[str]:
         return self.blobs.list_names(container, prefix)
+
+    def list_modified(self, container: str, prefix: str) -> list[tuple[str, datetime]]:
+        """Implements ``watchdog.DocumentListing``."""
+        with self.blobs.lock:
+            return sorted(
+                (name, blob.modified)
+                for (c, name), blob in self.blobs.stored.items()
+                if c == container and name.startswith(prefix)
+            )
 
 
 @dataclass
@@ -233,3 +249,23 @@ class FixedQueueObserver:
 
     def snapshot(self) -> QueueSnapshot:
         return self.current
+
+
+@dataclass
+class InMemoryDeadLetterQueues:
+    """Implements ``servicebus_deadletter_queues.DeadLetterQueues``: messages by queue."""
+
+    held: dict[str, list[DeadLetteredMessage]] = field(default_factory=dict)
+
+    def add(self, item: DeadLetteredMessage) -> None:
+        self.held.setdefault(item.queue, []).append(item)
+
+    def peek(self, queue: str) -> list[DeadLetteredMessage]:
+        return sorted(self.held.get(queue, []), key=lambda item: item.sequence_number)
+
+    def remove(self, queue: str, sequence_numbers: Collection[int]) -> list[int]:
+        wanted = set(sequence_numbers)
+        mine = self.held.get(queue, [])
+        removed = [i.sequence_number for i in mine if i.sequence_number in wanted]
+        self.held[queue] = [i for i in mine if i.sequence_number not in wanted]
+        return removed

@@ -13,7 +13,9 @@ and its end-to-end tests), which alone lets a request's ``parameters.simulate`` 
 fault: ``{"simulate": {"transient_attempts": 2, "retry_after": 1}}`` fails the first two
 attempts, ``{"always_transient": true}`` every attempt, ``{"permanent": true}`` fails
 permanently. With it off (the default), ``simulate`` is ignored here and intake refuses
-it with 400, so no caller can make the model fail.
+it with 422, so no caller can make the model fail. Parameters are read typed
+(``model_parameters.LocalAnalyzerParameters``): ``summary_sentences`` is honoured, the
+sampling parameters of the hosted models are accepted and ignored.
 
 It reports token usage as a hosted model would, so that token metrics and stored usage
 can be tried locally: one token per whitespace-separated word of the text it read and of
@@ -29,7 +31,6 @@ import random
 import re
 import time
 from collections import Counter
-from typing import Any
 
 from shared.adapters.local_model_vocabulary import (
     DOCUMENT_TYPES,
@@ -38,8 +39,9 @@ from shared.adapters.local_model_vocabulary import (
     URGENT_TERMS,
 )
 from shared.contracts import InferenceResult, Priority, TokenUsage
-from shared.errors import PermanentError, PolicyRefusal, TransientError
+from shared.errors import InvalidInput, PermanentError, PolicyRefusal, TransientError
 from shared.inference import InferenceInput
+from shared.model_parameters import LocalAnalyzerParameters, SimulatedFaults, parse_parameters
 
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n{2,}")
@@ -128,8 +130,22 @@ class LocalModel:
         self._simulate_on_request = simulate_on_request
         self._review_threshold = review_threshold
 
+    def parameters(self, request: InferenceInput) -> LocalAnalyzerParameters:
+        """The request's parameters as declared (``model_parameters``); PermanentError when
+        they break the declaration: intake refuses such a request, so only a message no
+        door checked can carry one, and no retry can mend it. Without LocalModelFaults,
+        ``simulate`` is not ours to honour (nor to fail on): it is dropped unread."""
+        given = dict(request.parameters)
+        if not self._simulate_on_request:
+            given.pop("simulate", None)
+        try:
+            return parse_parameters(LocalAnalyzerParameters, given, request.model)
+        except InvalidInput as error:
+            raise PermanentError(error.message) from error
+
     def infer(self, request: InferenceInput) -> InferenceResult:
-        self._simulate(request)
+        parameters = self.parameters(request)
+        self._simulate(request, parameters.simulate)
         if self._latency_s:
             time.sleep(self._latency_s)
         if not request.media_type.startswith(("text/", "application/json")):
@@ -147,8 +163,7 @@ class LocalModel:
         document_type, confidence = classify(frequencies)
         sensitive = bool(_CARD_OR_IBAN.search(text))
         urgent = any(term in lowered for term in URGENT_TERMS)
-        count = int(request.parameters.get("summary_sentences", 2) or 2)
-        summary = extractive_summary(sentences, frequencies, count)
+        summary = extractive_summary(sentences, frequencies, parameters.summary_sentences)
         return InferenceResult(
             summary=summary,
             document_type=document_type,
@@ -182,19 +197,13 @@ class LocalModel:
             finish_reason="stop",
         )
 
-    def _simulate(self, request: InferenceInput) -> None:
-        # Without LocalModelFaults a request's simulate is not ours to honour (a direct
-        # Service Bus producer bypasses intake's 400): ignore it.
-        spec: Any = (
-            request.parameters.get("simulate") if self._simulate_on_request else None
-        ) or {}
-        if not isinstance(spec, dict):
-            raise PermanentError("parameters.simulate must be an object")
-        retry_after = spec.get("retry_after")
-        if spec.get("permanent"):
-            raise PermanentError("simulated permanent model failure")
-        if spec.get("always_transient") or request.attempt < int(spec.get("transient_attempts", 0)):
-            raise TransientError("simulated model throttling (429)", retry_after=retry_after)
+    def _simulate(self, request: InferenceInput, spec: SimulatedFaults | None) -> None:
+        if spec is not None:
+            if spec.permanent:
+                raise PermanentError("simulated permanent model failure")
+            if spec.always_transient or request.attempt < spec.transient_attempts:
+                raise TransientError("simulated model throttling (429)", spec.retry_after)
+        retry_after = spec.retry_after if spec is not None else None
         if self._transient_rate:
             seed = hashlib.sha256(f"{request.request_id}:{request.attempt}".encode()).digest()
             if random.Random(seed).random() < self._transient_rate:  # noqa: S311 (fault injection)

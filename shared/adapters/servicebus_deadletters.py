@@ -78,9 +78,20 @@ def dead_lettered(queue: str, message: ServiceBusReceivedMessage) -> DeadLettere
 class ServiceBusDeadLetterQueues:
     """Implements ``ops.servicebus_deadletters.DeadLetterQueues``."""
 
-    def __init__(self, client: ServiceBusClient, receive_wait_seconds: float = 2.0) -> None:
-        self._client = client
+    def __init__(
+        self,
+        client: ServiceBusClient | Callable[[], ServiceBusClient],
+        receive_wait_seconds: float = 2.0,
+    ) -> None:
+        """``client`` or a factory of it (called on first use: a process that never reads
+        a dead-letter queue opens no connection)."""
+        self._client_or_factory = client
         self._wait = receive_wait_seconds
+
+    @property
+    def _client(self) -> ServiceBusClient:
+        found = self._client_or_factory
+        return found if isinstance(found, ServiceBusClient) else found()
 
     def peek(self, queue: str) -> list[DeadLetteredMessage]:
         found: list[DeadLetteredMessage] = []

@@ -11,11 +11,14 @@ headers, the body is the data). Everything here is normalised to ``IncomingEvent
 from __future__ import annotations
 
 import base64
-import json
+import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.bounded_json import parse_json
 from shared.errors import FieldError, InvalidInput, PayloadTooLarge
 
 VALIDATION_EVENT_TYPE = "Microsoft.EventGrid.SubscriptionValidationEvent"
@@ -24,6 +27,7 @@ INFERENCE_REQUESTED = "com.inferbus.InferenceRequested"
 # Event Grid limits an event to 1 MB and a delivery batch to about the same.
 MAX_DELIVERY_BYTES = 1_048_576
 CLOUDEVENTS_REQUIRED = ("specversion", "id", "source", "type")
+OPTIONAL_STRINGS = ("subject", "time", "datacontenttype", "dataschema")
 
 
 @dataclass(frozen=True)
@@ -70,17 +74,34 @@ def event_from_eventgrid(item: Any) -> IncomingEvent:
     )
 
 
+def _not_string(item: dict[str, Any], key: str) -> bool:
+    return key in item and item[key] is not None and not isinstance(item[key], str)
+
+
+def _base64_data(encoded: Any) -> bytes:
+    """``data_base64``: binary data as a base64 string (CloudEvents JSON format)."""
+    if not isinstance(encoded, str):
+        raise _invalid("CloudEvent data_base64 must be a base64 string")
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise _invalid(f"CloudEvent data_base64 is not valid base64: {error}") from error
+
+
 def event_from_cloudevent(item: Any) -> IncomingEvent:
     if not isinstance(item, dict):
         raise _invalid("each CloudEvent must be a JSON object")
     missing = [k for k in CLOUDEVENTS_REQUIRED if not item.get(k)]
     if missing:
         raise _invalid("CloudEvent lacks required attributes: " + ", ".join(missing))
+    not_strings = [k for k in (*CLOUDEVENTS_REQUIRED, *OPTIONAL_STRINGS) if _not_string(item, k)]
+    if not_strings:
+        raise _invalid("CloudEvent attributes must be strings: " + ", ".join(not_strings))
     if item["specversion"] != "1.0":
         raise _invalid(f"unsupported CloudEvents specversion {item['specversion']!r}")
     data = item.get("data")
     if data is None and "data_base64" in item:
-        data = base64.b64decode(item["data_base64"])
+        data = _base64_data(item["data_base64"])
     known = {
         "specversion",
         "id",
@@ -110,10 +131,7 @@ def _binary_cloudevent(headers: Mapping[str, str], body: bytes) -> IncomingEvent
     content_type = headers.get("content-type", "")
     data: Any = body
     if content_type.split(";")[0].strip().endswith("json") and body:
-        try:
-            data = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise _invalid(f"the binary-mode event data is not valid JSON: {error}") from error
+        data = parse_json(body, max_bytes=MAX_DELIVERY_BYTES, what="the binary-mode event data")
     return event_from_cloudevent({**attributes, "data": data, "datacontenttype": content_type})
 
 
@@ -131,10 +149,7 @@ def parse_delivery(
     if "ce-specversion" in headers:
         return [_binary_cloudevent(headers, body)]
     media_type = headers.get("content-type", "").split(";")[0].strip().lower()
-    try:
-        document = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise _invalid(f"the body is not valid JSON: {error}") from error
+    document = parse_json(body, max_bytes=MAX_DELIVERY_BYTES, what="the delivery")
     if media_type == "application/cloudevents+json":
         return [event_from_cloudevent(document)]
     if media_type == "application/cloudevents-batch+json":
@@ -155,3 +170,44 @@ def parse_delivery(
             raise _invalid("the subscription validation event has no validationCode")
         return ValidationRequest(code=str(code), url=data.get("validationUrl"))
     return events
+
+
+# --- the shapes above, as schemas (the OpenAPI document of the webhook) --------------------
+
+
+class CloudEventDocument(BaseModel):
+    """A CloudEvent 1.0 in JSON format, as ``event_from_cloudevent`` reads it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    specversion: Literal["1.0"]
+    id: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+    type: str = Field(min_length=1, examples=[INFERENCE_REQUESTED])
+    subject: str | None = None
+    time: str | None = None
+    datacontenttype: str | None = None
+    dataschema: str | None = None
+    data: Any = None
+    data_base64: str | None = None
+
+
+class EventGridEventDocument(BaseModel):
+    """An event in the Event Grid schema, as ``event_from_eventgrid`` reads it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(min_length=1)
+    eventType: str = Field(min_length=1, examples=[BLOB_CREATED])  # noqa: N815 (Event Grid's name)
+    eventTime: str = Field(min_length=1)  # noqa: N815 (Event Grid's name)
+    subject: str
+    topic: str | None = None
+    data: Any = None
+    dataVersion: str | None = None  # noqa: N815 (Event Grid's name)
+    metadataVersion: str | None = None  # noqa: N815 (Event Grid's name)
+
+
+class ValidationResponse(BaseModel):
+    """The answer to the Event Grid schema's subscription validation handshake."""
+
+    validationResponse: str  # noqa: N815 (Event Grid's name)

@@ -17,18 +17,20 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from shared.contracts import BlobReferenceInput, DocumentId, ModelName, Priority, TextInput
 from shared.errors import FieldError, InvalidInput, PayloadTooLarge
 from shared.events.incoming import BLOB_CREATED, INFERENCE_REQUESTED, IncomingEvent
+from shared.events.webhook_tenancy import UNRESTRICTED, TenantScope
 from shared.intake.claim_checks import BlobStore, ClaimChecks
 from shared.intake.submissions import Accepted, BlobReference, InlineContent, Intake, Submission
 from shared.intake.tenancy import TENANT_ID_PATTERN
+from shared.redaction import redact_text, redact_url
 from shared.tracing import continue_or_start
 
 log = logging.getLogger(__name__)
@@ -36,8 +38,10 @@ log = logging.getLogger(__name__)
 Status = Literal["accepted", "duplicate", "ignored", "rejected"]
 
 
-@dataclass(frozen=True)
+@pydantic_dataclass(frozen=True)
 class EventOutcome:
+    """What became of one event of a delivery (the webhook answers a list of them)."""
+
     event_id: str
     event_type: str
     status: Status
@@ -63,7 +67,26 @@ class InferenceRequestedData(BaseModel):
 
 def dedupe_key(*parts: str) -> str:
     """A fixed-length Idempotency-Key from an identity of arbitrary characters."""
-    return "evt-" + hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+    # surrogatepass: an identity is whatever a publisher sent (the doors refuse lone
+    # surrogates, but a key must never be the thing that fails).
+    identity = "\x1f".join(parts).encode("utf-8", "surrogatepass")
+    return "evt-" + hashlib.sha256(identity).hexdigest()
+
+
+def check_tenant(tenant_id: str, tenants: TenantScope) -> None:
+    """InvalidInput (a rejected event, never a job) for a tenant outside the scope."""
+    if not tenants.allows(tenant_id):
+        raise InvalidInput(
+            f"tenant '{tenant_id}' is not one this webhook credential may submit work for "
+            f"(WebhookTenants allows: {tenants.describe()})",
+            (FieldError("tenant_id", "not allowed for this webhook credential"),),
+        )
+
+
+def carried_traceparent(event: IncomingEvent) -> str | None:
+    """The event's ``traceparent`` extension, when it is a string (anything else is noise)."""
+    value = event.extensions.get("traceparent")
+    return value if isinstance(value, str) else None
 
 
 class EventIntake:
@@ -86,13 +109,16 @@ class EventIntake:
 
     # --- doors ----------------------------------------------------------------------------
 
-    def accept_event(self, event: IncomingEvent, source: str = "eventgrid") -> EventOutcome:
-        """Turn one event into a job; InvalidInput becomes a ``rejected`` outcome."""
+    def accept_event(
+        self, event: IncomingEvent, source: str = "eventgrid", tenants: TenantScope = UNRESTRICTED
+    ) -> EventOutcome:
+        """Turn one event into a job; InvalidInput becomes a ``rejected`` outcome, and so
+        does an event for a tenant outside ``tenants`` (the webhook credential's scope)."""
         try:
             if event.type == BLOB_CREATED:
-                accepted = self._blob_created(event, source)
+                accepted = self._blob_created(event, source, tenants)
             elif event.type == INFERENCE_REQUESTED:
-                accepted = self._inference_requested(event, source)
+                accepted = self._inference_requested(event, source, tenants)
             else:
                 log.info(
                     "ignored event %s of type %s (subscription filters should drop it)",
@@ -118,6 +144,7 @@ class EventIntake:
         etag: str | None = None,
         source: str = "blob",
         traceparent: str | None = None,
+        tenants: TenantScope = UNRESTRICTED,
     ) -> Accepted:
         """A document that landed in the incoming container becomes a job (its own claim
         check). Raises InvalidInput when the blob cannot be accepted."""
@@ -127,11 +154,12 @@ class EventIntake:
         if info is None:
             raise InvalidInput(f"blob {container}/{name} does not exist")
         tenant_id = name.split("/", 1)[0]
-        if "/" not in name or not TENANT_ID_PATTERN.match(tenant_id):
+        if "/" not in name or not TENANT_ID_PATTERN.fullmatch(tenant_id):
             raise InvalidInput(
                 f"blob {name!r} must be named <tenant>/<file> inside '{container}'",
                 (FieldError("blob", "no tenant prefix"),),
             )
+        check_tenant(tenant_id, tenants)
         declared = info.metadata.get("tenant_id")
         if declared and declared != tenant_id:
             raise InvalidInput(f"blob metadata tenant_id {declared!r} does not match its path")
@@ -161,7 +189,7 @@ class EventIntake:
 
     # --- event types -----------------------------------------------------------------------
 
-    def _blob_created(self, event: IncomingEvent, source: str) -> Accepted:
+    def _blob_created(self, event: IncomingEvent, source: str, tenants: TenantScope) -> Accepted:
         data = event.data if isinstance(event.data, dict) else {}
         url = data.get("url")
         if not isinstance(url, str):
@@ -169,16 +197,21 @@ class EventIntake:
         try:
             location = self._claim_checks.locate_any(url)
         except InvalidInput as error:
-            raise NotOurs(f"blob {url} is outside this app's storage ({error})") from error
+            raise NotOurs(
+                f"blob {redact_url(url)} is outside this app's storage ({redact_text(str(error))})"
+            ) from error
         return self.accept_blob(
             location.container,
             location.name,
             etag=str(data.get("eTag") or "") or None,
             source=source,
-            traceparent=event.extensions.get("traceparent"),
+            traceparent=carried_traceparent(event),
+            tenants=tenants,
         )
 
-    def _inference_requested(self, event: IncomingEvent, source: str) -> Accepted:
+    def _inference_requested(
+        self, event: IncomingEvent, source: str, tenants: TenantScope
+    ) -> Accepted:
         try:
             data = InferenceRequestedData.model_validate(event.data)
         except ValidationError as error:
@@ -186,6 +219,7 @@ class EventIntake:
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
             )
             raise InvalidInput(f"InferenceRequested data is invalid: {problems}") from error
+        check_tenant(data.tenant_id, tenants)
         content: InlineContent | BlobReference
         if isinstance(data.input, TextInput):
             text = data.input.text.encode("utf-8")
@@ -212,8 +246,8 @@ class EventIntake:
                 source=source,
                 idempotency_key=key,
                 request_hash=key,
-                trace=continue_or_start(event.extensions.get("traceparent")),
-                parent=event.extensions.get("traceparent"),
+                trace=continue_or_start(carried_traceparent(event)),
+                parent=carried_traceparent(event),
             )
         )
 

@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from shared.bounded_json import check_document
 from shared.errors import Conflict, InvalidInput, TransientError
 from shared.events.incoming import IncomingEvent, event_from_cloudevent
 from shared.events.intake import EventIntake
@@ -172,6 +173,7 @@ class PullDoor:
 
     def _decide(self, pulled: PulledEvent) -> _Decision:
         try:
+            check_document(pulled.cloud_event, what="the event")
             event: IncomingEvent = event_from_cloudevent(pulled.cloud_event)
         except (InvalidInput, ValueError) as error:
             log.warning("rejecting malformed event (lock %s): %s", pulled.lock_token, error)

@@ -3,20 +3,30 @@
 Status codes follow Event Grid's retry rules: 200/202 delivered; 400 (malformed) and 413
 (too large) are never retried and go to the dead-letter container; 401/403 for failed
 authentication (not retried either); 503 with Retry-After when a dependency is down
-(retried). Unknown event types are acknowledged with 200 and logged: subscription
-filters should keep them out. Work is persisted and acknowledged in milliseconds, far
+(retried). Events are accepted only for the tenants the delivery's credential may act for
+(``WebhookTenants``, see ``webhook_tenancy``); an event for another tenant is rejected.
+Unknown event types are acknowledged with 200 and logged: subscription filters should
+keep them out. Work is persisted and acknowledged in milliseconds, far
 inside Event Grid's 30-second window.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from pydantic import BaseModel
 
 from shared.composition import Services
 from shared.errors import FieldError, InvalidInput
-from shared.events.incoming import ValidationRequest, parse_delivery
+from shared.events.incoming import ValidationRequest, ValidationResponse, parse_delivery
+from shared.events.intake import EventOutcome
 from shared.events.webhook_auth import authenticate_delivery
+from shared.events.webhook_tenancy import running_in_azure, webhook_tenancy
 from shared.intake.http import ApiRequest, ApiResponse, json_response
+
+
+class DeliveryReport(BaseModel):
+    """The answer to a delivery: what became of each of its events."""
+
+    events: list[EventOutcome]
 
 
 def abuse_protection_handshake(request: ApiRequest) -> ApiResponse:
@@ -36,8 +46,13 @@ def receive_events(services: Services, request: ApiRequest) -> ApiResponse:
     )
     delivery = parse_delivery(request.headers, request.body)
     if isinstance(delivery, ValidationRequest):
-        return json_response(200, {"validationResponse": delivery.code})
-    outcomes = [services.event_intake.accept_event(event, source="webhook") for event in delivery]
+        return json_response(200, ValidationResponse(validationResponse=delivery.code).model_dump())
+    tenancy = webhook_tenancy(services.settings.webhook_tenants, running_in_azure())
+    scope = tenancy.scope_for(request.headers)
+    outcomes = [
+        services.event_intake.accept_event(event, source="webhook", tenants=scope)
+        for event in delivery
+    ]
     rejected = [o for o in outcomes if o.status == "rejected"]
     if rejected:
         raise InvalidInput(
@@ -45,7 +60,8 @@ def receive_events(services: Services, request: ApiRequest) -> ApiResponse:
             tuple(FieldError(f"event {o.event_id}", o.reason or "rejected") for o in rejected),
         )
     accepted = any(o.status in ("accepted", "duplicate") for o in outcomes)
-    return json_response(202 if accepted else 200, {"events": [asdict(o) for o in outcomes]})
+    report = DeliveryReport(events=outcomes)
+    return json_response(202 if accepted else 200, report.model_dump(mode="json"))
 
 
 def handle(services: Services, request: ApiRequest) -> ApiResponse:

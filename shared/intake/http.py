@@ -16,6 +16,7 @@ from typing import Any
 
 from shared.errors import InferbusError
 from shared.intake.problems import PROBLEM_CONTENT_TYPE, Problem, problem_for, unexpected_problem
+from shared.redaction import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +67,9 @@ def guarded(handler: Callable[[ApiRequest], ApiResponse], request: ApiRequest) -
     except InferbusError as error:
         problem = problem_for(error)
         level = logging.WARNING if problem.status >= 500 else logging.INFO
-        log.log(level, "%s %s -> %d %s", request.method, request.url, problem.status, error)
+        url = redact_url(request.url)  # the function key rides in ?code=
+        log.log(level, "%s %s -> %d %s", request.method, url, problem.status, error)
         return problem_response(problem)
     except Exception:
-        log.exception("%s %s failed unexpectedly", request.method, request.url)
+        log.exception("%s %s failed unexpectedly", request.method, redact_url(request.url))
         return problem_response(unexpected_problem())

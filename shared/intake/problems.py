@@ -12,14 +12,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.errors import (
+    ClaimCheckInvalid,
     ConfigurationError,
     Conflict,
     Forbidden,
     Gone,
     InferbusError,
     InvalidInput,
+    InvalidParameters,
     NotFound,
     PayloadTooLarge,
+    PermanentError,
+    PolicyRefusal,
     TransientError,
     Unauthenticated,
     UnknownModel,
@@ -29,9 +33,12 @@ from shared.errors import (
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 PROBLEM_TYPE_PREFIX = "urn:inferbus:problem:"
 
-# Most specific first: the first matching class decides the status.
-_STATUS_BY_ERROR: tuple[tuple[type[InferbusError], int, str], ...] = (
+# Most specific first: the first matching class decides the status. Every class of the
+# error tree has its row (a test keeps it so): whatever a caller sent is answered with a
+# 4xx; only the deployment's own trouble is a 5xx (503 when waiting helps).
+STATUS_BY_ERROR: tuple[tuple[type[InferbusError], int, str], ...] = (
     (UnknownModel, 422, "Unknown model"),
+    (InvalidParameters, 422, "Invalid model parameters"),
     (PayloadTooLarge, 413, "Payload too large"),
     (UnsupportedMediaType, 415, "Unsupported media type"),
     (InvalidInput, 400, "Invalid request"),
@@ -41,7 +48,11 @@ _STATUS_BY_ERROR: tuple[tuple[type[InferbusError], int, str], ...] = (
     (NotFound, 404, "Not found"),
     (Conflict, 409, "Conflict"),
     (TransientError, 503, "Service unavailable"),
+    (ClaimCheckInvalid, 422, "Claim check invalid"),
+    (PermanentError, 422, "Request cannot be processed"),
+    (PolicyRefusal, 422, "Refused by policy"),
     (ConfigurationError, 500, "Service misconfigured"),
+    (InferbusError, 500, "Internal error"),
 )
 
 
@@ -72,7 +83,7 @@ class Problem:
 def problem_for(error: InferbusError) -> Problem:
     """The problem document and headers for an application error."""
     status, title = 500, "Internal error"
-    for error_type, mapped_status, mapped_title in _STATUS_BY_ERROR:
+    for error_type, mapped_status, mapped_title in STATUS_BY_ERROR:
         if isinstance(error, error_type):
             status, title = mapped_status, mapped_title
             break

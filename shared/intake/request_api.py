@@ -16,13 +16,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.bounded_json import parse_json
 from shared.composition import Services
 from shared.contracts import (
+    AcceptedRequest,
     BlobReferenceInput,
     Job,
+    JobErrorView,
     JobStatus,
+    JobView,
     ModelName,
     Priority,
+    ResultSummary,
     SubmitRequestBody,
     TextInput,
 )
@@ -81,37 +86,37 @@ def _collection_url(request: ApiRequest) -> str:
 def job_view(job: Job, collection_url: str) -> dict[str, Any]:
     """What a caller sees of a job (internals such as the claim check stay private)."""
     status_url = f"{collection_url}/{job.id}"
-    view: dict[str, Any] = {
-        "id": job.id,
-        "status": job.status.value,
-        "model": job.model,
-        "priority": job.priority.value,
-        "created_at": job.created_at.isoformat(),
-        "updated_at": job.updated_at.isoformat(),
-        "completed_at": job.completed_at.isoformat() if job.completed_at else None,
-        "not_before": job.not_before.isoformat() if job.not_before else None,
-        "deadline": job.deadline.isoformat() if job.deadline else None,
-        "attempts": job.attempts,
-        "status_url": status_url,
-    }
+    fields: dict[str, Any] = {}
     if job.error:
-        view["error"] = {"code": job.error.code, "message": job.error.message}
+        fields["error"] = JobErrorView(code=job.error.code, message=job.error.message)
     if job.status is JobStatus.COMPLETED:
-        view["result"] = job.result.summary() if job.result else None
-        view["result_url"] = f"{status_url}/result"
-    return view
+        summary = job.result.summary() if job.result else None
+        fields["result"] = ResultSummary.model_validate(summary) if summary else None
+        fields["result_url"] = f"{status_url}/result"
+    view = JobView(
+        id=job.id,
+        status=job.status,
+        model=job.model,
+        priority=job.priority,
+        created_at=job.created_at,
+        updated_at=job.updated_at,
+        completed_at=job.completed_at,
+        not_before=job.not_before,
+        deadline=job.deadline,
+        attempts=job.attempts,
+        status_url=status_url,
+        **fields,
+    )
+    return view.model_dump(mode="json", exclude_unset=True)
 
 
 def _json_submission(request: ApiRequest, services: Services, tenant_id: str) -> Submission:
     settings = services.settings
-    if len(request.body) > settings.max_inline_text_bytes + JSON_ENVELOPE_ALLOWANCE:
-        raise PayloadTooLarge(
-            f"the JSON body is larger than {settings.max_inline_text_bytes} bytes"
-        )
-    try:
-        document = json.loads(request.body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InvalidInput(f"the body is not valid JSON: {error}") from error
+    document = parse_json(
+        request.body,
+        max_bytes=settings.max_inline_text_bytes + JSON_ENVELOPE_ALLOWANCE,
+        what="the JSON body",
+    )
     try:
         body = SubmitRequestBody.model_validate(document)
     except ValidationError as error:
@@ -200,8 +205,8 @@ def submit_request(services: Services, request: ApiRequest) -> ApiResponse:
         "Location": view["status_url"],
         "Retry-After": str(services.settings.status_poll_seconds),
     }
-    body = {"id": view["id"], "status": view["status"], "status_url": view["status_url"]}
-    return json_response(202, body, headers)
+    body = AcceptedRequest(id=view["id"], status=view["status"], status_url=view["status_url"])
+    return json_response(202, body.model_dump(mode="json"), headers)
 
 
 def _not_found(services: Services, job_id: str) -> NotFound:

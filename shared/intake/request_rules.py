@@ -9,6 +9,7 @@ dead-lettered with a description that names the rule (the queue door), never run
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,20 +18,59 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from shared.contracts import ClaimCheck, MetadataKey, MetadataValue, RequestMessage
-from shared.errors import FieldError, InvalidInput, PayloadTooLarge, UnknownModel
+from shared.errors import (
+    FieldError,
+    InvalidInput,
+    InvalidParameters,
+    PayloadTooLarge,
+    UnknownModel,
+)
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.tenancy import TENANT_ID_PATTERN
+from shared.model_parameters import (
+    ModelParameters,
+    check_size,
+    parameters_model_for,
+    parse_parameters,
+)
 from shared.settings import Settings
 
-MAX_PARAMETERS = 32
 MAX_METADATA = 16
+
+# The largest message a Standard Service Bus namespace takes (Premium takes more, but the
+# app is built for the smallest tier). Everything but parameters and metadata is bounded
+# (ids, a claim-check reference of at most 2 KB, application properties), and this much
+# is kept for it and the AMQP header.
+MAX_REQUEST_MESSAGE_BYTES = 256 * 1024
+FIXED_MESSAGE_BYTES = 16_384
+
+
+def _check_message_size(parameters: Mapping[str, Any], metadata: Mapping[str, str]) -> None:
+    """PayloadTooLarge (413) for work whose request message the broker would refuse,
+    checked before anything is stored: the input itself always goes in a claim check, so
+    only parameters and metadata can make a message too large."""
+    variable = json.dumps(
+        {"parameters": dict(parameters), "metadata": dict(metadata)},
+        ensure_ascii=False,
+        default=str,
+    ).encode("utf-8", "surrogatepass")
+    size = len(variable) + FIXED_MESSAGE_BYTES
+    if size > MAX_REQUEST_MESSAGE_BYTES:
+        raise PayloadTooLarge(
+            f"the request message would be about {size} bytes; a queue message is at most "
+            f"{MAX_REQUEST_MESSAGE_BYTES}: send less in parameters and metadata",
+            (FieldError("parameters", "too large"),),
+        )
+
+
 _METADATA = TypeAdapter(dict[MetadataKey, MetadataValue])
 
 
 @dataclass(frozen=True)
 class RequestRules:
     """The intake policy (app settings AllowedModels, DefaultDeadlineSeconds,
-    MaxDeadlineSeconds, LocalModelFaults, MaxInlineTextBytes, ProducerTenants)."""
+    MaxDeadlineSeconds, LocalModelFaults, MaxInlineTextBytes, ProducerTenants, and
+    ModelProvider, whose models' parameters ``model_parameters`` declares)."""
 
     allowed_models: tuple[str, ...]
     default_deadline_seconds: int
@@ -40,6 +80,7 @@ class RequestRules:
     simulated_faults: bool = False
     max_inline_text_bytes: int = 262_144
     producer_tenants: tuple[str, ...] = ()  # empty: a direct producer may name any tenant
+    model_provider: str = "local"  # which declaration of parameters the models follow
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RequestRules:
@@ -50,6 +91,7 @@ class RequestRules:
             simulated_faults=settings.simulated_faults_allowed,
             max_inline_text_bytes=settings.max_inline_text_bytes,
             producer_tenants=settings.producer_tenants,
+            model_provider=settings.model_provider,
         )
 
     # --- rules of every door ---------------------------------------------------------
@@ -62,17 +104,21 @@ class RequestRules:
                 (FieldError("model", "unknown model"),),
             )
 
-    def check_parameters(self, parameters: Mapping[str, Any]) -> None:
-        if len(parameters) > MAX_PARAMETERS:
-            raise InvalidInput(
-                f"parameters may have at most {MAX_PARAMETERS} entries",
-                (FieldError("parameters", "too many entries"),),
-            )
+    def check_parameters(self, parameters: Mapping[str, Any], model: str = "") -> ModelParameters:
+        """The parameters, typed by the declaration of ``model``'s provider: at most
+        MAX_PARAMETERS entries and MAX_PARAMETERS_BYTES (413 beyond), ``simulate`` only
+        where fault injection is enabled, every field within its declared bounds (422)."""
+        check_size(parameters)
         if "simulate" in parameters and not self.simulated_faults:
-            raise InvalidInput(
+            raise InvalidParameters(
                 "parameters.simulate (model fault injection) is not enabled on this service",
                 (FieldError("parameters.simulate", "fault injection is not enabled"),),
             )
+        return parse_parameters(parameters_model_for(self.model_provider), parameters, model)
+
+    @staticmethod
+    def check_message_size(parameters: Mapping[str, Any], metadata: Mapping[str, str]) -> None:
+        _check_message_size(parameters, metadata)
 
     def deadline_seconds(self, requested: int | None) -> int:
         """The deadline a request gets: its own, within the maximum, or the default."""
@@ -116,7 +162,7 @@ class RequestRules:
         Its deadline, when it names one, must lie within MaxDeadlineSeconds of when the
         broker took the message; its job gets DefaultDeadlineSeconds otherwise.
         """
-        if not TENANT_ID_PATTERN.match(request.tenant_id):
+        if not TENANT_ID_PATTERN.fullmatch(request.tenant_id):
             raise InvalidInput(
                 f"tenant_id {request.tenant_id!r} is not a valid tenant id",
                 (FieldError("tenant_id", "invalid"),),
@@ -128,7 +174,7 @@ class RequestRules:
                 (FieldError("tenant_id", "not allowed"),),
             )
         self.check_model(request.model)
-        self.check_parameters(request.parameters)
+        self.check_parameters(request.parameters, request.model)
         self._check_metadata(request.metadata)
         if isinstance(request.input, ClaimCheck):
             claim_checks.locate(request.input.blob_uri, request.tenant_id)

@@ -19,7 +19,7 @@ job), three with an Idempotency-Key (its marker), none of them a read.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -143,7 +143,7 @@ class Intake:
         return accepted
 
     def _submit(self, submission: Submission, trace: TraceContext) -> Accepted:
-        deadline_seconds = self._validate(submission)
+        submission, deadline_seconds = self._validate(submission)
         self._backlog.check()
         claim: Claimed | None = None
         if submission.idempotency_key:
@@ -175,10 +175,16 @@ class Intake:
             )
         return Accepted(job)
 
-    def _validate(self, submission: Submission) -> int:
+    def _validate(self, submission: Submission) -> tuple[Submission, int]:
+        """The submission with its parameters typed and normalised (what the message and
+        the job carry), and its deadline in seconds; or the rule it breaks."""
         rules = self._policy
-        rules.check_parameters(submission.parameters)
         rules.check_model(submission.model)
+        typed = rules.check_parameters(submission.parameters, submission.model)
+        submission = replace(
+            submission, parameters=typed.model_dump(mode="json", exclude_unset=True)
+        )
+        rules.check_message_size(submission.parameters, submission.metadata)
         deadline_seconds = rules.deadline_seconds(submission.deadline_seconds)
         rules.check_ordering(submission.document_id, submission.not_before, submission.after)
         rules.check_timing(
@@ -191,7 +197,7 @@ class Intake:
                 f"after names request '{submission.after}', which does not exist",
                 (FieldError("after", "no such request"),),
             )
-        return deadline_seconds
+        return submission, deadline_seconds
 
     def _claim_check(self, submission: Submission, request_id: str) -> ClaimCheck:
         content = submission.content

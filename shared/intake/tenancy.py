@@ -11,21 +11,25 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Mapping
 
-from shared.errors import Unauthenticated
+from shared.bounded_json import parse_json
+from shared.errors import InvalidInput, Unauthenticated
 
 PRINCIPAL_HEADER = "x-ms-client-principal"
 TENANT_HEADER = "x-tenant-id"
 TENANT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+# App Service caps request headers well below this; a principal with many group claims
+# is still only a few kilobytes.
+MAX_PRINCIPAL_BYTES = 65_536
 
 
 def _principal_claims(encoded: str) -> dict[str, str]:
     try:
-        document = json.loads(base64.b64decode(encoded, validate=True))
-    except (binascii.Error, ValueError) as error:
+        decoded = base64.b64decode(encoded, validate=True)
+        document = parse_json(decoded, max_bytes=MAX_PRINCIPAL_BYTES, what="the client principal")
+    except (binascii.Error, ValueError, InvalidInput) as error:
         raise Unauthenticated("the client principal header is not valid base64 JSON") from error
     claims = document.get("claims") if isinstance(document, dict) else None
     if not isinstance(claims, list):
@@ -38,7 +42,7 @@ def _principal_claims(encoded: str) -> dict[str, str]:
 
 
 def _checked(tenant_id: str, origin: str) -> str:
-    if not TENANT_ID_PATTERN.match(tenant_id):
+    if not TENANT_ID_PATTERN.fullmatch(tenant_id):
         raise Unauthenticated(f"the tenant in {origin} is not a valid tenant id")
     return tenant_id
 

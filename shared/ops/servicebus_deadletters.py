@@ -42,7 +42,7 @@ from shared.ops.servicebus_deadletter_queues import (
     DeadLetterQueues,
 )
 from shared.processing.adopted_jobs import INVALID_REQUEST
-from shared.processing.inbound import InboundMessage
+from shared.processing.inbound import OUTAGE_RETRY_COUNT, OUTAGE_SINCE, InboundMessage
 from shared.processing.request_parsing import InvalidPayload, parse_request
 
 MARKER_PREFIX = "sb-replays/"
@@ -69,6 +69,8 @@ def replay_copy(
         for k, v in item.application_properties.items()
         if v is not None and k not in DEAD_LETTER_PROPERTIES
     }
+    for outage_property in (OUTAGE_RETRY_COUNT, OUTAGE_SINCE):  # a replay starts afresh
+        properties.pop(outage_property, None)
     properties.update(retry_count=0, replay_of=original)
     deadline = request.deadline
     return OutgoingMessage(

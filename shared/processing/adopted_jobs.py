@@ -14,7 +14,9 @@ the doors (``intake.request_rules``): a direct producer passed no door.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Protocol
 
 from shared.clock import Clock
 from shared.contracts import Job, RequestMessage
@@ -23,7 +25,7 @@ from shared.intake.claim_checks import ClaimChecks
 from shared.intake.request_rules import RequestRules
 from shared.jobs import JobRepository, Versioned, fail
 from shared.processing.failures import Failures, clip
-from shared.processing.inbound import InboundMessage
+from shared.processing.inbound import InboundMessage, PropertyValue
 from shared.processing.settlement import DeadLetterReason, Settler
 
 log = logging.getLogger(__name__)
@@ -33,8 +35,20 @@ DIRECT_SOURCE = "servicebus"
 INVALID_REQUEST = "invalid_request"
 
 
+class MessageFacts(Protocol):
+    """What a job takes from the message that carried its request (an ``InboundMessage``,
+    or a dead-lettered one the reconciler peeked)."""
+
+    @property
+    def application_properties(self) -> Mapping[str, PropertyValue]: ...
+    @property
+    def correlation_id(self) -> str | None: ...
+    @property
+    def enqueued_time(self) -> datetime | None: ...
+
+
 def job_from_message(
-    request: RequestMessage, message: InboundMessage, now: datetime, deadline: datetime
+    request: RequestMessage, message: MessageFacts, now: datetime, deadline: datetime | None
 ) -> Job:
     """The job a request message describes, as intake would have recorded it; ``deadline``
     is the message's own or the default one (``RequestRules.message_deadline``)."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
-from datetime import timedelta
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime, timedelta
 
 from shared.clock import Clock, utc_now
 from shared.contracts import JobError, JobStatus, RequestMessage
@@ -37,6 +38,24 @@ def clip(text: str) -> str:
     return text if len(text) <= MAX_DESCRIPTION_CHARS else text[: MAX_DESCRIPTION_CHARS - 1] + "…"
 
 
+class PlatformUnavailable(Exception):
+    """Storage failed around the model run (reading the input, storing the result): an
+    outage of the platform, waited out without using the request's retry budget, which
+    is for the model's own transient failures."""
+
+    def __init__(self, cause: TransientError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+@contextmanager
+def platform_call() -> Iterator[None]:
+    try:
+        yield
+    except TransientError as error:
+        raise PlatformUnavailable(error) from error
+
+
 class Failures:
     def __init__(
         self,
@@ -51,7 +70,11 @@ class Failures:
         uniform: Callable[[float, float], float] = random.uniform,
         ordered: bool = False,
         sleep: Callable[[float], None] = time.sleep,
+        jitter_floor: float = 0.0,
+        deadline_of: Callable[[RequestMessage, datetime], datetime] | None = None,
     ) -> None:
+        self._deadline_of = deadline_of or (lambda request, _: request.deadline or datetime.max)
+        self._jitter_floor = jitter_floor
         self._ordered = ordered
         self._sleep = sleep
         self._max_retries = max_retries
@@ -91,6 +114,7 @@ class Failures:
             cap_seconds=self._retry_max_seconds,
             retry_after=error.retry_after,
             uniform=self._uniform,
+            floor_fraction=self._jitter_floor,
         )
         if self._ordered:
             return self._retry_in_place(message, request, settler, error, delay, completed)
@@ -109,6 +133,58 @@ class Failures:
             return "abandoned"
         if not completed:
             self._note_retry(request, error, f"retry {retries + 1} scheduled in {delay:.1f}s")
+        settler.complete(message)
+        return "retry-scheduled"
+
+    def wait_out_outage(
+        self,
+        message: InboundMessage,
+        request: RequestMessage,
+        settler: Settler,
+        error: TransientError,
+    ) -> str:
+        """Storage or the broker, the platform's own dependencies, failed: a retry copy
+        that leaves ``retry_count`` (the model's budget) as it is and counts
+        ``outage_retry_count`` instead, so a healthy request that already met model faults
+        still survives a long outage. The request's deadline bounds the wait: its own, or
+        for a producer's message without one, DefaultDeadlineSeconds after the outage was
+        first met (``outage_since``, carried from copy to copy). Past it, the message is
+        dead-lettered; the job cannot be read or written now, so the dead-letter reconciler
+        ends and announces it once storage is back. The ordered lane retries in place as
+        for any failure."""
+        if self._ordered:
+            return self.retry(message, request, settler, error)
+        now, outages = self._clock(), message.outage_retry_count
+        since = message.outage_since or now
+        if self._deadline_of(request, since) <= now:
+            why = f"storage or the broker stayed unavailable past the deadline; last error: {error}"
+            settler.dead_letter(message, DeadLetterReason.MAX_RETRIES_EXCEEDED, clip(why))
+            return "dead-lettered"
+        delay = retry_delay(
+            outages,
+            base_seconds=self._retry_base_seconds,
+            cap_seconds=self._retry_max_seconds,
+            retry_after=error.retry_after,
+            uniform=self._uniform,
+            floor_fraction=self._jitter_floor,
+        )
+        copy = retry_copy(
+            message,
+            message.retry_count,
+            now + timedelta(seconds=delay),
+            request.deadline,
+            now,
+            outage_retry_count=outages + 1,
+            outage_since=since,
+        )
+        try:
+            self._retry_sender.send(copy)
+        except Exception:
+            log.warning(
+                "could not schedule retry of %s; abandoning", message.message_id, exc_info=True
+            )
+            settler.abandon(message)
+            return "abandoned"
         settler.complete(message)
         return "retry-scheduled"
 
@@ -170,18 +246,25 @@ class Failures:
     ) -> str:
         """A request that can never succeed: its job failed, its message dead-lettered,
         ``InferenceFailed`` announced."""
-        self.fail_job(request.tenant_id, request.request_id, code, why)
+        failed = self.fail_job(request.tenant_id, request.request_id, code, why)
         settler.dead_letter(message, reason, clip(why))
-        self.announce_end(request, "failed", code, message.application_properties)
+        if failed:
+            self.announce_end(request, "failed", code, message.application_properties)
         return "dead-lettered"
 
-    def fail_job(self, tenant_id: str, request_id: str, code: str, why: str) -> None:
+    def fail_job(self, tenant_id: str, request_id: str, code: str, why: str) -> bool:
+        """Mark the job failed; False when it was not (already ended, or storage is
+        down). Only a failure marked here is announced: a job that ended otherwise keeps
+        its own outcome, and one storage could not reach is ended (and announced) by the
+        dead-letter reconciler later."""
         try:
             self._jobs.update(
                 tenant_id, request_id, lambda job: fail(job, code, why, settlement="dead-lettered")
             )
         except Exception:
             log.info("job %s not marked failed (%s)", request_id, code, exc_info=True)
+            return False
+        return True
 
     def announce_end(
         self,

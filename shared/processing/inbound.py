@@ -28,9 +28,16 @@ def normalise_properties(raw: Mapping[Any, Any] | None) -> dict[str, PropertyVal
     return result
 
 
-def read_retry_count(properties: Mapping[str, PropertyValue]) -> int:
-    """``retry_count`` from application properties; absent or malformed counts as 0."""
-    value = properties.get("retry_count")
+# Application properties of a retry for an outage of the platform's own dependencies:
+# how many such retries, and when the first one met the outage (ISO 8601).
+OUTAGE_RETRY_COUNT = "outage_retry_count"
+OUTAGE_SINCE = "outage_since"
+
+
+def read_retry_count(properties: Mapping[str, PropertyValue], name: str = "retry_count") -> int:
+    """A retry counter (``retry_count``) from application properties; absent or malformed
+    counts as 0."""
+    value = properties.get(name)
     if isinstance(value, bool):
         return 0
     if isinstance(value, int):
@@ -61,3 +68,19 @@ class InboundMessage:
     @property
     def retry_count(self) -> int:
         return read_retry_count(self.application_properties)
+
+    @property
+    def outage_retry_count(self) -> int:
+        """Retries caused by the platform's own storage or broker being down, which do not
+        use the request's ``retry_count`` budget (see ``Failures.wait_out_outage``)."""
+        return read_retry_count(self.application_properties, OUTAGE_RETRY_COUNT)
+
+    @property
+    def outage_since(self) -> datetime | None:
+        """When this request first met the outage it is waiting out (None: it has not)."""
+        value = self.application_properties.get(OUTAGE_SINCE)
+        try:
+            since = datetime.fromisoformat(value) if isinstance(value, str) else None
+        except ValueError:
+            return None
+        return since if since is not None and since.tzinfo is not None else None

@@ -39,7 +39,7 @@ from shared.jobs import JobRepository, Versioned, transition
 from shared.messaging import MessageSender
 from shared.processing.adopted_jobs import INVALID_REQUEST, JobAdoption
 from shared.processing.deferral import DeferralLedger, DeferredEntry
-from shared.processing.failures import Failures, clip
+from shared.processing.failures import Failures, PlatformUnavailable, clip, platform_call
 from shared.processing.inbound import InboundMessage
 from shared.processing.request_parsing import InvalidPayload, parse_request
 from shared.processing.settlement import DeadLetterReason, NotedSettler, Settler
@@ -62,6 +62,7 @@ class ProcessingPolicy:
     # the document's order, instead of by a scheduled copy (``Failures.retry``).
     ordered: bool = False
     lane: str = "standard"  # the lane's name (shared.lanes.Lane), a metric dimension
+    retry_jitter_floor: float = 0.0  # RetryJitterFloor (processing.backoff)
 
 
 class MessageProcessor:
@@ -98,6 +99,8 @@ class MessageProcessor:
             uniform=uniform,
             ordered=policy.ordered,
             sleep=sleep,
+            jitter_floor=policy.retry_jitter_floor,
+            deadline_of=rules.message_deadline,
         )
         self._adoption = JobAdoption(
             jobs=jobs,
@@ -153,7 +156,7 @@ class MessageProcessor:
         telemetry.count_settled(self._policy.lane, outcome)
         return outcome
 
-    def _settle_safely(self, message: InboundMessage, settler: Settler) -> str:
+    def _settle_safely(self, message: InboundMessage, settler: NotedSettler) -> str:
         try:
             return self._process(message, settler)
         except Exception:
@@ -165,7 +168,7 @@ class MessageProcessor:
             log.info("message %s -> abandoned", message.message_id)
             return "abandoned"
 
-    def _process(self, message: InboundMessage, settler: Settler) -> str:
+    def _process(self, message: InboundMessage, settler: NotedSettler) -> str:
         try:
             request = parse_request(message, self._policy.allowed_models)
         except InvalidPayload as error:
@@ -173,9 +176,29 @@ class MessageProcessor:
             log.info("message %s -> %s", message.message_id, outcome)
             return outcome
         with telemetry.log_dimensions(request_id=request.request_id, tenant_id=request.tenant_id):
-            outcome = self._route(message, request, settler)
+            try:
+                outcome = self._route(message, request, settler)
+            except TransientError as error:
+                outcome = self._dependency_down(message, request, settler, error)
             log.info("message %s -> %s", message.message_id, outcome)
             return outcome
+
+    def _dependency_down(
+        self,
+        message: InboundMessage,
+        request: RequestMessage,
+        settler: NotedSettler,
+        error: TransientError,
+    ) -> str:
+        """Storage or the broker failed outside the model run (the job lookup, the first
+        job write, the ledger, a prerequisite): the transient row of the outcome table, so
+        an outage is waited out with backoff instead of burning the broker's delivery count
+        by abandoning at once. A failure that came while settling is re-raised: the message
+        may be settled already, and only abandoning (or the lock lapsing) is safe then."""
+        if settler.settling:
+            raise error
+        log.warning("message %s: a dependency failed (%s); retrying", message.message_id, error)
+        return self._failures.wait_out_outage(message, request, settler, error)
 
     def _route(self, message: InboundMessage, request: RequestMessage, settler: Settler) -> str:
         """The row of the outcome table a readable request falls into."""
@@ -316,7 +339,8 @@ class MessageProcessor:
             settler.complete(message)  # cancelled or finished meanwhile
             return "duplicate"
         try:
-            content, media_type = self._read_input(request)
+            with platform_call():
+                content, media_type = self._read_input(request)
             document = run_model(
                 request,
                 content,
@@ -325,20 +349,22 @@ class MessageProcessor:
                 self._failures.tries_before(message),
                 self._clock,
             )
-            try:
-                with telemetry.span(telemetry.SPAN_STORE_RESULT):
-                    completed = self._jobs.advance(
-                        running,
-                        lambda job: transition(
-                            job,
-                            JobStatus.COMPLETED,
-                            result=document,
-                            settlement="completed",
-                        ),
-                    )
-            except Conflict:
-                settler.complete(message)  # cancelled while the model ran: nothing to tell
-                return "duplicate"
+            with telemetry.span(telemetry.SPAN_STORE_RESULT), platform_call():
+                completed = self._jobs.advance(
+                    running,
+                    lambda job: transition(
+                        job,
+                        JobStatus.COMPLETED,
+                        result=document,
+                        settlement="completed",
+                    ),
+                )
+        except Conflict:
+            settler.complete(message)  # cancelled while the model ran: nothing to tell
+            return "duplicate"
+        except PlatformUnavailable as outage:
+            log.warning("message %s: storage failed (%s); retrying", message.message_id, outage)
+            return self._failures.wait_out_outage(message, request, settler, outage.cause)
         except ClaimCheckInvalid as error:
             return self._failures.give_up(
                 message, request, settler, DeadLetterReason.CLAIM_CHECK_INVALID,

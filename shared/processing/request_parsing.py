@@ -6,11 +6,11 @@ malformed body into a valid one, and the description tells an operator exactly w
 
 from __future__ import annotations
 
-import json
-
 from pydantic import ValidationError
 
+from shared.bounded_json import MAX_MESSAGE_JSON_BYTES, parse_json
 from shared.contracts import REQUEST_MESSAGE_SCHEMA, RequestMessage
+from shared.errors import InvalidInput
 from shared.processing.inbound import InboundMessage
 
 
@@ -21,8 +21,8 @@ class InvalidPayload(Exception):
 def parse_request(message: InboundMessage, allowed_models: tuple[str, ...]) -> RequestMessage:
     """The request in a message body, or InvalidPayload saying exactly what is wrong."""
     try:
-        document = json.loads(message.body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        document = parse_json(message.body, max_bytes=MAX_MESSAGE_JSON_BYTES, what="the body")
+    except InvalidInput as error:
         raise InvalidPayload(f"the body is not JSON: {error}") from error
     if not isinstance(document, dict):
         raise InvalidPayload("the body is not a JSON object")

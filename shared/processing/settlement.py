@@ -39,23 +39,30 @@ class Settler(Protocol):
 
 class NotedSettler:
     """Implements ``Settler`` over another, noting the dead-letter reason it was given
-    (the processor's span says why a message ended in the dead-letter queue)."""
+    (the processor's span says why a message ended in the dead-letter queue) and whether
+    a settlement was attempted (a failure after that must not schedule a retry copy: the
+    message may be settled already, and a copy would run the request twice)."""
 
     def __init__(self, settler: Settler) -> None:
         self._settler = settler
         self.dead_letter_reason: str | None = None
+        self.settling = False
 
     def complete(self, message: InboundMessage) -> None:
+        self.settling = True
         self._settler.complete(message)
 
     def abandon(self, message: InboundMessage) -> None:
+        self.settling = True
         self._settler.abandon(message)
 
     def dead_letter(self, message: InboundMessage, reason: str, description: str) -> None:
+        self.settling = True
         self._settler.dead_letter(message, reason, description)
         self.dead_letter_reason = reason
 
     def defer(self, message: InboundMessage) -> None:
+        self.settling = True
         self._settler.defer(message)
 
     def renew_lock(self, message: InboundMessage) -> None:

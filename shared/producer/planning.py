@@ -83,7 +83,7 @@ class LinePolicy:
             )
         if self.check_models:
             rule(lambda: rules.check_model(request.model))
-        rule(lambda: rules.check_parameters(request.parameters))
+        rule(lambda: rules.check_parameters(request.parameters, request.model))
         deadline = self.deadline(parsed, now)
         if request.deadline_seconds is not None:
             rule(lambda: rules.deadline_seconds(request.deadline_seconds))

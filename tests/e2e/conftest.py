@@ -21,6 +21,7 @@ import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,11 @@ class Stack:
             return error.code, dict(error.headers), error.read()
 
 
-def _settings(root: Path, workdir: Path, telemetry_connection: str) -> tuple[Path, dict[str, str]]:
+def write_stack_settings(
+    root: Path, workdir: Path, extra_values: dict[str, str] | None = None
+) -> tuple[Path, dict[str, str]]:
+    """The sample settings on free ports with the end-to-end tunings, plus ``extra_values``,
+    written as ``workdir/local.settings.json``; returns the file and its Values."""
     sample = json.loads((root / "local.settings.sample.json").read_text())
     blob, queue, table, bus, http, counts, eventgrid = (free_port() for _ in range(7))
     storage = (
@@ -107,13 +112,57 @@ def _settings(root: Path, workdir: Path, telemetry_connection: str) -> tuple[Pat
             "MaxRetries": "2",
             "DeferredSweepSchedule": "*/2 * * * * *",
             "LocalModelRefusalTerms": "forbidden",
-            **local_telemetry_settings(telemetry_connection),
+            **(extra_values or {}),
         }
     )
     sample["Host"]["LocalHttpPort"] = http
     path = workdir / "local.settings.json"
     path.write_text(json.dumps(sample))
     return path, sample["Values"]
+
+
+def stack_from_banner(
+    text: str, values: dict[str, str], log_path: Path, recorder: IngestionRecorder
+) -> Stack:
+    """The running stack as its banner (or the host's log) and its settings describe it."""
+    started, key = _STARTED.search(text), _KEY.search(text)
+    assert started, f"the stack printed no URL:\n{text}"
+    assert key, f"the stack printed no function key:\n{text}"
+    return Stack(
+        started.group(1),
+        key.group(1),
+        values["Storage"],
+        values["ServiceBusConnection"],
+        values["EventGridPull__namespaceEndpoint"],
+        values["EventGridPull__key"],
+        log_path,
+        recorder,
+        log_path.with_name("telemetry.log"),
+    )
+
+
+@contextmanager
+def launched_stack(
+    root: Path, workdir: Path, recorder: IngestionRecorder, extra_values: dict[str, str]
+) -> Iterator[Stack]:
+    """``python -m devtools.stack --in-memory`` on the settings above until the block ends
+    (stopped with Ctrl-C, so the host drains)."""
+    settings_path, values = write_stack_settings(root, workdir, extra_values)
+    log_path = workdir / "stack.log"
+    command = [
+        sys.executable,
+        "-m",
+        "devtools.stack",
+        "--settings",
+        str(settings_path),
+        "--in-memory",
+    ]
+    stack_process = Child("stack", command, log_path, cwd=root)
+    try:
+        stack_process.wait_for(_RUNNING, STARTUP_TIMEOUT_S)
+        yield stack_from_banner(stack_process.output(), values, log_path, recorder)
+    finally:
+        stack_process.stop(signal.SIGINT, timeout=60)
 
 
 @pytest.fixture(scope="session")
@@ -125,38 +174,9 @@ def stack(pytestconfig: pytest.Config) -> Iterator[Stack]:
     printer = LinePrinter(telemetry_log, unless_changed=QUEUE_GAUGES)
     recorder = IngestionRecorder(on_items=printer).start()
     try:
-        settings_path, values = _settings(
-            pytestconfig.rootpath, workdir, recorder.connection_string
-        )
-        log_path = workdir / "stack.log"
-        command = [
-            sys.executable,
-            "-m",
-            "devtools.stack",
-            "--settings",
-            str(settings_path),
-            "--in-memory",
-        ]
-        stack_process = Child("stack", command, log_path, cwd=pytestconfig.rootpath)
-        try:
-            stack_process.wait_for(_RUNNING, STARTUP_TIMEOUT_S)
-            text = stack_process.output()
-            started, key = _STARTED.search(text), _KEY.search(text)
-            assert started, f"the stack printed no URL:\n{text}"
-            assert key, f"the stack printed no function key:\n{text}"
-            yield Stack(
-                started.group(1),
-                key.group(1),
-                values["Storage"],
-                values["ServiceBusConnection"],
-                values["EventGridPull__namespaceEndpoint"],
-                values["EventGridPull__key"],
-                log_path,
-                recorder,
-                telemetry_log_path,
-            )
-        finally:
-            stack_process.stop(signal.SIGINT, timeout=60)
+        telemetry = local_telemetry_settings(recorder.connection_string)
+        with launched_stack(pytestconfig.rootpath, workdir, recorder, telemetry) as running:
+            yield running
     finally:
         recorder.stop()  # after the stack: the worker flushes its telemetry as it stops
         telemetry_log.close()

@@ -1,13 +1,15 @@
 """The deferred sweeper against the emulator: a vanished message is told from a lost broker.
 
 Through the unmodified SDK, a deferred message that is not there comes back as the
-broker's ``message-not-found`` (``MessageNotFoundError``): only that sets a ledger entry
-aside as missing, and it does not hide the deferred messages received with it. A broker
-that goes away is transient: every entry stays for the next sweep.
+broker's ``message-not-found`` (``MessageNotFoundError``): only that counts as a miss, and
+it does not hide the deferred messages received with it. A miss is asked for again later;
+after the last try the entry is set aside and the job fails ``deferred_message_lost``. A
+broker that goes away is transient: every entry stays for the next sweep.
 """
 
 from __future__ import annotations
 
+import json
 from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,9 +21,13 @@ from servicebus_emulator.process import run_emulator
 from shared.adapters.in_memory import InMemoryDocuments
 from shared.adapters.servicebus_inbound import ReceiverDeferredSource
 from shared.composition import Services
+from shared.contracts import InlineText, Job, JobStatus
 from shared.errors import TransientError
+from shared.events.announcements import FAILED
 from shared.processing.deferral import DeferredEntry, DeferredSweeper, DocumentDeferralLedger
 from tests.fixtures.servicebus_emulator import DEFAULT_CONFIG, ServiceBusEmulator
+from tests.integration.conftest import InstallServices
+from tests.support.servicebus import QueueRecorder, connect, drain
 
 pytestmark = pytest.mark.integration
 
@@ -39,16 +45,48 @@ def _entry(queue: str, sequence_number: int, tenant: str) -> DeferredEntry:
     )
 
 
-def test_a_vanished_message_does_not_hide_a_deferred_one(
-    services: Services, servicebus_emulator: ServiceBusEmulator, tenant: str
+class AheadClock:
+    """Real time plus ``ahead``: the sweeper's later runs without waiting for them."""
+
+    def __init__(self) -> None:
+        self.ahead = timedelta()
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.ahead
+
+
+def _job(services: Services, tenant: str, request_id: str) -> None:
+    now = datetime.now(UTC)
+    job = Job(
+        id=request_id,
+        tenant_id=tenant,
+        model="local-analyzer",
+        input=InlineText(text="Invoice 12: 300 EUR due."),
+        correlation_id=request_id,
+        created_at=now,
+        updated_at=now,
+        deadline=now + timedelta(hours=1),
+    )
+    assert services.jobs.create(job) is not None
+
+
+def test_a_vanished_message_is_asked_for_again_then_its_job_fails(
+    install_services: InstallServices,
+    sender: QueueRecorder,
+    servicebus_emulator: ServiceBusEmulator,
+    tenant: str,
 ) -> None:
+    clock = AheadClock()
+    services = install_services(
+        ports={"clock": clock}, DeferredMissingRetries="1", DeferredMissingRetrySeconds="60"
+    )
     queue = services.settings.requests_queue_name
     with (
         ServiceBusClient.from_connection_string(servicebus_emulator.connection_string) as bus,
-        bus.get_queue_sender(queue) as sender,
+        bus.get_queue_sender(queue) as queue_sender,
         bus.get_queue_receiver(queue, max_wait_time=5) as receiver,
     ):
-        sender.send_messages(ServiceBusMessage(b"not a request", message_id=f"{tenant}-kept"))
+        queue_sender.send_messages(ServiceBusMessage(b"not a request", message_id=f"{tenant}-kept"))
         received = receiver.receive_messages(max_message_count=1, max_wait_time=5)
         assert received, "the message to defer arrived"
         receiver.defer_message(received[0])
@@ -56,13 +94,33 @@ def test_a_vanished_message_does_not_hide_a_deferred_one(
     vanished = 987_654_322
     services.ledger.record(_entry(queue, kept, tenant))
     services.ledger.record(_entry(queue, vanished, tenant))
+    _job(services, tenant, f"vanished-{vanished}")
+    audit = connect(servicebus_emulator)
+    drain(audit, topic="inference-results", subscription="audit")
 
-    report = services.sweeper.sweep(queue, services.ports.deferred_source)
+    first = services.sweeper.sweep(queue, services.ports.deferred_source)
 
-    assert vanished in report.missing
+    assert (first.retrying, first.missing) == ([vanished], [])
+    assert kept not in first.retrying, "received with the vanished one, and processed"
+    job = services.jobs.get(tenant, f"vanished-{vanished}")
+    assert job.status is JobStatus.ACCEPTED, "not declared gone on the first miss"
+
+    clock.ahead = timedelta(minutes=2)
+    last = services.sweeper.sweep(queue, services.ports.deferred_source)
+
+    assert (last.retrying, last.missing) == ([], [vanished])
     assert vanished in [e.sequence_number for e in services.ledger.missing(queue)]
-    assert kept not in report.missing, "received with the vanished one, and processed"
-    due = [e.sequence_number for e in services.ledger.due(queue, datetime.now(UTC))]
+    job = services.jobs.get(tenant, f"vanished-{vanished}")
+    assert job.status is JobStatus.FAILED
+    assert job.error is not None
+    assert job.error.code == "deferred_message_lost"
+    with audit:
+        announced = drain(audit, topic="inference-results", subscription="audit")
+    failures = [json.loads(b"".join(m.body)) for m in announced if m.subject == FAILED]
+    assert [(f["request_id"], f["error_code"]) for f in failures] == [
+        (f"vanished-{vanished}", "deferred_message_lost")
+    ]
+    due = [e.sequence_number for e in services.ledger.due(queue, clock() + timedelta(days=1))]
     assert kept not in due
     assert vanished not in due
 

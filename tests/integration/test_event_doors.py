@@ -291,6 +291,47 @@ def test_the_shared_secret_is_enforced(
     assert len(queued_ids(bus)) == 1
 
 
+def test_webhook_tenants_bind_each_secret_to_its_tenants(
+    install_services: InstallServices, bus: ServiceBusClient, tenant: str
+) -> None:
+    secret, other = "crm-secret", f"x-{uuid.uuid4().hex[:8]}"
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    services = install_services(WebhookTenants=f"{digest}={tenant}")
+    kind = "application/cloudevents+json"
+    foreign = webhook(
+        requested_event(other, "ev-foreign"), content_type=kind, x_webhook_secret=secret
+    )
+    missing = webhook(requested_event(tenant), content_type=kind)
+    unknown = webhook(requested_event(tenant), content_type=kind, x_webhook_secret="guess")
+    own = webhook(requested_event(tenant), content_type=kind, x_webhook_secret=secret)
+
+    assert (foreign.status_code, missing.status_code, unknown.status_code) == (400, 401, 403)
+    (error,) = json_of(foreign)["errors"]
+    assert error["field"] == "event ev-foreign"
+    assert f"tenant '{other}' is not one this webhook credential may submit" in error["message"]
+    assert services.blobs.list_names(services.settings.jobs_container, f"{other}/") == []
+    assert own.status_code == 202
+    (outcome,) = json_of(own)["events"]
+    assert queued_ids(bus) == [outcome["request_id"]]
+
+
+def test_malformed_deliveries_are_400_not_500(doors: Services, bus: ServiceBusClient) -> None:
+    deep = webhook(b"[" * 1000 + b"]" * 1000, content_type="application/json")
+    not_base64 = webhook(
+        {**requested_event("contoso"), "data": None, "data_base64": {"not": "base64"}},
+        content_type="application/cloudevents+json",
+    )
+    surrogate = webhook(
+        json.dumps(requested_event("contoso", "ev-X")).replace("ev-X", "ev-\\udc80").encode(),
+        content_type="application/cloudevents+json",
+    )
+    assert (deep.status_code, not_base64.status_code, surrogate.status_code) == (400, 400, 400)
+    assert json_of(deep)["type"] == "urn:inferbus:problem:invalid-json"
+    assert "data_base64 must be a base64 string" in json_of(not_base64)["detail"]
+    assert "surrogate" in json_of(surrogate)["detail"]
+    assert queued_ids(bus) == []
+
+
 @pytest.fixture
 def issuer() -> Iterator[tuple[Recorder, Any]]:
     """A local JWKS endpoint and the private key whose public half it serves."""

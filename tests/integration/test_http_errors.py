@@ -60,12 +60,12 @@ def test_malformed_principal_is_401(call: Call, services: Services) -> None:
     assert_problem(response, 401, "unauthenticated")
 
 
-def test_fault_injection_is_400_unless_the_development_stack_enables_it(
+def test_fault_injection_is_422_unless_the_development_stack_enables_it(
     call: Call, services: Services, sender: QueueRecorder
 ) -> None:
     body = {**TEXT, "parameters": {"simulate": {"permanent": True}}}
     problem = assert_problem(
-        call("submit_request", "POST", "/v1/requests", body=body), 400, "invalid-input"
+        call("submit_request", "POST", "/v1/requests", body=body), 422, "invalid-parameters"
     )
     assert problem["errors"] == [
         {"field": "parameters.simulate", "message": "fault injection is not enabled"}
@@ -81,8 +81,84 @@ def test_invalid_json_is_400(call: Call, services: Services) -> None:
         body=b"{not json",
         headers={"content-type": "application/json"},
     )
-    problem = assert_problem(response, 400, "invalid-input")
+    problem = assert_problem(response, 400, "invalid-json")
     assert "not valid JSON" in str(problem["detail"])
+
+
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        (b'{"a":' * 1000 + b"1" + b"}" * 1000, "nested more than 32 levels"),
+        (b'{"model": "local-analyzer", "input": {"text": "\\udc00"}}', "lone UTF-16 surrogate"),
+        (b'{"model": "local-analyzer", "deadline_seconds": Infinity}', "Infinity"),
+        (b'{"deadline_seconds": ' + b"9" * 5000 + b"}", "digits"),
+    ],
+)
+def test_json_that_used_to_crash_the_api_is_400(
+    call: Call, services: Services, sender: QueueRecorder, raw: bytes, words: str
+) -> None:
+    response = call(
+        "submit_request",
+        "POST",
+        "/v1/requests",
+        body=raw,
+        headers={"content-type": "application/json"},
+    )
+    problem = assert_problem(response, 400, "invalid-json")
+    assert words in str(problem["detail"])
+    assert sender.sent == []
+
+
+def test_parameters_nested_300_deep_are_400_and_nothing_is_stored(
+    call: Call, services: Services, sender: QueueRecorder, tenant: str
+) -> None:
+    deep = b'{"model": "local-analyzer", "input": {"text": "x"}, "parameters": {"p": '
+    raw = deep + b'{"p":' * 300 + b"1" + b"}" * 302
+    response = call(
+        "submit_request",
+        "POST",
+        "/v1/requests",
+        body=raw,
+        headers={"content-type": "application/json"},
+    )
+    assert_problem(response, 400, "invalid-json")
+    assert sender.sent == []
+    assert _jobs_of(services, tenant) == []
+
+
+@pytest.mark.parametrize(
+    ("parameters", "field"),
+    [
+        ({"summary_sentences": "x"}, "parameters.summary_sentences"),
+        ({"summary_sentences": 99}, "parameters.summary_sentences"),
+        ({"temperature": 3}, "parameters.temperature"),
+        ({"colour": "blue"}, "parameters.colour"),
+    ],
+)
+def test_parameters_that_break_the_models_declaration_are_422(
+    call: Call, services: Services, sender: QueueRecorder, tenant: str, parameters: Any, field: str
+) -> None:
+    body = {**TEXT, "parameters": parameters}
+    problem = assert_problem(
+        call("submit_request", "POST", "/v1/requests", body=body), 422, "invalid-parameters"
+    )
+    assert [error["field"] for error in problem["errors"]] == [field]
+    assert "local-analyzer" in str(problem["detail"])
+    assert sender.sent == []
+    assert _jobs_of(services, tenant) == []
+
+
+def test_parameters_too_large_for_a_message_are_413_before_anything_is_stored(
+    call: Call, install_services: InstallServices, sender: QueueRecorder, tenant: str
+) -> None:
+    services = install_services(MaxInlineTextBytes="262144")
+    body = {**TEXT, "parameters": {"notes": "p" * 270_000}}
+    response = call("submit_request", "POST", "/v1/requests", body=body)
+    problem = assert_problem(response, 413, "payload-too-large")
+    assert problem["errors"] == [{"field": "parameters", "message": "too large"}]
+    assert sender.sent == []
+    assert _jobs_of(services, tenant) == []
+    assert services.blobs.list_names(services.settings.inputs_container, f"{tenant}/") == []
 
 
 def test_schema_violations_name_every_failing_field(call: Call, services: Services) -> None:

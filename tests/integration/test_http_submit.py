@@ -217,3 +217,19 @@ def test_not_before_and_metadata_travel_with_the_job(
     message = sender.sent[0]
     assert message.application_properties["document_type"] == "invoice"
     assert message.application_properties["model_name"] == "other-model"
+
+
+def test_typed_parameters_are_what_the_message_and_the_job_carry(
+    call: Call, services: Services, sender: QueueRecorder, tenant: str
+) -> None:
+    body = {
+        "model": "local-analyzer",
+        "input": {"text": "x"},
+        "parameters": {"summary_sentences": "3", "temperature": 1},
+    }
+    response = submit(call, body)
+    assert response.status_code == 202
+    job = services.jobs.get(tenant, json_body(response)["id"])
+    assert job.parameters == {"summary_sentences": 3, "temperature": 1.0}
+    (message,) = sender.sent
+    assert json.loads(message.body)["parameters"] == {"summary_sentences": 3, "temperature": 1.0}

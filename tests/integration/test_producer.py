@@ -292,7 +292,14 @@ def test_one_request_from_flags_for_a_blob_of_the_account(
     storage.upload("incoming", "contoso/scan.pdf", document, "application/pdf", {})
     uri = f"{storage.account_url}/incoming/contoso/scan.pdf"
     flags = ["--tenant", "contoso", "--model", "local-analyzer", "--blob-uri", uri]
-    options = ["--priority", "high", "--request-id", "order-4711", "--parameters", '{"k": 1}']
+    options = [
+        "--priority",
+        "high",
+        "--request-id",
+        "order-4711",
+        "--parameters",
+        '{"summary_sentences": 1}',
+    ]
 
     code, summary = run([*flags, *options], settings, capsys)
 
@@ -302,7 +309,7 @@ def test_one_request_from_flags_for_a_blob_of_the_account(
     [message] = receive(producer_emulator, settings.priority_queue_name, 1)
     body = request_of(message)
     assert message.message_id == "order-4711"
-    assert body.parameters == {"k": 1}
+    assert body.parameters == {"summary_sentences": 1}
     assert body.input == ClaimCheck(
         blob_uri=uri,
         sha256=hashlib.sha256(document).hexdigest(),

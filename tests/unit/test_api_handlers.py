@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -11,10 +12,12 @@ from typing import Any
 
 import pytest
 
+from shared import bounded_json, errors
 from shared.adapters.in_memory import RecordingSettler
 from shared.events import webhook
 from shared.intake import request_api as api
 from shared.intake.http import ApiResponse
+from shared.intake.problems import STATUS_BY_ERROR, problem_for
 from shared.request_ids import new_request_id
 from tests.fakes import ManualClock, broker_down
 from tests.support.events import (
@@ -193,7 +196,57 @@ def test_a_raw_upload_is_accepted_with_its_model_from_the_query(wired: Wired) ->
 @pytest.mark.parametrize(
     ("document", "headers", "status", "code", "field"),
     [
-        (b"{not json", {"Content-Type": "application/json"}, 400, "invalid-input", None),
+        (b"{not json", {"Content-Type": "application/json"}, 400, "invalid-json", "body"),
+        (
+            b'{"a": ' * 1000 + b"1" + b"}" * 1000,
+            {"Content-Type": "application/json"},
+            400,
+            "invalid-json",
+            "body",
+        ),
+        (
+            {**TEXT, "parameters": {"nested": json.loads("[" * 40 + "]" * 40)}},
+            {},
+            400,
+            "invalid-json",
+            "body",
+        ),
+        (
+            b'{"model": "local-analyzer", "input": {"text": "\\ud800"}}',
+            {"Content-Type": "application/json"},
+            400,
+            "invalid-json",
+            "body",
+        ),
+        (
+            b'{"deadline_seconds": NaN}',
+            {"Content-Type": "application/json"},
+            400,
+            "invalid-json",
+            "body",
+        ),
+        (
+            {**TEXT, "parameters": {"summary_sentences": "x"}},
+            {},
+            422,
+            "invalid-parameters",
+            "parameters.summary_sentences",
+        ),
+        (
+            {**TEXT, "parameters": {"summary_sentences": 0, "temperature": 9}},
+            {},
+            422,
+            "invalid-parameters",
+            "parameters.temperature",
+        ),
+        ({**TEXT, "parameters": {"nope": 1}}, {}, 422, "invalid-parameters", "parameters.nope"),
+        (
+            {**TEXT, "parameters": {"notes": "p" * 20_000}},
+            {},
+            413,
+            "payload-too-large",
+            "parameters",
+        ),
         ({"model": "local-analyzer"}, {}, 400, "invalid-input", "input"),
         ({**TEXT, "model": "gpt-9"}, {}, 422, "unknown-model", "model"),
         ({**TEXT, "input": {"text": "x" * 2000}}, {}, 413, "payload-too-large", "input.text"),
@@ -201,8 +254,8 @@ def test_a_raw_upload_is_accepted_with_its_model_from_the_query(wired: Wired) ->
         (
             {**TEXT, "parameters": {"simulate": {"permanent": True}}},
             {},
-            400,
-            "invalid-input",
+            422,
+            "invalid-parameters",
             "parameters.simulate",
         ),
     ],
@@ -318,3 +371,69 @@ def test_the_shared_secret_guards_the_webhook() -> None:
     assert_problem(wrong, 403, "forbidden")
     assert deliver(guarded, event, content_type=kind, x_webhook_secret="s3cret").status == 202
     assert len(guarded.queue.sent) == 1
+
+
+@pytest.mark.parametrize(
+    ("payload", "content_type", "status", "code"),
+    [
+        (b"[" * 1000 + b"]" * 1000, "application/json", 400, "invalid-json"),
+        ({**requested_event(TENANT), "data": None, "data_base64": 12}, None, 400, "invalid-input"),
+        (
+            {**requested_event(TENANT), "data": None, "data_base64": "@@"},
+            None,
+            400,
+            "invalid-input",
+        ),
+        ({**requested_event(TENANT), "subject": {"not": "a string"}}, None, 400, "invalid-input"),
+        (
+            json.dumps(requested_event(TENANT, "ev-\\ud800")).replace("\\\\ud800", "\\ud800"),
+            None,
+            400,
+            "invalid-json",
+        ),
+        (
+            {
+                **requested_event(TENANT),
+                "data": {
+                    "tenant_id": TENANT,
+                    "input": {"text": "x"},
+                    "parameters": {"summary_sentences": "x"},
+                },
+            },
+            None,
+            400,
+            "invalid-input",
+        ),
+    ],
+)
+def test_what_the_fuzzer_sent_the_webhook_is_a_4xx_and_no_job(
+    wired: Wired, payload: Any, content_type: str | None, status: int, code: str
+) -> None:
+    raw = payload.encode() if isinstance(payload, str) else payload
+    response = deliver(wired, raw, content_type=content_type or "application/cloudevents+json")
+    assert_problem(response, status, code)
+    assert wired.queue.sent == []
+
+
+def test_every_error_class_maps_to_a_status_and_only_the_deployments_are_5xx() -> None:
+    classes = [
+        cls
+        for module in (errors, bounded_json)
+        for _, cls in inspect.getmembers(module, inspect.isclass)
+        if issubclass(cls, errors.InferbusError) and cls is not errors.InferbusError
+    ]
+    statuses = {}
+    for cls in classes:
+        row = next(row for row in STATUS_BY_ERROR if issubclass(cls, row[0]))
+        assert row[0] is not errors.InferbusError, f"{cls.__name__} falls back to a bare 500"
+        instance = cls("m", "code") if issubclass(cls, errors.Conflict) else cls("m")
+        statuses[cls.__name__] = problem_for(instance).status
+    server_side = {name for name, status in statuses.items() if status >= 500}
+    assert server_side == {
+        "ConfigurationError",
+        "TransientError",
+        "ServiceUnavailable",
+        "ConcurrencyConflict",
+    }
+    assert statuses["PermanentError"] == statuses["InvalidParameters"] == 422
+    assert statuses["InvalidJson"] == 400

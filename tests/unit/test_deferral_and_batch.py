@@ -8,9 +8,13 @@ from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 
 from shared.adapters.in_memory import InMemoryDocuments, RecordingSettler
+from shared.contracts import Job, JobStatus
+from shared.events.announcements import FAILED
 from shared.processing.batches import BatchProcessor
 from shared.processing.deferral import DeferredEntry, DeferredSweeper, DocumentDeferralLedger
 from shared.processing.inbound import InboundMessage
+from tests.fakes import ManualClock
+from tests.support.wiring import Wired, wire
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -68,7 +72,7 @@ def test_the_sweeper_runs_due_entries_and_reports_missing_ones() -> None:
     handler = Handler({2: "deferred", 3: "abandoned"})
 
     source = Source([2, 3, 4])
-    report = DeferredSweeper(ledger, handler, clock=lambda: NOW).sweep(
+    report = DeferredSweeper(ledger, handler, clock=lambda: NOW, missing_retries=0).sweep(
         "q", lambda queue: nullcontext(source)
     )
 
@@ -78,6 +82,65 @@ def test_the_sweeper_runs_due_entries_and_reports_missing_ones() -> None:
     assert [m.sequence_number for m in ledger.missing("q")] == [1]
     assert report.redeferred == 1
     assert recorded(ledger) == {2, 3, 4}, "abandoned and re-deferred stay"
+
+
+def _job_for_entry(wired: Wired, request_id: str) -> None:
+    job = Job(
+        id=request_id,
+        tenant_id="t",
+        model="local-analyzer",
+        correlation_id=request_id,
+        created_at=NOW - timedelta(minutes=5),
+        updated_at=NOW - timedelta(minutes=5),
+        deadline=NOW + timedelta(hours=1),
+    )
+    assert wired.services.jobs.create(job) is not None
+
+
+def test_a_missing_deferred_message_is_asked_for_again_then_its_job_fails() -> None:
+    clock = ManualClock(NOW)
+    wired = wire(clock=clock, DeferredMissingRetries="2", DeferredMissingRetrySeconds="60")
+    _job_for_entry(wired, "r1")
+    wired.services.ledger.record(entry(1, -1))
+    sweep = wired.services.sweeper.sweep
+    nothing = Source([])
+
+    first = sweep("q", lambda queue: nullcontext(nothing))
+    assert (first.retrying, first.missing) == ([1], [])
+    assert sweep("q", lambda queue: nullcontext(nothing)).due == 0, "not due again yet"
+    assert wired.services.jobs.get("t", "r1").status is JobStatus.ACCEPTED
+
+    clock.now += timedelta(seconds=61)
+    assert sweep("q", lambda queue: nullcontext(nothing)).retrying == [1]
+    clock.now += timedelta(seconds=61)
+    last = sweep("q", lambda queue: nullcontext(nothing))
+
+    assert (last.retrying, last.missing) == ([], [1])
+    job = wired.services.jobs.get("t", "r1")
+    assert job.status is JobStatus.FAILED
+    assert job.error is not None
+    assert job.error.code == "deferred_message_lost"
+    assert "sequence number 1" in job.error.message
+    assert [e.sequence_number for e in wired.services.ledger.missing("q")] == [1]
+    (event,) = wired.published.published
+    assert (event.type, event.data["error_code"]) == (FAILED, "deferred_message_lost")
+
+
+def test_a_deferred_message_found_on_a_later_try_runs_normally() -> None:
+    clock = ManualClock(NOW)
+    wired = wire(clock=clock, DeferredMissingRetries="3")
+    _job_for_entry(wired, "r1")
+    wired.services.ledger.record(entry(1, -1))
+    handler = Handler({})
+    sweeper = DeferredSweeper(wired.services.ledger, handler, clock, missing_retries=3)
+
+    sweeper.sweep("q", lambda queue: nullcontext(Source([])))
+    clock.now += timedelta(minutes=2)
+    report = sweeper.sweep("q", lambda queue: nullcontext(Source([1])))
+
+    assert (report.processed, report.missing) == (1, [])
+    assert handler.seen == [1]
+    assert wired.services.jobs.get("t", "r1").status is JobStatus.ACCEPTED
 
 
 def test_a_processed_entry_leaves_the_ledger() -> None:

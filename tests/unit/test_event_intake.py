@@ -15,6 +15,7 @@ from shared.contracts import Priority
 from shared.errors import InvalidInput
 from shared.events.incoming import IncomingEvent, event_from_cloudevent, event_from_eventgrid
 from shared.events.intake import NotOurs, dedupe_key
+from shared.events.webhook_tenancy import TenantScope
 from shared.intake.idempotency import hash_key
 from tests.support.events import blob_created_event, requested_event
 from tests.support.wiring import Wired
@@ -188,3 +189,40 @@ def test_the_event_grid_entry_point_makes_the_job(wired: Wired) -> None:
     )
     (message,) = wired.queue.sent
     assert wired.services.jobs.get("contoso", message.message_id).source == "eventgrid"
+
+
+def test_an_identity_with_a_lone_surrogate_still_has_a_dedupe_key() -> None:
+    assert dedupe_key("event", "/apps/crm", "ev-\udc80") != dedupe_key("event", "/apps/crm", "ev-")
+
+
+def test_an_event_outside_the_credentials_tenants_is_rejected_with_the_reason(
+    wired: Wired,
+) -> None:
+    scope = TenantScope(frozenset({"contoso"}))
+    intake = wired.services.event_intake
+    foreign = event_from_cloudevent(requested_event("fabrikam", "ev-f"))
+    own = event_from_cloudevent(requested_event("contoso", "ev-o"))
+
+    refused = intake.accept_event(foreign, source="webhook", tenants=scope)
+    accepted = intake.accept_event(own, source="webhook", tenants=scope)
+
+    assert (refused.status, accepted.status) == ("rejected", "accepted")
+    assert refused.reason is not None
+    assert "tenant 'fabrikam' is not one this webhook credential may submit" in refused.reason
+    assert [m.message_id for m in wired.queue.sent] == [accepted.request_id]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"data": None, "data_base64": 7},
+        {"data": None, "data_base64": "not base64!"},
+        {"time": 12},
+        {"id": ["a"]},
+    ],
+)
+def test_a_cloudevent_with_attributes_of_the_wrong_kind_is_invalid(
+    change: dict[str, object],
+) -> None:
+    with pytest.raises(InvalidInput):
+        event_from_cloudevent({**requested_event("contoso"), **change})

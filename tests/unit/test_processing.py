@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,10 +25,13 @@ from shared.events.announcements import Announcer
 from shared.inference import InferenceInput
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.request_rules import RequestRules
-from shared.jobs import DocumentJobStore, JobRepository
+from shared.jobs import DocumentJobStore, JobRepository, Versioned
+from shared.processing.backoff import retry_delay
 from shared.processing.deferral import DeferredEntry, DocumentDeferralLedger
 from shared.processing.inbound import InboundMessage
 from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
+from shared.processing.settlement import DeadLetterReason
+from shared.settings import Settings
 from tests.fakes import broker_down
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -42,11 +46,14 @@ class ScriptedModel:
     errors: list[Exception] = field(default_factory=list)
     calls: int = 0
     system: str = "inferbus.local"
+    before_return: Callable[[], None] | None = None  # e.g. storage goes down meanwhile
 
     def infer(self, request: InferenceInput) -> InferenceResult:
         self.calls += 1
         if self.errors:
             raise self.errors.pop(0)
+        if self.before_return is not None:
+            self.before_return()
         return LocalModel(refusal_terms=("forbidden",)).infer(request)
 
 
@@ -535,3 +542,185 @@ def test_an_ordered_message_cannot_be_deferred() -> None:
         "dead-lettered"
     )
     assert "cannot wait for not_before" in str(h.settler.actions[0][3])
+
+
+# --- storage and broker outages outside the model run ---------------------------------------
+
+
+class FlakyStore:
+    """A job store whose reads or writes fail while ``down`` (an outage of storage)."""
+
+    def __init__(self, store: DocumentJobStore, fail_reads: bool, fail_writes: bool) -> None:
+        self._store = store
+        self.fail_reads = fail_reads
+        self.fail_writes = fail_writes
+
+    def create(self, job: Job) -> str | None:
+        return self._store.create(job)
+
+    def load(self, tenant_id: str, job_id: str) -> Versioned | None:
+        if self.fail_reads:
+            raise TransientError("reading jobs/t1/r1.json: storage is unreachable")
+        return self._store.load(tenant_id, job_id)
+
+    def replace(self, job: Job, etag: str) -> str:
+        if self.fail_writes:
+            raise TransientError("updating jobs/t1/r1.json: storage answered 503")
+        return self._store.replace(job, etag)
+
+
+@pytest.mark.parametrize(
+    ("fail_reads", "fail_writes"), [(True, False), (False, True)], ids=["lookup", "first-write"]
+)
+def test_a_storage_outage_outside_the_model_run_schedules_a_retry(
+    h: Harness, fail_reads: bool, fail_writes: bool
+) -> None:
+    h.job()
+    flaky = FlakyStore(h.store, fail_reads, fail_writes)
+    h.jobs._store = flaky  # the repository the processor holds
+
+    assert h.processor.process(message(request_body(h)), h.settler) == "retry-scheduled"
+
+    assert h.settler.actions == [("complete", "r1", None, None)]
+    (copy,) = h.sender.sent
+    assert copy.message_id == "r1:retry:0:outage:1"
+    assert copy.application_properties["retry_count"] == 0, "the model's budget is untouched"
+    assert copy.application_properties["outage_retry_count"] == 1
+    assert copy.scheduled_enqueue_time == NOW + timedelta(seconds=2)
+    assert h.model.calls == 0
+
+    flaky.fail_reads = flaky.fail_writes = False
+    retried = replace(
+        message(request_body(h), retry_count=0, outage_retry_count=1), message_id=copy.message_id
+    )
+    assert h.processor.process(retried, h.settler) == "completed"
+    assert h.status() is JobStatus.COMPLETED
+
+
+def test_an_outage_does_not_use_the_retry_budget_of_the_model(h: Harness) -> None:
+    """A request that already met model faults up to MaxRetries still waits out a storage
+    outage: only its deadline bounds the wait."""
+    h.job()
+    h.jobs._store = FlakyStore(h.store, fail_reads=True, fail_writes=False)
+    body = request_body(h, deadline=(NOW + timedelta(hours=1)).isoformat())
+    tired = message(body, retry_count=h.max_retries, outage_retry_count=7)
+
+    assert h.processor.process(tired, h.settler) == "retry-scheduled"
+    (copy,) = h.sender.sent
+    assert copy.application_properties["retry_count"] == h.max_retries
+    assert copy.application_properties["outage_retry_count"] == 8
+    assert copy.message_id == "r1:retry:3:outage:8"
+
+
+def test_without_a_deadline_the_default_one_from_the_outage_start_bounds_the_wait(
+    h: Harness,
+) -> None:
+    """A producer's message may carry no deadline: DefaultDeadlineSeconds (3600 here) after
+    the outage was first met bounds it, carried from copy to copy in ``outage_since``."""
+    h.job()
+    h.jobs._store = FlakyStore(h.store, fail_reads=True, fail_writes=False)
+
+    assert h.processor.process(message(request_body(h)), h.settler) == "retry-scheduled"
+    (copy,) = h.sender.sent
+    assert copy.application_properties["outage_since"] == NOW.isoformat()
+
+    recent = (NOW - timedelta(seconds=3599)).isoformat()
+    waiting = message(request_body(h), outage_retry_count=30, outage_since=recent)
+    assert h.processor.process(waiting, h.settler) == "retry-scheduled"
+    assert h.sender.sent[1].application_properties["outage_since"] == recent
+
+    too_long = (NOW - timedelta(seconds=3600)).isoformat()
+    endless = message(request_body(h), outage_retry_count=31, outage_since=too_long)
+    assert h.processor.process(endless, h.settler) == "dead-lettered"
+    assert h.settler.actions[-1][2] == "MaxRetriesExceeded"
+    assert len(h.sender.sent) == 2
+
+
+def test_storage_failing_around_the_model_run_is_an_outage_too(h: Harness) -> None:
+    h.job()
+    flaky = FlakyStore(h.store, fail_reads=False, fail_writes=False)
+    h.jobs._store = flaky
+    h.model.before_return = lambda: setattr(flaky, "fail_writes", True)
+
+    assert h.processor.process(message(request_body(h), retry_count=1), h.settler) == (
+        "retry-scheduled"
+    )
+    (copy,) = h.sender.sent
+    assert copy.application_properties["retry_count"] == 1
+    assert copy.application_properties["outage_retry_count"] == 1
+
+
+def test_an_outage_past_the_deadline_is_dead_lettered_for_the_reconciler(h: Harness) -> None:
+    """Storage still down at the deadline: the message goes to the dead-letter queue, and
+    nothing is announced (the job cannot be read; the reconciler ends it later)."""
+    h.job()
+    h.jobs._store = FlakyStore(h.store, fail_reads=True, fail_writes=False)
+    late = request_body(h, deadline=(NOW - timedelta(seconds=1)).isoformat())
+
+    assert h.processor.process(message(late, outage_retry_count=4), h.settler) == "dead-lettered"
+    action, _, reason, description = h.settler.actions[0]
+    assert (action, reason) == ("dead_letter", "MaxRetriesExceeded")
+    assert "unavailable past the deadline" in str(description)
+    assert h.sender.sent == []
+    assert h.topic.sent == []
+    assert h.events.published == []
+
+
+def test_giving_up_announces_only_a_failure_it_recorded(h: Harness) -> None:
+    """A stale retry copy of a request that completed meanwhile gives up: the job keeps
+    its result and no contradictory InferenceFailed is published."""
+    h.job(status=JobStatus.COMPLETED)
+    request = RequestMessage.model_validate(request_body(h))
+    outcome = h.processor._failures.give_up(
+        message(request_body(h)), request, h.settler, DeadLetterReason.MAX_RETRIES_EXCEEDED,
+        "max_retries_exceeded", "gave up",
+    )  # fmt: skip
+    assert outcome == "dead-lettered"
+    assert h.status() is JobStatus.COMPLETED
+    assert h.topic.sent == []
+    assert h.events.published == []
+
+
+def test_a_storage_outage_with_the_broker_down_too_abandons(h: Harness) -> None:
+    h.job()
+    h.jobs._store = FlakyStore(h.store, fail_reads=True, fail_writes=False)
+    h.sender.fail_with = broker_down()
+
+    assert h.processor.process(message(request_body(h)), h.settler) == "abandoned"
+    assert h.settler.actions == [("abandon", "r1", None, None)]
+
+
+def test_a_broker_error_while_settling_is_not_retried_by_a_copy(h: Harness) -> None:
+    """Once a settlement was attempted the message may be settled: a copy could run the
+    request twice, so the failure abandons (or lets the lock lapse) instead."""
+    h.job(status=JobStatus.COMPLETED)
+
+    class FailingComplete(RecordingSettler):
+        def complete(self, message: InboundMessage) -> None:
+            raise broker_down()
+
+    settler = FailingComplete()
+    assert h.processor.process(message(request_body(h)), settler) == "abandoned"
+    assert h.sender.sent == []
+    assert settler.actions == [("abandon", "r1", None, None)]
+
+
+def test_the_default_retry_budget_outlasts_a_ten_minute_outage() -> None:
+    settings = Settings()
+    ceilings = [
+        min(settings.retry_max_seconds, settings.retry_base_seconds * 2**n)
+        for n in range(settings.max_retries)
+    ]
+    least = sum(
+        retry_delay(
+            n,
+            base_seconds=settings.retry_base_seconds,
+            cap_seconds=settings.retry_max_seconds,
+            uniform=lambda low, high: low,
+            floor_fraction=settings.retry_jitter_floor,
+        )
+        for n in range(settings.max_retries)
+    )
+    assert least == sum(ceilings) * settings.retry_jitter_floor
+    assert least > 600, f"the retries of a request may all fall inside {least:.0f}s"
+    assert settings.max_retries < 10, "below the queues' maxDeliveryCount (infra catalog)"

@@ -377,9 +377,9 @@ def test_a_claim_check_outside_the_account_is_refused_where_storage_is_known() -
 
 def test_what_does_not_fit_even_with_a_claim_check_is_refused_with_the_reason() -> None:
     senders, blobs = FakeSenders(max_bytes=2000), InMemoryBlobs()
-    huge_parameters = {**TEXT_LINE, "parameters": {"notes": "p" * 5000}}
+    huge_metadata = {**TEXT_LINE, "metadata": {f"k{i}": "m" * 256 for i in range(12)}}
     big_text = {**TEXT_LINE, "input": {"text": "x" * 5000}}
-    report = producer(senders, blobs).send(parse_lines(jsonl(huge_parameters, TEXT_LINE)))
+    report = producer(senders, blobs).send(parse_lines(jsonl(huge_metadata, TEXT_LINE)))
     without_storage = producer(FakeSenders(max_bytes=2000)).send(parse_lines(jsonl(big_text)))
 
     [refusal] = report.refusals

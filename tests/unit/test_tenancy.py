@@ -47,3 +47,23 @@ def test_the_header_counts_only_when_allowed() -> None:
 def test_no_usable_identity_is_unauthenticated(headers: dict[str, str]) -> None:
     with pytest.raises(Unauthenticated):
         resolve_tenant(headers, CLAIMS, True)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        b'{"claims": ' + b"[" * 1000 + b"]" * 1000 + b"}",
+        b'{"claims": [{"typ": "tid", "val": "\\ud800"}]}',
+        b'{"claims": [{"typ": "tid", "val": "contoso\\n"}]}',
+        b"[NaN]",
+    ],
+)
+def test_a_principal_the_fuzzer_sent_is_401_not_a_crash(document: bytes) -> None:
+    headers = {"x-ms-client-principal": base64.b64encode(document).decode()}
+    with pytest.raises(Unauthenticated):
+        resolve_tenant(headers, ("tid",), allow_tenant_header=False)
+
+
+def test_a_principal_header_that_is_not_ascii_is_401() -> None:
+    with pytest.raises(Unauthenticated, match="not valid base64 JSON"):
+        resolve_tenant({"x-ms-client-principal": "é"}, ("tid",), allow_tenant_header=False)

@@ -135,6 +135,37 @@ async def test_a_missing_number_takes_no_deferred_message_with_it(
         await receiver.complete_message(again)
 
 
+async def test_a_request_failing_part_way_leaves_every_found_message_deferred_and_free(
+    client: Sdk, entity: Callable[[str], str], test_emulator: ServiceBusEmulator
+) -> None:
+    """Found, missing, found: the request fails on the missing number, and neither found
+    message stays locked (another receiver takes both at once) or is deleted, in either
+    receive mode, as Service Bus answers a receive by sequence number all or nothing."""
+    queue = entity("defer")
+    await send(client, queue, ServiceBusMessage("first"), ServiceBusMessage("second"))
+    async with client.get_queue_receiver(queue) as receiver:
+        messages = await receiver.receive_messages(max_message_count=2, max_wait_time=5)
+        assert len(messages) == 2
+        for message in messages:
+            await receiver.defer_message(message)
+        first, second = (m.sequence_number for m in messages)
+        with pytest.raises(MessageNotFoundError):
+            await receiver.receive_deferred_messages([first, 987_654_323, second])
+    deleting = client.get_queue_receiver(
+        queue, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
+    )
+    async with deleting:
+        with pytest.raises(MessageNotFoundError):
+            await deleting.receive_deferred_messages([second, 987_654_324])
+    assert test_emulator.runtime_properties(queue)["deferred_message_count"] == 2
+    async with client.get_queue_receiver(queue) as other:
+        taken = await other.receive_deferred_messages([first, second])
+        assert sorted(str(m) for m in taken) == ["first", "second"]
+        for message in taken:
+            await other.complete_message(message)
+    assert test_emulator.runtime_properties(queue)["deferred_message_count"] == 0
+
+
 async def test_schedule_and_cancel(
     client: Sdk, entity: Callable[[str], str], test_emulator: ServiceBusEmulator
 ) -> None:

@@ -12,7 +12,6 @@ its own thread, which waits while the worker runs the function. Paths:
 from __future__ import annotations
 
 import logging
-import re
 import socket
 import sys
 import threading
@@ -30,11 +29,11 @@ from functions_host.http_messages import (
 )
 from functions_host.invocation import HostStoppingError, Invoker
 from functions_host.keys import HostKeys
+from functions_host.redaction import redact
 from functions_host.routing import RouteTable, compile_route
 from functions_host.webhooks import WebhookHandler
 
 log = logging.getLogger("host.http")
-_KEY_IN_QUERY = re.compile(r"([?&]code=)[^&\s]*")
 MAX_BODY_BYTES = 100 * 1024 * 1024  # the host's default request size limit
 
 
@@ -124,7 +123,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         # The request line carries ?code=<key>: keys never reach a log, not even at debug.
-        log.debug("%s %s", self.address_string(), _KEY_IN_QUERY.sub(r"\1***", format % args))
+        log.debug("%s %s", self.address_string(), redact(format % args))
 
     def _serve(self) -> None:
         try:

@@ -50,7 +50,10 @@ class HostKeys:
     def _matches(self, presented: str | None, candidates: list[str]) -> bool:
         if not presented:
             return False
-        return any(hmac.compare_digest(presented, key) for key in candidates)
+        # compare_digest takes str only when it is ASCII: a key presented with other
+        # characters is compared as bytes and fails (401, as in Azure), never raises.
+        given = presented.encode("utf-8", "surrogateescape")
+        return any(hmac.compare_digest(given, key.encode()) for key in candidates)
 
     def allows(self, auth_level: str, presented: str | None) -> bool:
         """Whether ``presented`` (from ``?code=`` or ``x-functions-key``) opens the level."""

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from functions_host.protos import messages
+from functions_host.redaction import redact
 
 # The level the protocol names ``None`` (a Python keyword, so read by name): log nothing.
 LEVEL_NONE = messages.RpcLog.Level.Value("None")
@@ -48,4 +49,4 @@ class WorkerLogPrinter:
         text = str(rpc_log.message)
         if rpc_log.HasField("exception") and rpc_log.exception.stack_trace:
             text = f"{text}\n{rpc_log.exception.stack_trace.rstrip()}"
-        logger.log(level, "%s", text)
+        logger.log(level, "%s", redact(text))

@@ -1,0 +1,340 @@
+"""The OpenAPI 3.1 document of the HTTP API, generated from the pydantic contracts.
+
+One source of truth: every request and response body is the JSON Schema of the model the
+code validates or answers with (``model_json_schema`` via ``models_json_schema``, with
+``ref_template`` pointing into ``#/components/schemas``), and the document reflects this
+deployment's settings: the models it serves (``AllowedModels``) and their parameters
+(``model_parameters``, by ``ModelProvider``). ``GET /api/openapi.json`` serves it
+(anonymous: it holds no secret and callers need it before they have a key). A test keeps
+its paths equal to the routes the HTTP triggers register, and another runs schemathesis
+against the live app with it.
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import lru_cache
+from typing import Any, Final
+
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from shared.composition import Services
+from shared.contracts import (
+    AcceptedRequest,
+    JobView,
+    ProblemDetails,
+    ResultDocument,
+    SubmitRequestBody,
+)
+from shared.events.incoming import CloudEventDocument, EventGridEventDocument, ValidationResponse
+from shared.events.intake import InferenceRequestedData
+from shared.events.webhook import DeliveryReport
+from shared.intake.http import ApiRequest, ApiResponse, json_response
+from shared.intake.problems import PROBLEM_CONTENT_TYPE
+from shared.model_parameters import PARAMETERS_BY_PROVIDER
+from shared.settings import Settings
+
+OPENAPI_VERSION: Final = "3.1.0"
+API_VERSION: Final = "1.0.0"
+SCHEMAS: Final = "#/components/schemas/"
+
+_MODELS: Final[tuple[tuple[type[BaseModel], JsonSchemaMode], ...]] = (
+    (SubmitRequestBody, "validation"),
+    (AcceptedRequest, "serialization"),
+    (JobView, "serialization"),
+    (ResultDocument, "serialization"),
+    (ProblemDetails, "serialization"),
+    (CloudEventDocument, "validation"),
+    (EventGridEventDocument, "validation"),
+    (InferenceRequestedData, "validation"),
+    (ValidationResponse, "serialization"),
+    (DeliveryReport, "serialization"),
+    *((declaration, "validation") for declaration in PARAMETERS_BY_PROVIDER.values()),
+)
+
+# Why each error status can happen; every one is problem+json.
+_ERRORS: Final = {
+    "400": "Invalid request: malformed or too deeply nested JSON, a field breaking its rule",
+    "401": "No caller identity (App Service authentication, or X-Tenant-Id where allowed)",
+    "403": "The credentials do not grant this",
+    "404": "No such request for this tenant",
+    "409": "The request's state does not allow this now (Retry-After when waiting helps)",
+    "410": "The request was retired by the retention policy (JobRetentionDays)",
+    "413": "Too large: the body, the inline text, or parameters beyond their byte limit",
+    "415": "Content-Type not accepted",
+    "422": "Unknown model, or parameters that break the model's declaration",
+    "429": "Throttled by the platform or a gateway in front of the app",
+    "500": "The deployment is misconfigured (for example WebhookTenants unset in Azure)",
+    "503": "A dependency is unavailable or the backlog is full: retry after Retry-After",
+}
+
+
+def _component_schemas() -> dict[str, Any]:
+    _, definitions = models_json_schema(_MODELS, ref_template=SCHEMAS + "{model}")
+    schemas: dict[str, Any] = definitions.get("$defs", {})
+    return schemas
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": SCHEMAS + name}
+
+
+def _errors(*statuses: str) -> dict[str, Any]:
+    content = {PROBLEM_CONTENT_TYPE: {"schema": _ref("ProblemDetails")}}
+    responses: dict[str, Any] = {}
+    for status in statuses:
+        response: dict[str, Any] = {"description": _ERRORS[status], "content": content}
+        if status in ("409", "429", "503"):
+            response["headers"] = {"Retry-After": {"$ref": "#/components/headers/RetryAfter"}}
+        responses[status] = response
+    return responses
+
+
+def _header(name: str, description: str, **schema: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "header",
+        "required": False,
+        "description": description,
+        "schema": {"type": "string", **schema},
+    }
+
+
+_TENANT = _header(
+    "X-Tenant-Id",
+    "Development stacks only (AllowTenantHeader): the caller's tenant. In Azure the tenant "
+    "comes from App Service authentication (x-ms-client-principal).",
+    pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$",
+)
+_JOB_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+_JOB_ERRORS = ("400", "401", "403", "404", "410", "429", "503")
+
+
+def _request_paths(settings: Settings) -> dict[str, Any]:
+    json_body = {"schema": _ref("SubmitRequestBody")}
+    upload = {"schema": {"type": "string", "format": "binary"}}
+    content: dict[str, Any] = {"application/json": json_body}
+    content.update({t: upload for t in settings.allowed_upload_media_types if t not in content})
+    query = [
+        {
+            "name": "model",
+            "in": "query",
+            "required": False,
+            "schema": {"enum": list(settings.allowed_models)},
+            "description": "Raw uploads only: the model to run.",
+        },
+        {"name": "priority", "in": "query", "required": False, "schema": _ref("Priority")},
+        {
+            "name": "not_before",
+            "in": "query",
+            "required": False,
+            "schema": {"type": "string", "format": "date-time"},
+        },
+        {
+            "name": "deadline_seconds",
+            "in": "query",
+            "required": False,
+            "schema": {"type": "integer", "minimum": 1},
+        },
+    ]
+    accepted_headers = {
+        "Location": {"description": "The status URL to poll", "schema": {"type": "string"}},
+        "Retry-After": {"$ref": "#/components/headers/RetryAfter"},
+    }
+    job = {"application/json": {"schema": _ref("JobView")}}
+    return {
+        "/v1/requests": {
+            "post": {
+                "operationId": "submit_request",
+                "summary": "Submit work: a JSON body, or a raw document with ?model=",
+                "parameters": [
+                    _TENANT,
+                    _header("Idempotency-Key", "Replays the same job", maxLength=128),
+                    *query,
+                ],
+                "requestBody": {"required": True, "content": content},
+                "responses": {
+                    "202": {
+                        "description": "Accepted: poll Location",
+                        "headers": accepted_headers,
+                        "content": {"application/json": {"schema": _ref("AcceptedRequest")}},
+                    },
+                    **_errors("400", "401", "403", "409", "413", "415", "422", "429", "503"),
+                },
+            }
+        },
+        "/v1/requests/{id}": {
+            "parameters": [_JOB_ID, _TENANT],
+            "get": {
+                "operationId": "get_request",
+                "summary": "The request's job (Retry-After until it is terminal)",
+                "responses": {
+                    "200": {"description": "The job", "content": job},
+                    **_errors(*_JOB_ERRORS),
+                },
+            },
+            "delete": {
+                "operationId": "cancel_request",
+                "summary": "Cancel the request unless it has ended",
+                "responses": {
+                    "200": {"description": "Cancelled", "content": job},
+                    **_errors(*_JOB_ERRORS, "409"),
+                },
+            },
+        },
+        "/v1/requests/{id}/result": {
+            "parameters": [_JOB_ID, _TENANT],
+            "get": {
+                "operationId": "get_request_result",
+                "summary": "The result of a completed request (409 until it is ready)",
+                "responses": {
+                    "200": {
+                        "description": "The result",
+                        "content": {"application/json": {"schema": _ref("ResultDocument")}},
+                    },
+                    **_errors(*_JOB_ERRORS, "409"),
+                },
+            },
+        },
+    }
+
+
+def _event_paths() -> dict[str, Any]:
+    cloud_event, eventgrid_event = _ref("CloudEventDocument"), _ref("EventGridEventDocument")
+    batch = {"type": "array", "items": cloud_event, "minItems": 1}
+    report = {"application/json": {"schema": _ref("DeliveryReport")}}
+    return {
+        "/v1/events": {
+            "post": {
+                "operationId": "event_webhook",
+                "summary": "Event Grid push deliveries (both schemas) and the validation handshake",
+                "description": "InferenceRequested data: "
+                + SCHEMAS
+                + "InferenceRequestedData. Events are accepted only for the tenants of the "
+                "delivery's X-Webhook-Secret (WebhookTenants).",
+                "parameters": [
+                    _header("aeg-event-type", "SubscriptionValidation or Notification"),
+                    _header("X-Webhook-Secret", "The delivery secret (WebhookTenants)"),
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "oneOf": [
+                                    {"type": "array", "items": eventgrid_event, "minItems": 1},
+                                    batch,
+                                    cloud_event,
+                                ]
+                            }
+                        },
+                        "application/cloudevents+json": {"schema": cloud_event},
+                        "application/cloudevents-batch+json": {"schema": batch},
+                    },
+                },
+                "responses": {
+                    "200": {
+                        "description": "Validated, or delivered with nothing to do",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "oneOf": [_ref("ValidationResponse"), _ref("DeliveryReport")]
+                                }
+                            }
+                        },
+                    },
+                    "202": {"description": "Delivered: work accepted", "content": report},
+                    **_errors("400", "401", "403", "413", "429", "500", "503"),
+                },
+            },
+            "options": {
+                "operationId": "event_webhook_handshake",
+                "summary": "The CloudEvents abuse-protection handshake",
+                "parameters": [
+                    {**_header("WebHook-Request-Origin", "The origin to allow"), "required": True}
+                ],
+                "responses": {
+                    "200": {
+                        "description": "Allowed",
+                        "headers": {
+                            "WebHook-Allowed-Origin": {"schema": {"type": "string"}},
+                            "WebHook-Allowed-Rate": {"schema": {"type": "string"}},
+                        },
+                    },
+                    **_errors("400", "429"),
+                },
+            },
+        },
+        "/openapi.json": {
+            "get": {
+                "operationId": "openapi_document",
+                "summary": "This document",
+                "security": [],
+                "responses": {
+                    "200": {
+                        "description": "The OpenAPI document",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    **_errors("429"),
+                },
+            }
+        },
+    }
+
+
+def _tailored(schemas: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """The contracts narrowed to this deployment: its models and their parameters."""
+    declaration = PARAMETERS_BY_PROVIDER[settings.model_provider].__name__
+    submit = schemas["SubmitRequestBody"]
+    submit["properties"]["model"] = {
+        **submit["properties"]["model"],
+        "enum": list(settings.allowed_models),
+    }
+    submit["properties"]["parameters"] = {
+        **_ref(declaration),
+        "description": ("The model's parameters (model_parameters): see x-model-parameters"),
+    }
+    return schemas
+
+
+@lru_cache(maxsize=8)
+def _document(settings: Settings) -> dict[str, Any]:
+    declaration = PARAMETERS_BY_PROVIDER[settings.model_provider].__name__
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {
+            "title": "Inferbus",
+            "version": API_VERSION,
+            "description": "Durable AI inference requests: submit (202), poll, fetch results; "
+            "and the Event Grid webhook. Errors are RFC 9457 problem details.",
+        },
+        "jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
+        "servers": [{"url": "/api"}],
+        "security": [{"functionKey": []}, {"functionKeyQuery": []}],
+        "paths": {**_request_paths(settings), **_event_paths()},
+        "components": {
+            "schemas": _tailored(_component_schemas(), settings),
+            "securitySchemes": {
+                "functionKey": {"type": "apiKey", "in": "header", "name": "x-functions-key"},
+                "functionKeyQuery": {"type": "apiKey", "in": "query", "name": "code"},
+            },
+            "headers": {
+                "RetryAfter": {
+                    "description": "Seconds to wait before the next attempt",
+                    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+                }
+            },
+        },
+        "x-model-parameters": {model: _ref(declaration) for model in settings.allowed_models},
+    }
+
+
+def openapi_document(settings: Settings) -> dict[str, Any]:
+    """The document for this deployment (a copy: callers may change it)."""
+    return copy.deepcopy(_document(settings))
+
+
+def serve_openapi(services: Services, request: ApiRequest) -> ApiResponse:
+    """``GET /api/openapi.json``."""
+    return json_response(200, openapi_document(services.settings))

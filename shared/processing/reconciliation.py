@@ -1,0 +1,309 @@
+"""The dead-letter reconciler: a dead-lettered request message ends its job.
+
+A request message reaches its queue's dead-letter sub-queue for reasons of ours (the
+processor gives up and marks the job failed, best effort) and of the broker's
+(``MaxDeliveryCountExceeded`` after repeated abandons or lost locks, ``TTLExpiredException``
+when it waited too long): the broker's reasons never touch the job, which would then
+stay ``accepted`` or ``running`` forever. A timer (``DeadLetterReconcileSchedule``) peeks
+every request queue's dead-letter sub-queue and ends the job of each message it has not
+reconciled yet: ``expired`` when the broker expired the message or the request's
+deadline has passed, else ``failed`` with the dead-letter reason and description as the
+job's error; then it announces ``InferenceFailed``.
+
+Peek only: the message stays for inspection and replay (``python -m shared.ops
+sb-deadletters``). What was reconciled is recorded per message as a marker document,
+``<LedgerContainer>/sb-reconciled/<queue>/<sequence>-<identity>.json``, where the
+identity digests the message's id and enqueued time (sequence numbers start again in a
+recreated queue). A marker rather than a "last sequence number" cursor, because a
+dead-lettered message keeps the sequence number it had in its queue: messages reach the
+sub-queue out of sequence order, and a cursor would skip a message dead-lettered after a
+later-numbered one. A run lists each queue's markers once; the names alone tell which
+messages are done, so a dead-letter queue kept for inspection costs one listing a run,
+not a read per message, and a second run changes nothing.
+
+A claim (``<sequence>-<identity>.ending.json``) is created before the job is touched and
+replaced by the finished marker once the ending is announced: a run that crashed, or
+could not publish, is resumed by the next.
+
+Replays: a dead-lettered message the operator replayed (its replay marker exists) no
+longer speaks for its job, which the replay copy now owns; and a job reopened by a replay
+that has not run yet is not failed by an original (not replayed) copy dead-lettered
+before the replay. A replay copy that is itself dead-lettered later ends the job again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pydantic import ValidationError
+
+from shared.bounded_json import MAX_MESSAGE_JSON_BYTES, parse_json
+from shared.clock import Clock, utc_now
+from shared.contracts import Job, JobStatus, RequestMessage
+from shared.documents import Document, JsonDocuments
+from shared.errors import InvalidInput, TransientError
+from shared.jobs import JobRepository, Versioned
+from shared.ops.servicebus_deadletter_queues import DeadLetteredMessage, DeadLetterQueues
+from shared.processing.adopted_jobs import job_from_message
+from shared.processing.endings import (
+    DEADLINE_EXCEEDED,
+    MESSAGE_EXPIRED,
+    Ending,
+    JobEndings,
+)
+from shared.processing.settlement import DeadLetterReason
+
+log = logging.getLogger(__name__)
+
+MARKER_PREFIX = "sb-reconciled/"
+DONE_SUFFIX = ".json"
+CLAIM_SUFFIX = ".ending.json"
+REPLAY_MARKER_PREFIX = "sb-replays/"  # ops.servicebus_deadletters writes these
+TTL_EXPIRED = "TTLExpiredException"
+INVALID_PAYLOAD = DeadLetterReason.INVALID_PAYLOAD.value
+REPLAYED_SETTLEMENT = "replayed from the dead-letter queue"  # ops.servicebus_deadletters
+
+_COPY_SUFFIX = re.compile(r":(?:replay|retry):.*$")
+_REPLAY_NUMBER = re.compile(r":replay:(\d+)")
+_WORD = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def request_of(item: DeadLetteredMessage) -> tuple[str, str] | None:
+    """(tenant id, request id) of a dead-lettered message: from its body, else from its
+    ``tenant`` property and its message id without a retry or replay suffix."""
+    tenant, request_id = item.tenant, None
+    if item.message_id:
+        request_id = _COPY_SUFFIX.sub("", item.message_id)
+    try:
+        document = parse_json(item.body, max_bytes=MAX_MESSAGE_JSON_BYTES, what="the message")
+    except InvalidInput:
+        document = None
+    if isinstance(document, dict):
+        body_tenant, body_id = document.get("tenant_id"), document.get("request_id")
+        tenant = body_tenant if isinstance(body_tenant, str) and body_tenant else tenant
+        request_id = body_id if isinstance(body_id, str) and body_id else request_id
+    return (tenant, request_id) if tenant and request_id else None
+
+
+def request_message(item: DeadLetteredMessage) -> RequestMessage | None:
+    """The request a dead-lettered message carries, when its body is a valid one."""
+    try:
+        document = parse_json(item.body, max_bytes=MAX_MESSAGE_JSON_BYTES, what="the message")
+        return RequestMessage.model_validate(document)
+    except (InvalidInput, ValidationError):
+        return None
+
+
+def replay_generation(message_id: str | None) -> int:
+    """0 for an original or a retry copy, n for the n-th replay (and its retry copies)."""
+    return max((int(n) for n in _REPLAY_NUMBER.findall(message_id or "")), default=0)
+
+
+def error_code(reason: str) -> str:
+    """``MaxDeliveryCountExceeded`` -> ``max_delivery_count_exceeded``."""
+    return _WORD.sub("_", reason).replace("-", "_").lower() or "dead_lettered"
+
+
+def settlement_for(item: DeadLetteredMessage) -> str:
+    return f"dead-lettered in {item.queue} ({item.reason})"
+
+
+def ending_for(item: DeadLetteredMessage, job: Job, now: datetime) -> Ending:
+    """How the job of dead-lettered ``item`` ends."""
+    detail = f"{item.reason}: {item.description}" if item.description else item.reason
+    settlement = settlement_for(item)
+    if job.deadline is not None and job.deadline <= now:
+        why = f"deadline {job.deadline.isoformat()} passed; the message was dead-lettered {detail}"
+        return Ending(JobStatus.EXPIRED, DEADLINE_EXCEEDED, why, settlement)
+    if item.reason == TTL_EXPIRED:
+        return Ending(JobStatus.EXPIRED, MESSAGE_EXPIRED, detail, settlement)
+    return Ending(JobStatus.FAILED, error_code(item.reason), detail, settlement)
+
+
+def skip_reason(item: DeadLetteredMessage, job: Job | None, replayed: bool) -> str | None:
+    """Why ``item`` must not end ``job`` (None: it must)."""
+    if replayed:
+        return "replayed: the copy owns the job"
+    if job is None:
+        return "no job"
+    if job.status.is_terminal:
+        return f"job {job.status.value} already"
+    reopened = (job.settlement or "").startswith(REPLAYED_SETTLEMENT)
+    if reopened and replay_generation(item.message_id) == 0:
+        return "job reopened by a replay"
+    return None
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+def _belongs(marker: Document, item: DeadLetteredMessage) -> bool:
+    same_message = marker.get("message_id") == item.message_id
+    return same_message and marker.get("enqueued_time") == _iso(item.enqueued_time)
+
+
+def marker_stem(item: DeadLetteredMessage) -> str:
+    """The name of ``item``'s markers without their suffix: its queue, its sequence number
+    and a digest of its id and enqueued time (another message under a reused number)."""
+    identity = f"{item.message_id}\x1f{_iso(item.enqueued_time)}".encode("utf-8", "surrogatepass")
+    digest = hashlib.sha256(identity).hexdigest()[:16]
+    return f"{MARKER_PREFIX}{item.queue}/{item.sequence_number}-{digest}"
+
+
+@dataclass
+class ReconcileReport:
+    examined: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)  # ended-failed, skipped, ...
+
+
+class DeadLetterReconciler:
+    """Peeks the request queues' dead-letter sub-queues and ends their messages' jobs."""
+
+    def __init__(
+        self,
+        *,
+        dead_letters: DeadLetterQueues,
+        documents: JsonDocuments,
+        marker_container: str,
+        jobs: JobRepository,
+        endings: JobEndings,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._dead_letters = dead_letters
+        self._documents = documents
+        self._container = marker_container
+        self._jobs = jobs
+        self._endings = endings
+        self._clock = clock
+
+    def reconcile(self, queues: Iterable[str]) -> ReconcileReport:
+        report = ReconcileReport()
+        for queue in queues:
+            items = self._dead_letters.peek(queue)
+            report.examined += len(items)
+            if not items:
+                continue
+            marked = set(self._documents.list_names(self._container, f"{MARKER_PREFIX}{queue}/"))
+            replayed = set(
+                self._documents.list_names(self._container, f"{REPLAY_MARKER_PREFIX}{queue}/")
+            )
+            for item in items:
+                outcome = self._reconcile_one(item, marked, replayed)
+                report.outcomes[outcome] += 1
+        if report.outcomes:
+            log.info("dead-letter reconciliation: %s", dict(report.outcomes))
+        return report
+
+    def _replayed(self, item: DeadLetteredMessage, replayed: set[str]) -> bool:
+        """Whether the operator replayed ``item`` (the replay marker names this message)."""
+        name = f"{REPLAY_MARKER_PREFIX}{item.queue}/{item.sequence_number}.json"
+        if name not in replayed:
+            return False
+        found = self._documents.load(self._container, name)
+        return found is not None and _belongs(found[0], item)
+
+    def _reconcile_one(
+        self, item: DeadLetteredMessage, marked: set[str], replayed: set[str]
+    ) -> str:
+        name = marker_stem(item)
+        if name + DONE_SUFFIX in marked:
+            return "reconciled-before"
+        ids = request_of(item)
+        if ids is None:
+            self._finish(name, item, None, "no request id")
+            return "skipped"
+        current = self._jobs.load(*ids)
+        job = current.job if current else None
+        if name + CLAIM_SUFFIX in marked:  # a run stopped after it claimed the message
+            return self._resume(name, item, current)
+        was_replayed = self._replayed(item, replayed)
+        why = skip_reason(item, job, was_replayed)
+        if current is None and not was_replayed and item.reason != INVALID_PAYLOAD:
+            return self._record_ended(name, item, ids)
+        if why is not None or current is None:
+            self._finish(name, item, ids, why or "no job")
+            return "skipped"
+        if not self._claim(name, item, ids):
+            return "claimed-by-another-run"
+        ending = ending_for(item, current.job, self._clock())
+        ended = self._endings.end(
+            current, ending, lambda fresh: skip_reason(item, fresh, False) is None
+        )
+        if ended is None:
+            self._finish(name, item, ids, "ended meanwhile")
+            return "skipped"
+        return self._announce(name, item, ended, f"ended-{ended.status.value}")
+
+    def _record_ended(self, name: str, item: DeadLetteredMessage, ids: tuple[str, str]) -> str:
+        """A message dead-lettered before its job was ever recorded (a producer's message
+        that met a storage outage on each delivery, so its job was never adopted): the job
+        is recorded already ended, so the status API tells the producer the truth too.
+        Messages refused as ``InvalidPayload`` are left out: the processor already recorded
+        what it could of those (and keeps no job for a refused tenant)."""
+        request = request_message(item)
+        if request is None or (request.tenant_id, request.request_id) != ids:
+            self._finish(name, item, ids, "no job, and no readable request to record one")
+            return "skipped"
+        if not self._claim(name, item, ids):
+            return "claimed-by-another-run"
+        now = self._clock()
+        job = job_from_message(request, item, now, request.deadline)
+        ended = ending_for(item, job, now).apply(job, self._clock)
+        if self._jobs.create(ended) is None:  # recorded meanwhile: end that one instead
+            return self._resume(name, item, self._jobs.load(*ids))
+        return self._announce(name, item, ended, f"recorded-{ended.status.value}")
+
+    def _resume(self, name: str, item: DeadLetteredMessage, current: Versioned | None) -> str:
+        job = current.job if current else None
+        if job is not None and job.status.is_terminal and job.settlement == settlement_for(item):
+            return self._announce(name, item, job, "announced-again")
+        if current is None or skip_reason(item, current.job, False) is not None:
+            self._finish(name, item, None, "nothing to end on resuming")
+            return "skipped"
+        ended = self._endings.end(current, ending_for(item, current.job, self._clock()))
+        if ended is None:
+            self._finish(name, item, None, "ended meanwhile")
+            return "skipped"
+        return self._announce(name, item, ended, f"ended-{ended.status.value}")
+
+    def _announce(self, name: str, item: DeadLetteredMessage, job: Job, outcome: str) -> str:
+        try:
+            self._endings.announce(job, item.application_properties)
+        except TransientError as error:
+            log.warning("job %s ended; announcing it failed (%s): next run", job.id, error)
+            return "announce-pending"
+        self._finish(name, item, (job.tenant_id, job.id), f"job {job.status.value}")
+        return outcome
+
+    def _document(self, item: DeadLetteredMessage, ids: tuple[str, str] | None) -> Document:
+        return {
+            "queue": item.queue,
+            "sequence_number": item.sequence_number,
+            "message_id": item.message_id,
+            "enqueued_time": _iso(item.enqueued_time),
+            "reason": item.reason,
+            "tenant_id": ids[0] if ids else None,
+            "request_id": ids[1] if ids else None,
+            "at": self._clock().isoformat(),
+        }
+
+    def _claim(self, name: str, item: DeadLetteredMessage, ids: tuple[str, str]) -> bool:
+        """Create the claim; False when another run holds it."""
+        marker = {**self._document(item, ids), "status": "ending"}
+        return self._documents.create(self._container, name + CLAIM_SUFFIX, marker) is not None
+
+    def _finish(
+        self, name: str, item: DeadLetteredMessage, ids: tuple[str, str] | None, note: str
+    ) -> None:
+        """Write the finished marker, then drop the claim (if any): a crash in between
+        leaves both, and the finished marker wins."""
+        marker = {**self._document(item, ids), "status": "done", "note": note}
+        self._documents.put(self._container, name + DONE_SUFFIX, marker)
+        self._documents.delete(self._container, name + CLAIM_SUFFIX)

@@ -1,0 +1,210 @@
+"""The job watchdog: a job that can no longer end by itself is ended.
+
+A job normally ends in the processor, or through the dead-letter reconciler when its
+message is dead-lettered. A job can still be left behind: its message was lost to a
+purge, a deferred message vanished before its ledger entry was written, the broker
+dropped an expired message without dead-lettering it, a producer's job was recorded and
+its send failed. A timer (``JobWatchdogSchedule``) ends such jobs:
+
+- past its deadline by more than ``JobWatchdogGraceSeconds``: ``expired``, error
+  ``deadline_exceeded``;
+- without a deadline and unchanged for ``JobWatchdogStaleSeconds`` (beyond the request
+  queues' message time to live, so no live message can end it): ``failed``, error
+  ``stale_job``;
+
+each announced with ``InferenceFailed``. The grace period (never below
+``MaxLockRenewalSeconds``) lets a model call that started before the deadline finish,
+and a job written within the grace period is someone's current work: it is not even
+read. The ending itself is a compare-and-swap whose change re-checks both rules on the
+fresh document, so a processor that moves the job meanwhile wins.
+
+Finding candidates without reading every job on every run: a job is read when its blob
+was written since the last run (Blob listing returns each blob's last-modified time, so
+the listing itself reads no job), and a job found unfinished is remembered with the time
+it becomes due in a checkpoint document (``<LedgerContainer>/watchdog/checkpoint.json``),
+so it is read again only then. Finished jobs are read once after their last write and
+never again. The listing is one call per 5,000 jobs; intake writes nothing extra (an index
+written at intake would add a storage operation to every accepted request). Timer
+triggers run as a singleton, so the checkpoint has one writer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+from shared.clock import Clock, utc_now
+from shared.contracts import Job, JobStatus
+from shared.documents import JsonDocuments
+from shared.jobs import JobRepository
+from shared.processing.endings import DEADLINE_EXCEEDED, STALE_JOB, Ending, JobEndings
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT = "watchdog/checkpoint.json"
+SETTLEMENT = "ended by the job watchdog"
+
+
+@runtime_checkable
+class DocumentListing(Protocol):
+    """Document names with their last-modified times (``BlobJsonDocuments``)."""
+
+    def list_modified(self, container: str, prefix: str) -> list[tuple[str, datetime]]: ...
+
+
+@dataclass(frozen=True)
+class WatchdogPolicy:
+    grace: timedelta
+    stale: timedelta
+
+
+def due_at(job: Job, policy: WatchdogPolicy) -> datetime:
+    """When ``job``, still unfinished, can no longer end by itself."""
+    touched = job.updated_at + policy.grace
+    if job.deadline is not None:
+        return max(job.deadline + policy.grace, touched)
+    return max(job.updated_at + policy.stale, touched)
+
+
+def ending_for(job: Job, policy: WatchdogPolicy) -> Ending:
+    if job.deadline is not None:
+        why = (
+            f"not finished by its deadline {job.deadline.isoformat()}: it was still "
+            f"{job.status.value} (last changed {job.updated_at.isoformat()})"
+        )
+        return Ending(JobStatus.EXPIRED, DEADLINE_EXCEEDED, why, SETTLEMENT)
+    why = (
+        f"{job.status.value} without a change for {int(policy.stale.total_seconds())}s "
+        "and no message left that could end it"
+    )
+    return Ending(JobStatus.FAILED, STALE_JOB, why, SETTLEMENT)
+
+
+@dataclass
+class WatchReport:
+    read: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+
+class JobWatchdog:
+    def __init__(
+        self,
+        *,
+        listing: DocumentListing,
+        documents: JsonDocuments,
+        jobs_container: str,
+        checkpoint_container: str,
+        jobs: JobRepository,
+        endings: JobEndings,
+        policy: WatchdogPolicy,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._listing = listing
+        self._documents = documents
+        self._jobs_container = jobs_container
+        self._checkpoints = checkpoint_container
+        self._jobs = jobs
+        self._endings = endings
+        self._policy = policy
+        self._clock = clock
+
+    def watch(self) -> WatchReport:
+        now = self._clock()
+        horizon = now - self._policy.grace
+        through, pending, unannounced = self._load_checkpoint()
+        report = WatchReport()
+        unannounced = [name for name in unannounced if not self._announce_again(name, report)]
+        written = [
+            name
+            for name, modified in self._listing.list_modified(self._jobs_container, "")
+            if (through is None or modified > through) and modified <= horizon
+        ]
+        due = [name for name, when in pending.items() if when <= now]
+        for name in sorted(set(written) | set(due)):
+            report.read += 1
+            outcome, still_due_at = self._examine(name, now)
+            report.outcomes[outcome] += 1
+            if outcome == "announce-failed":
+                unannounced.append(name)
+            if still_due_at is None:
+                pending.pop(name, None)
+            else:
+                pending[name] = still_due_at
+        self._save_checkpoint(horizon, pending, unannounced)
+        if report.outcomes.get("ended") or report.outcomes.get("announce-failed"):
+            log.warning("job watchdog: %s", dict(report.outcomes))
+        return report
+
+    @staticmethod
+    def _ids(name: str) -> tuple[str, str] | None:
+        tenant, _, file_name = name.rpartition("/")
+        if not tenant or not file_name.endswith(".json"):
+            return None
+        return tenant, file_name.removesuffix(".json")
+
+    def _announce_again(self, name: str, report: WatchReport) -> bool:
+        """Announce a job this watchdog ended when announcing failed; True once done."""
+        ids = self._ids(name)
+        job = self._jobs.find(*ids) if ids else None
+        if job is None or job.settlement != SETTLEMENT:
+            return True
+        try:
+            self._endings.announce(job)
+        except Exception:
+            log.warning("announcing the end of job %s failed again", job.id, exc_info=True)
+            return False
+        report.outcomes["announced-again"] += 1
+        return True
+
+    def _examine(self, name: str, now: datetime) -> tuple[str, datetime | None]:
+        """What became of the job in blob ``name``, and when to look again (None: never)."""
+        ids = self._ids(name)
+        if ids is None:
+            return "not-a-job", None
+        current = self._jobs.load(*ids)
+        if current is None or current.job.status.is_terminal:
+            return "finished", None
+        when = due_at(current.job, self._policy)
+        if when > now:
+            return "watching", when
+        ended = self._endings.end(
+            current,
+            ending_for(current.job, self._policy),
+            lambda fresh: due_at(fresh, self._policy) <= self._clock(),
+        )
+        if ended is None:
+            # Finished or moved meanwhile: the next write brings it back if it is not over.
+            return "left-alone", None
+        try:
+            self._endings.announce(ended)
+        except Exception:
+            log.warning("job %s ended; announcing it failed", ended.id, exc_info=True)
+            return "announce-failed", None
+        log.warning("job %s ended %s (%s)", ended.id, ended.status.value, ended.error)
+        return "ended", None
+
+    def _load_checkpoint(self) -> tuple[datetime | None, dict[str, datetime], list[str]]:
+        found = self._documents.load(self._checkpoints, CHECKPOINT)
+        if found is None:
+            return None, {}, []
+        document = found[0]
+        through = document.get("through")
+        pending = document.get("pending") or {}
+        return (
+            datetime.fromisoformat(through) if isinstance(through, str) else None,
+            {str(k): datetime.fromisoformat(str(v)) for k, v in pending.items()},
+            [str(name) for name in document.get("unannounced") or []],
+        )
+
+    def _save_checkpoint(
+        self, through: datetime, pending: dict[str, datetime], unannounced: list[str]
+    ) -> None:
+        document = {
+            "through": through.isoformat(),
+            "pending": {name: when.isoformat() for name, when in sorted(pending.items())},
+            "unannounced": sorted(set(unannounced)),
+        }
+        self._documents.put(self._checkpoints, CHECKPOINT, document)

@@ -1,0 +1,113 @@
+"""The chaos run's size (options or environment variables) and its stack.
+
+Sizes: ``--chaos-requests`` (``CHAOS_REQUESTS``), ``--chaos-host-kills``
+(``CHAOS_HOST_KILLS``), ``--chaos-storage-outage`` seconds (``CHAOS_STORAGE_OUTAGE_S``)
+and ``--chaos-wait`` seconds for every request to end (``CHAOS_WAIT_S``). The options
+work when ``tests/chaos`` is named on the command line (pytest reads a folder's options
+only then); the variables work everywhere, ``make test`` included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.local_stack import ChaosStack
+from tests.e2e.conftest import write_stack_settings
+
+DEFAULTS = {"requests": 60, "host_kills": 1, "storage_outage": 30, "wait": 90}
+ENVIRONMENT = {
+    "requests": "CHAOS_REQUESTS",
+    "host_kills": "CHAOS_HOST_KILLS",
+    "storage_outage": "CHAOS_STORAGE_OUTAGE_S",
+    "wait": "CHAOS_WAIT_S",
+}
+# Timers run often, so that what they repair (deferred messages, and whatever timers the
+# app declares in its settings: every "...Schedule" value) is repaired within the run.
+FAST_SCHEDULE = "*/5 * * * * *"
+
+
+@dataclass(frozen=True)
+class ChaosSize:
+    requests: int
+    host_kills: int
+    storage_outage_s: float
+    wait_s: float
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("chaos", "chaos run (tests/chaos)")
+    group.addoption("--chaos-requests", type=int, help="healthy HTTP requests (default 60)")
+    group.addoption("--chaos-host-kills", type=int, help="SIGKILLs of the host (default 1)")
+    group.addoption("--chaos-storage-outage", type=float, help="seconds Azurite is down (30)")
+    group.addoption("--chaos-wait", type=float, help="seconds for every request to end (90)")
+
+
+def _size_value(config: pytest.Config, name: str) -> float:
+    option = config.getoption(f"--chaos-{name.replace('_', '-')}", default=None)
+    if option is not None:
+        return float(option)
+    return float(os.environ.get(ENVIRONMENT[name], DEFAULTS[name]))
+
+
+@pytest.fixture(scope="module")
+def chaos_size(pytestconfig: pytest.Config) -> ChaosSize:
+    return ChaosSize(
+        requests=int(_size_value(pytestconfig, "requests")),
+        host_kills=int(_size_value(pytestconfig, "host_kills")),
+        storage_outage_s=_size_value(pytestconfig, "storage_outage"),
+        wait_s=_size_value(pytestconfig, "wait"),
+    )
+
+
+def chaos_values(root: Path) -> dict[str, str]:
+    """The settings the chaos stack changes: faults injected, retries quick, timers often,
+    and result events published to the local Event Grid namespace (counted afterwards)."""
+    sample = json.loads((root / "local.settings.sample.json").read_text())["Values"]
+    timers = {
+        name: FAST_SCHEDULE
+        for name in sample
+        if name.endswith("Schedule") and name != "BacklogReportSchedule"
+    }
+    return {
+        **timers,
+        "DeferredSweepSchedule": "*/2 * * * * *",
+        "LocalModelTransientRate": "0.1",
+        "LocalModelLatencyMs": "300",
+        "LocalModelFaults": "true",
+        "MaxRetries": "5",
+        "RetryBaseSeconds": "0.5",
+        "RetryMaxSeconds": "2",
+        "ProducerTenants": "",
+    }
+
+
+@pytest.fixture(scope="module")
+def chaos_stack(pytestconfig: pytest.Config) -> Iterator[ChaosStack]:
+    """The whole local stack on its own free ports, Azurite's data on disk."""
+    root = pytestconfig.rootpath
+    workdir = Path(tempfile.mkdtemp(prefix="inferbus-chaos-"))
+    settings_path, values = write_stack_settings(root, workdir, chaos_values(root))
+    eventgrid = values["EventGridPull__namespaceEndpoint"]
+    values.update(
+        {
+            "EventGridTopic__topicEndpoint": eventgrid,
+            "EventGridTopic__topicKey": values["EventGridPull__key"],
+            "EventGridTopic__namespaceTopic": "inference-results",
+        }
+    )
+    document = json.loads(settings_path.read_text())
+    document["Values"] = values
+    settings_path.write_text(json.dumps(document))
+    stack = ChaosStack(root, workdir, settings_path, values, int(document["Host"]["LocalHttpPort"]))
+    try:
+        stack.start()
+        yield stack
+    finally:
+        stack.stop()

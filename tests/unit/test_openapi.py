@@ -1,0 +1,167 @@
+"""The OpenAPI document: valid OpenAPI 3.1, exactly the routes the app registers, and the
+schemas of what the handlers really accept and answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema_rs
+import pytest
+from azure_functions_runtime import handle_event
+from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
+
+from functions_host.protos import messages
+from functions_host.worker.dispatcher import RuntimeRequest
+from shared.intake import request_api as api
+from shared.openapi import openapi_document, serve_openapi
+from shared.settings import Settings
+from tests.support.wiring import Wired, api_request
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+TEXT = {"model": "local-analyzer", "input": {"text": "Invoice 12: 300 EUR due."}}
+
+
+def _call(verb: Any, **content: Any) -> Any:
+    request = messages.StreamingMessage(request_id="openapi", **content)
+    return asyncio.run(verb(RuntimeRequest(request, {"protos": messages, "host": "127.0.0.1"})))
+
+
+def _is_app_module(name: str) -> bool:
+    return name in ("function_app", "triggers") or name.startswith("triggers.")
+
+
+@pytest.fixture(scope="module")
+def registered_routes() -> Iterator[set[tuple[str, str]]]:
+    """(METHOD, /api/<route>) of every HTTP trigger, as the Python runtime indexes the app
+    (from a fresh import: other tests may have indexed function_app already)."""
+    saved = {name: sys.modules.pop(name) for name in list(sys.modules) if _is_app_module(name)}
+    try:
+        init = _call(
+            handle_event.worker_init_request,
+            worker_init_request=messages.WorkerInitRequest(function_app_directory=str(REPO_ROOT)),
+        )
+        assert init.result.status == messages.StatusResult.Success, init.result.exception.message
+        metadata = _call(
+            handle_event.functions_metadata_request,
+            functions_metadata_request=messages.FunctionsMetadataRequest(),
+        )
+        prefix = json.loads((REPO_ROOT / "host.json").read_text())["extensions"]["http"][
+            "routePrefix"
+        ]
+        routes: set[tuple[str, str]] = set()
+        for function in metadata.function_metadata_results:
+            for raw in function.raw_bindings:
+                binding = json.loads(raw)
+                if binding["type"] == "httpTrigger":
+                    path = f"/{prefix}/{binding['route']}"
+                    routes.update((method.upper(), path) for method in binding["methods"])
+        yield routes
+    finally:
+        for name in [name for name in sys.modules if _is_app_module(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
+def document(**values: str) -> dict[str, Any]:
+    return openapi_document(Settings.model_validate({"AllowedModels": "local-analyzer", **values}))
+
+
+def validator_for(doc: dict[str, Any], name: str) -> jsonschema_rs.Validator:
+    """A validator of one component schema, its references resolved inside ``doc``."""
+    root = {"$ref": f"#/components/schemas/{name}", "components": doc["components"]}
+    return jsonschema_rs.Draft202012Validator(root)
+
+
+def test_the_document_is_valid_openapi_3_1_with_valid_schemas() -> None:
+    doc = document()
+    errors = [
+        f"{'/'.join(map(str, e.instance_path))}: {e.message}"
+        for e in OPENAPI_31_VALIDATOR.iter_errors(doc)
+    ]
+    assert errors == []
+    assert doc["openapi"].startswith("3.1")
+    for name, schema in doc["components"]["schemas"].items():
+        assert jsonschema_rs.meta.is_valid(schema), name
+        validator_for(doc, name)  # every $ref resolves
+
+
+def test_the_document_lists_exactly_the_registered_routes(
+    registered_routes: set[tuple[str, str]],
+) -> None:
+    doc = document()
+    base = doc["servers"][0]["url"]
+    documented = {
+        (method.upper(), base + path)
+        for path, item in doc["paths"].items()
+        for method in item
+        if method in HTTP_METHODS
+    }
+    assert documented == registered_routes
+    assert ("GET", "/api/openapi.json") in registered_routes
+
+
+def test_every_error_is_problem_json_and_submit_lists_the_documented_statuses() -> None:
+    doc = document()
+    submit = doc["paths"]["/v1/requests"]["post"]["responses"]
+    assert {"202", "400", "401", "403", "409", "413", "415", "422", "429", "503"} <= set(submit)
+    assert set(submit["202"]["headers"]) == {"Location", "Retry-After"}
+    job = doc["paths"]["/v1/requests/{id}"]
+    assert {"404", "410"} <= set(job["get"]["responses"])
+    for item in doc["paths"].values():
+        for method, operation in item.items():
+            if method not in HTTP_METHODS:
+                continue
+            for status, response in operation["responses"].items():
+                if int(status) >= 400:
+                    assert list(response["content"]) == ["application/problem+json"]
+
+
+def test_the_models_and_their_parameters_follow_the_deployment() -> None:
+    local = document(AllowedModels="local-analyzer,other")
+    body = local["components"]["schemas"]["SubmitRequestBody"]
+    assert body["properties"]["model"]["enum"] == ["local-analyzer", "other"]
+    assert local["x-model-parameters"] == {
+        "local-analyzer": {"$ref": "#/components/schemas/LocalAnalyzerParameters"},
+        "other": {"$ref": "#/components/schemas/LocalAnalyzerParameters"},
+    }
+    parameters = local["components"]["schemas"]["LocalAnalyzerParameters"]
+    assert parameters["additionalProperties"] is False
+    assert parameters["properties"]["summary_sentences"]["maximum"] == 10
+    hosted = document(ModelProvider="azure_openai", **{"AzureOpenAI__endpoint": "https://x"})
+    hosted_body = hosted["components"]["schemas"]["SubmitRequestBody"]
+    assert hosted_body["properties"]["parameters"]["$ref"].endswith("/AzureOpenAIParameters")
+    assert "simulate" not in hosted["components"]["schemas"]["AzureOpenAIParameters"]["properties"]
+
+
+def test_what_the_handlers_accept_and_answer_matches_the_schemas(wired: Wired) -> None:
+    doc = json.loads(serve_openapi(wired.services, api_request("GET", "/openapi.json")).body)
+    submit_body = {**TEXT, "parameters": {"summary_sentences": 3}}
+    assert validator_for(doc, "SubmitRequestBody").is_valid(submit_body)
+    assert not validator_for(doc, "SubmitRequestBody").is_valid(
+        {**TEXT, "parameters": {"summary_sentences": "x"}}
+    )
+
+    accepted = wired.call(
+        api.submit_request, api_request("POST", "/v1/requests", body=submit_body, tenant="t1")
+    )
+    assert accepted.status == 202
+    created = json.loads(accepted.body)
+    validator_for(doc, "AcceptedRequest").validate(created)
+    polled = wired.call(
+        api.get_request,
+        api_request(
+            "GET", f"/v1/requests/{created['id']}", route_params={"id": created["id"]}, tenant="t1"
+        ),
+    )
+    validator_for(doc, "JobView").validate(json.loads(polled.body))
+    refused = wired.call(
+        api.submit_request,
+        api_request("POST", "/v1/requests", body={**TEXT, "model": "gpt-9"}, tenant="t1"),
+    )
+    validator_for(doc, "ProblemDetails").validate(json.loads(refused.body))

@@ -612,6 +612,18 @@ def test_an_outage_does_not_use_the_retry_budget_of_the_model(h: Harness) -> Non
     assert copy.message_id == "r1:retry:3:outage:8"
 
 
+def test_an_outage_copy_of_a_request_that_completed_announces_it_again(h: Harness) -> None:
+    """The result was stored, then the host died before announcing it, and the redelivery
+    met a storage outage: the outage copy (first delivery, retry_count 0) still announces."""
+    h.job()
+    assert h.processor.process(message(request_body(h)), h.settler) == "completed"
+    h.topic.sent.clear()
+
+    copy = message(request_body(h), retry_count=0, outage_retry_count=1)
+    assert h.processor.process(copy, h.settler) == "duplicate"
+    assert len(h.topic.sent) == 1
+
+
 def test_without_a_deadline_the_default_one_from_the_outage_start_bounds_the_wait(
     h: Harness,
 ) -> None:

@@ -111,3 +111,14 @@ def chaos_stack(pytestconfig: pytest.Config) -> Iterator[ChaosStack]:
         yield stack
     finally:
         stack.stop()
+
+
+# What each chaos run did and how its requests ended, printed at the end of the session
+# whether its properties held or not (the figures a larger run is made for).
+RUN_SUMMARIES = pytest.StashKey[list[str]]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    summaries = terminalreporter.config.stash.get(RUN_SUMMARIES, [])
+    for summary in summaries:
+        terminalreporter.write_line(f"chaos run: {summary}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.chaos.campaign import Campaign, run_campaign
-from tests.chaos.conftest import ChaosSize
+from tests.chaos.conftest import RUN_SUMMARIES, ChaosSize
 from tests.chaos.evidence import TERMINAL
 from tests.chaos.local_stack import ChaosStack
 from tests.chaos.traffic import Sent
@@ -21,8 +21,12 @@ COMPLETED_EVENT = "com.inferbus.InferenceCompleted"
 
 
 @pytest.fixture(scope="module")
-def campaign(chaos_stack: ChaosStack, chaos_size: ChaosSize) -> Campaign:
-    return run_campaign(chaos_stack, chaos_size)
+def campaign(
+    chaos_stack: ChaosStack, chaos_size: ChaosSize, pytestconfig: pytest.Config
+) -> Campaign:
+    ran = run_campaign(chaos_stack, chaos_size)
+    pytestconfig.stash.setdefault(RUN_SUMMARIES, []).append(ran.summary())
+    return ran
 
 
 def _listing(campaign: Campaign, requests: list[Sent], limit: int = 15) -> str:

@@ -19,11 +19,12 @@ param allowedAudiences array = []
 @description('Entra tenant that issues the tokens.')
 param tenantId string = subscription().tenantId
 
-@description('Paths that authenticate without App Service authentication (Event Grid deliveries).')
+@description('Paths that authenticate without App Service authentication (Event Grid deliveries), and the OpenAPI document, which holds no secret (code generators and API Management import it).')
 param excludedPaths array = [
   '/runtime/webhooks/blobs'
   '/runtime/webhooks/eventgrid'
   '/api/v1/events'
+  '/api/openapi.json'
 ]
 
 resource site 'Microsoft.Web/sites@2024-04-01' existing = {

@@ -38,16 +38,17 @@ def test_anonymous_callers_are_refused_before_the_app_runs() -> None:
     assert entra["enabled"] is True
 
 
-def test_exactly_the_event_grid_webhooks_are_excluded() -> None:
+def test_exactly_the_event_grid_webhooks_and_the_openapi_document_are_excluded() -> None:
     excluded = params(MODULE)["excludedPaths"]["default"]
     route_prefix = json.loads((REPO / "host.json").read_text())["extensions"]["http"]["routePrefix"]
     routes = {
         f"/{route_prefix}/{binding.route}"
         for function in indexed_functions().values()
         for binding in function.get_bindings()
-        if binding.type == "httpTrigger" and function.get_function_name() == "event_webhook"
+        if binding.type == "httpTrigger"
+        and function.get_function_name() in {"event_webhook", "openapi_document"}
     }
-    assert routes == {"/api/v1/events"}
+    assert routes == {"/api/v1/events", "/api/openapi.json"}
     assert set(excluded) == {"/runtime/webhooks/blobs", "/runtime/webhooks/eventgrid"} | routes
 
 

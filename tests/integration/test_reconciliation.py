@@ -8,33 +8,27 @@ reconciler then peeks, ends the jobs, and announces on the results topic.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from azure.servicebus import ServiceBusClient
 
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.composition import Services
-from shared.contracts import InlineText, Job, JobStatus, RequestMessage
-from shared.events.announcements import FAILED
-from shared.jobs import transition
+from shared.contracts import JobStatus
 from shared.lanes import LaneQueues
-from shared.messaging import OutgoingMessage, request_envelope
 from shared.processing import maintenance
-from shared.tracing import continue_or_start
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import InstallServices
+from tests.support.queued_requests import AUDIT, announced_failures, queue_request
 from tests.support.servicebus import connect, drain
 
 pytestmark = pytest.mark.integration
 
 QUEUE = "inference-requests"
-AUDIT = ("inference-results", "audit")
 
 
 @pytest.fixture
@@ -59,36 +53,6 @@ def services(
     return install_services(LedgerContainer=ledger)
 
 
-def send_request(services: Services, tenant: str, status: JobStatus, **envelope: object) -> str:
-    """A request message sent with the app's sender, and its job recorded in ``status``."""
-    now = datetime.now(UTC)
-    request = RequestMessage(
-        request_id=str(uuid.uuid4()),
-        tenant_id=tenant,
-        model="local-analyzer",
-        input=InlineText(text="Invoice 12: 300 EUR due."),
-        deadline=now + timedelta(hours=1),
-    )
-    job = Job(
-        id=request.request_id,
-        tenant_id=tenant,
-        model=request.model,
-        input=request.input,
-        correlation_id=request.request_id,
-        created_at=now,
-        updated_at=now,
-        deadline=request.deadline,
-    )
-    if status is not JobStatus.ACCEPTED:
-        job = transition(job, status)
-    assert services.jobs.create(job) is not None
-    message: OutgoingMessage = request_envelope(
-        request, correlation_id=request.request_id, trace=continue_or_start(None), now=now
-    )
-    services.ports.requests.send(replace(message, **envelope))  # type: ignore[arg-type]
-    return request.request_id
-
-
 def abandon_until_dead_lettered(bus: ServiceBusClient, message_id: str) -> None:
     """Deliver and abandon until the broker dead-letters it (MaxDeliveryCount 10)."""
     with bus.get_queue_receiver(QUEUE) as receiver:
@@ -107,25 +71,15 @@ def wait_for_dead_letters(emulator: ServiceBusEmulator, count: int) -> None:
     raise AssertionError(f"fewer than {count} dead-lettered messages in {QUEUE}")
 
 
-def announced_failures(bus: ServiceBusClient) -> dict[str, str]:
-    """request id -> error code of the InferenceFailed messages on the results topic."""
-    found = {}
-    for message in drain(bus, topic=AUDIT[0], subscription=AUDIT[1]):
-        if message.subject == FAILED:
-            data = json.loads(b"".join(message.body))
-            found[data["request_id"]] = data["error_code"]
-    return found
-
-
 def test_messages_the_broker_dead_lettered_end_their_jobs_once(
     services: Services,
     bus: ServiceBusClient,
     servicebus_emulator: ServiceBusEmulator,
     tenant: str,
 ) -> None:
-    poisoned = send_request(services, tenant, JobStatus.RUNNING)
+    poisoned = queue_request(services, tenant, JobStatus.RUNNING)
     abandon_until_dead_lettered(bus, poisoned)
-    expired = send_request(services, tenant, JobStatus.ACCEPTED, time_to_live=timedelta(seconds=1))
+    expired = queue_request(services, tenant, JobStatus.ACCEPTED, time_to_live=timedelta(seconds=1))
     wait_for_dead_letters(servicebus_emulator, 2)
 
     maintenance.reconcile_dead_letters(lambda: services)
@@ -159,7 +113,7 @@ def test_messages_the_broker_dead_lettered_end_their_jobs_once(
 def test_a_job_that_already_ended_is_left_alone(
     services: Services, bus: ServiceBusClient, tenant: str
 ) -> None:
-    done = send_request(services, tenant, JobStatus.COMPLETED)
+    done = queue_request(services, tenant, JobStatus.COMPLETED)
     abandon_until_dead_lettered(bus, done)
     before = services.jobs.load(tenant, done)
 

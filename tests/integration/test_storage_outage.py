@@ -9,21 +9,18 @@ back (the same app over the running Azurite), the copy completes the request.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 
 import pytest
 from azure.servicebus import ServiceBusClient
 
 from shared.adapters.servicebus_inbound import ReceiverSettler, from_sdk
 from shared.composition import Services
-from shared.contracts import InlineText, Job, JobStatus, RequestMessage
-from shared.messaging import request_envelope
-from shared.tracing import continue_or_start
+from shared.contracts import JobStatus
 from tests.fixtures.azurite import ACCOUNT_KEY, ACCOUNT_NAME, free_port
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import InstallServices
+from tests.support.queued_requests import queue_request
 from tests.support.servicebus import connect, drain
 
 pytestmark = pytest.mark.integration
@@ -49,35 +46,6 @@ def refused_storage() -> str:
     )
 
 
-def submit(services: Services, tenant: str) -> str:
-    """A job recorded and its request message sent, as intake does."""
-    now = datetime.now(UTC)
-    request = RequestMessage(
-        request_id=str(uuid.uuid4()),
-        tenant_id=tenant,
-        model="local-analyzer",
-        input=InlineText(text="Invoice 12: 300 EUR due within 30 days."),
-        deadline=now + timedelta(hours=1),
-    )
-    job = Job(
-        id=request.request_id,
-        tenant_id=tenant,
-        model=request.model,
-        input=request.input,
-        correlation_id=request.request_id,
-        created_at=now,
-        updated_at=now,
-        deadline=request.deadline,
-    )
-    assert services.jobs.create(job) is not None
-    services.ports.requests.send(
-        request_envelope(
-            request, correlation_id=request.request_id, trace=continue_or_start(None), now=now
-        )
-    )
-    return request.request_id
-
-
 def process_next(services: Services, bus: ServiceBusClient) -> tuple[str, str | None, int]:
     """Receive the next request message and process it: (outcome, message id, outage
     retry count)."""
@@ -96,7 +64,7 @@ def test_a_message_processed_during_a_storage_outage_is_rescheduled_then_complet
 ) -> None:
     fast_retries = {"RetryBaseSeconds": "0.5", "RetryMaxSeconds": "1"}
     healthy = install_services(**fast_retries)
-    request_id = submit(healthy, tenant)
+    request_id = queue_request(healthy, tenant)
     outage = install_services(Storage=refused_storage(), **fast_retries)
 
     outcome, message_id, _ = process_next(outage, bus)

@@ -7,7 +7,6 @@ containers, so the watchdog sees only its jobs and its checkpoint.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,16 +17,14 @@ from azure.servicebus import ServiceBusClient
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.composition import Services
 from shared.contracts import InlineText, Job, JobStatus
-from shared.events.announcements import FAILED
 from shared.jobs import transition
 from shared.processing import maintenance
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import InstallServices
+from tests.support.queued_requests import AUDIT, announced_failures
 from tests.support.servicebus import connect, drain
 
 pytestmark = pytest.mark.integration
-
-AUDIT = ("inference-results", "audit")
 
 
 class AheadClock:
@@ -92,15 +89,6 @@ def record(
         job = transition(job, status, lambda: updated_at)
     assert services.jobs.create(job) is not None
     return job.id
-
-
-def announced_failures(bus: ServiceBusClient) -> dict[str, str]:
-    found = {}
-    for message in drain(bus, topic=AUDIT[0], subscription=AUDIT[1]):
-        if message.subject == FAILED:
-            data = json.loads(b"".join(message.body))
-            found[data["request_id"]] = data["error_code"]
-    return found
 
 
 def test_a_stale_job_expires_and_one_being_processed_is_left_alone(

@@ -17,7 +17,7 @@ from shared.composition import Services, ServicesProvider
 from shared.errors import InvalidInput
 from shared.events.incoming import IncomingEvent
 from shared.events.intake import NotOurs
-from shared.lanes import Lane
+from shared.lanes import Lane, LaneQueues
 from shared.processing.inbound import InboundMessage
 from shared.processing.settlement import Settler
 
@@ -92,25 +92,59 @@ def handle_event(services: Services, event: IncomingEvent) -> None:
         log.error("event %s (%s) rejected: %s", event.id, event.type, outcome.reason)
 
 
+def _scheduled_run(what: str, provider: ServicesProvider, work: Callable[[Services], None]) -> None:
+    """One run of a timer: it never raises. A run that fails is logged, and the next
+    scheduled run starts over (each timer's own bookkeeping makes it do only what is left)."""
+    try:
+        work(provider())
+    except Exception:
+        log.exception("%s failed; it runs again on the next schedule", what)
+
+
 def pull_events(provider: ServicesProvider) -> None:
     """Drain the Event Grid namespace queue subscription through intake (when configured)."""
-    try:
-        door = provider().pull_door
-        if door is None:
+
+    def drain(services: Services) -> None:
+        if services.pull_door is None:
             log.debug("no Event Grid namespace configured for pull delivery")
             return
-        door.drain()
-    except Exception:
-        log.exception("event grid pull failed; it runs again on the next schedule")
+        services.pull_door.drain()
+
+    _scheduled_run("event grid pull", provider, drain)
 
 
 def report_backlog(provider: ServicesProvider) -> None:
     """Log the request queue's counts and oldest message age (see ops/backlog_report.py)."""
     from shared.ops.backlog_report import report_backlog as report
 
-    try:
-        services = provider()
+    def log_backlog(services: Services) -> None:
         queue = services.settings.requests_queue_name
         report(queue, services.ports.queue_observer(queue))
-    except Exception:
-        log.exception("backlog report failed; it runs again on the next schedule")
+
+    _scheduled_run("backlog report", provider, log_backlog)
+
+
+def reconcile_dead_letters(provider: ServicesProvider) -> None:
+    """End the job of every request message in a request queue's dead-letter sub-queue
+    (``processing.reconciliation``)."""
+
+    def reconcile(services: Services) -> None:
+        if services.reconciler is None:
+            log.debug("no dead-letter queues configured")
+            return
+        queues = LaneQueues.from_settings(services.settings)
+        services.reconciler.reconcile([queues.standard, queues.priority, queues.ordered])
+
+    _scheduled_run("dead-letter reconciliation", provider, reconcile)
+
+
+def watch_jobs(provider: ServicesProvider) -> None:
+    """End jobs that can no longer end by themselves (``processing.watchdog``)."""
+
+    def watch(services: Services) -> None:
+        if services.watchdog is None:
+            log.debug("no job listing configured")
+            return
+        services.watchdog.watch()
+
+    _scheduled_run("job watchdog", provider, watch)

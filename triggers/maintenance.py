@@ -5,15 +5,15 @@
 - ``watch_jobs`` (``JobWatchdogSchedule``): a job past its deadline (plus a grace
   period), or stale without one, is ended.
 
-Thin: each timer calls one entry point of ``shared.processing.maintenance``.
+Thin: each timer calls one entry point of ``shared.entry_points``.
 """
 
 from __future__ import annotations
 
 import azure.functions as func
 
+from shared import entry_points
 from shared.composition import get_services
-from shared.processing import maintenance
 from triggers.invocation import in_trace
 
 bp = func.Blueprint()
@@ -23,11 +23,11 @@ bp = func.Blueprint()
 @bp.timer_trigger(arg_name="timer", schedule="%DeadLetterReconcileSchedule%", run_on_startup=False)
 def reconcile_dead_letters(timer: func.TimerRequest, context: func.Context) -> None:
     with in_trace(context):
-        maintenance.reconcile_dead_letters(get_services)
+        entry_points.reconcile_dead_letters(get_services)
 
 
 @bp.function_name("watch_jobs")
 @bp.timer_trigger(arg_name="timer", schedule="%JobWatchdogSchedule%", run_on_startup=False)
 def watch_jobs(timer: func.TimerRequest, context: func.Context) -> None:
     with in_trace(context):
-        maintenance.watch_jobs(get_services)
+        entry_points.watch_jobs(get_services)

@@ -16,11 +16,11 @@ from datetime import timedelta
 import pytest
 from azure.servicebus import ServiceBusClient
 
+from shared import entry_points
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.composition import Services
 from shared.contracts import JobStatus
 from shared.lanes import LaneQueues
-from shared.processing import maintenance
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import InstallServices
 from tests.support.queued_requests import AUDIT, announced_failures, queue_request
@@ -82,7 +82,7 @@ def test_messages_the_broker_dead_lettered_end_their_jobs_once(
     expired = queue_request(services, tenant, JobStatus.ACCEPTED, time_to_live=timedelta(seconds=1))
     wait_for_dead_letters(servicebus_emulator, 2)
 
-    maintenance.reconcile_dead_letters(lambda: services)
+    entry_points.reconcile_dead_letters(lambda: services)
 
     failed = services.jobs.get(tenant, poisoned)
     assert failed.status is JobStatus.FAILED

@@ -14,11 +14,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.servicebus import ServiceBusClient
 
+from shared import entry_points
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.composition import Services
 from shared.contracts import InlineText, Job, JobStatus
 from shared.jobs import transition
-from shared.processing import maintenance
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import InstallServices
 from tests.support.queued_requests import AUDIT, announced_failures
@@ -115,7 +115,7 @@ def test_a_stale_job_expires_and_one_being_processed_is_left_alone(
         deadline=now - timedelta(minutes=50),
     )
 
-    maintenance.watch_jobs(lambda: services)
+    entry_points.watch_jobs(lambda: services)
 
     expired = services.jobs.get(tenant, stale)
     assert expired.status is JobStatus.EXPIRED

@@ -20,6 +20,7 @@ from shared.adapters.in_memory import (
 )
 from shared.clock import Clock
 from shared.composition import Ports, Services, build_services, in_memory_ports
+from shared.events.announcements import FAILED
 from shared.intake.http import ApiRequest, ApiResponse, guarded
 from shared.messaging import OutgoingMessage
 from shared.processing.inbound import InboundMessage
@@ -57,6 +58,11 @@ class Wired:
     @property
     def published(self) -> RecordingPublisher:
         return cast(RecordingPublisher, self.ports.events)
+
+    @property
+    def failures_published(self) -> list[str]:
+        """The error codes of the InferenceFailed events published, in order."""
+        return [e.data["error_code"] for e in self.published.published if e.type == FAILED]
 
     def call(self, handler: Any, request: ApiRequest) -> ApiResponse:
         """Run an API handler as the HTTP trigger does: errors become problem+json."""

@@ -11,7 +11,6 @@ import pytest
 from shared.adapters.in_memory import InMemoryDeadLetterQueues
 from shared.contracts import InlineText, Job, JobStatus, RequestMessage
 from shared.errors import TransientError
-from shared.events.announcements import FAILED
 from shared.jobs import reopen
 from shared.ops.servicebus_deadletter_queues import DeadLetteredMessage
 from shared.processing.reconciliation import (
@@ -84,7 +83,7 @@ class Setup:
 
     @property
     def failures_published(self) -> list[str]:
-        return [e.data["error_code"] for e in self.wired.published.published if e.type == FAILED]
+        return self.wired.failures_published
 
 
 @pytest.fixture

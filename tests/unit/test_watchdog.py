@@ -9,7 +9,7 @@ import pytest
 
 from shared.contracts import Job, JobStatus
 from shared.errors import ConfigurationError
-from shared.events.announcements import FAILED, Announcer
+from shared.events.announcements import Announcer
 from shared.jobs import transition
 from shared.processing.endings import Ending, JobEndings
 from shared.processing.watchdog import JobWatchdog, WatchdogPolicy, due_at
@@ -54,7 +54,7 @@ class Setup:
 
     @property
     def failures_published(self) -> list[str]:
-        return [e.data["error_code"] for e in self.wired.published.published if e.type == FAILED]
+        return self.wired.failures_published
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from shared.contracts import JobError, JobStatus, RequestMessage
 from shared.errors import TransientError
 from shared.events.announcements import Announcer, announcement_for
 from shared.jobs import JobRepository, fail, transition
-from shared.messaging import MessageSender
+from shared.messaging import MessageSender, OutgoingMessage
 from shared.processing.backoff import retry_delay
 from shared.processing.inbound import InboundMessage
 from shared.processing.retries import retry_copy
@@ -108,28 +108,14 @@ class Failures:
                 message, request, settler, DeadLetterReason.MAX_RETRIES_EXCEEDED,
                 "max_retries_exceeded", why,
             )  # fmt: skip
-        delay = retry_delay(
-            retries,
-            base_seconds=self._retry_base_seconds,
-            cap_seconds=self._retry_max_seconds,
-            retry_after=error.retry_after,
-            uniform=self._uniform,
-            floor_fraction=self._jitter_floor,
-        )
+        delay = self._delay(retries, error)
         if self._ordered:
             return self._retry_in_place(message, request, settler, error, delay, completed)
         now = self._clock()
-        try:
-            self._retry_sender.send(
-                retry_copy(
-                    message, retries + 1, now + timedelta(seconds=delay), request.deadline, now
-                )
-            )
-        except Exception:
-            log.warning(
-                "could not schedule retry of %s; abandoning", message.message_id, exc_info=True
-            )
-            settler.abandon(message)
+        copy = retry_copy(
+            message, retries + 1, now + timedelta(seconds=delay), request.deadline, now
+        )
+        if not self._scheduled(message, settler, copy):
             return "abandoned"
         if not completed:
             self._note_retry(request, error, f"retry {retries + 1} scheduled in {delay:.1f}s")
@@ -160,23 +146,34 @@ class Failures:
             why = f"storage or the broker stayed unavailable past the deadline; last error: {error}"
             settler.dead_letter(message, DeadLetterReason.MAX_RETRIES_EXCEEDED, clip(why))
             return "dead-lettered"
-        delay = retry_delay(
-            outages,
+        copy = retry_copy(
+            message,
+            message.retry_count,
+            now + timedelta(seconds=self._delay(outages, error)),
+            request.deadline,
+            now,
+            outage_retry_count=outages + 1,
+            outage_since=since,
+        )
+        if not self._scheduled(message, settler, copy):
+            return "abandoned"
+        settler.complete(message)
+        return "retry-scheduled"
+
+    def _delay(self, attempts: int, error: TransientError) -> float:
+        """The backoff before try ``attempts + 1``, never earlier than a Retry-After."""
+        return retry_delay(
+            attempts,
             base_seconds=self._retry_base_seconds,
             cap_seconds=self._retry_max_seconds,
             retry_after=error.retry_after,
             uniform=self._uniform,
             floor_fraction=self._jitter_floor,
         )
-        copy = retry_copy(
-            message,
-            message.retry_count,
-            now + timedelta(seconds=delay),
-            request.deadline,
-            now,
-            outage_retry_count=outages + 1,
-            outage_since=since,
-        )
+
+    def _scheduled(self, message: InboundMessage, settler: Settler, copy: OutgoingMessage) -> bool:
+        """Send the retry copy; when even that fails, abandon the original (the broker's
+        max delivery count is the backstop) and say so."""
         try:
             self._retry_sender.send(copy)
         except Exception:
@@ -184,9 +181,8 @@ class Failures:
                 "could not schedule retry of %s; abandoning", message.message_id, exc_info=True
             )
             settler.abandon(message)
-            return "abandoned"
-        settler.complete(message)
-        return "retry-scheduled"
+            return False
+        return True
 
     def tries_before(self, message: InboundMessage) -> int:
         """The ordered lane retries by redelivery (its delivery count counts the tries);

@@ -76,6 +76,12 @@ class InboundMessage:
         return read_retry_count(self.application_properties, OUTAGE_RETRY_COUNT)
 
     @property
+    def attempted_before(self) -> bool:
+        """Whether this request was tried before: a redelivery, or a copy scheduled by a
+        retry of either kind (a crash may have come between storing and announcing)."""
+        return self.delivery_count > 1 or self.retry_count > 0 or self.outage_retry_count > 0
+
+    @property
     def outage_since(self) -> datetime | None:
         """When this request first met the outage it is waiting out (None: it has not)."""
         value = self.application_properties.get(OUTAGE_SINCE)

@@ -243,10 +243,8 @@ class MessageProcessor:
         so a completed job is announced again (the events' ids are deterministic:
         consumers drop a repeat). A first delivery of another message for the same
         request is a duplicate whose original announces: it is only completed."""
-        attempted_before = (
-            message.delivery_count > 1 or message.retry_count > 0 or message.outage_retry_count > 0
-        )
-        if attempted_before and job.status is JobStatus.COMPLETED and job.result is not None:
+        completed = job.status is JobStatus.COMPLETED and job.result is not None
+        if message.attempted_before and completed:
             try:
                 self._announce_result(message, request, job)
             except TransientError as error:

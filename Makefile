@@ -15,7 +15,7 @@ HOST_SRC := tools/functions-host/src
 PROTO := $(HOST_SRC)/functions_host/protos/function_rpc.proto
 PROTO_OUT := $(HOST_SRC)/functions_host/protos/function_rpc_pb2.py
 # The local tools (tools/*/): packages installed in editable mode by requirements-dev.txt.
-TOOLS := local-processes servicebus-emulator eventgrid-emulator functions-host
+TOOLS := local-processes servicebus-emulator eventgrid-emulator openai-emulator functions-host
 TOOL_PROJECTS := $(foreach tool,$(TOOLS),tools/$(tool)/pyproject.toml)
 TOOL_SOURCES := $(foreach tool,$(TOOLS),tools/$(tool)/src)
 # Tests run on this many processes (pytest-xdist; each worker starts its own Azurite and

@@ -344,9 +344,11 @@ class Services:
             "Storage": self.storage,
             "ServiceBusConnection": self.servicebus,
             "ServiceBusRuntimeCountsUrl": f"{self.emulator.admin_url}/runtime",
-            # The Event Grid pull door is off: no request of a benchmark comes through it,
-            # and its sample endpoint (a fixed port) could reach another stack's emulator.
+            # The Event Grid pull door and the Global Batch lane are off: no request of
+            # these benchmarks goes through them, and their sample endpoints (fixed ports)
+            # could reach another stack's emulators (bench/global_batch.py measures the lane).
             "EventGridPull__namespaceEndpoint": "",
+            "GlobalBatch__deployments": "",
         }
         return values | overrides
 

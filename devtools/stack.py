@@ -37,6 +37,7 @@ from devtools.appinsights import IngestionRecorder, LinePrinter
 from eventgrid_emulator.process import EventGridEmulatorProcess
 from functions_host.process import HostProcess
 from local_processes import PORT_OWNERS, Child, StartError, describe_port, start_azurite
+from openai_emulator.process import OpenAIEmulatorProcess
 from servicebus_emulator.process import EmulatorProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -153,7 +154,8 @@ def eventgrid_port(values: dict[str, str]) -> int | None:
     return endpoint.port or 80
 
 
-def _is_eventgrid_emulator(port: int) -> bool:
+def _is_local_emulator(port: int) -> bool:
+    """Whether one of the project's HTTP emulators answers on ``port`` (``GET /health``)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as response:
             return bool(json.loads(response.read()).get("status") == "ok")
@@ -164,7 +166,7 @@ def _is_eventgrid_emulator(port: int) -> bool:
 def ensure_eventgrid(port: int, storage: str, started: list[Child]) -> None:
     """Start (or reuse) the Event Grid namespace emulator; dead letters go to Azurite."""
     state = describe_port(port)
-    if state == "http" and _is_eventgrid_emulator(port):
+    if state == "http" and _is_local_emulator(port):
         print(f"Reusing the Event Grid namespace emulator already on port {port}")
         return
     if state != "free":
@@ -179,6 +181,45 @@ def ensure_eventgrid(port: int, storage: str, started: list[Child]) -> None:
     print(
         f"Started the Event Grid namespace emulator on port {port} "
         "(log .local/logs/eventgrid-emulator.log)"
+    )
+
+
+# Seconds between the local batch emulator's status steps (validating, in_progress,
+# finalizing, completed): a batch-mode request completes in well under a minute locally.
+OPENAI_AUTO_ADVANCE_SECONDS = 2.0
+
+
+def openai_port(values: dict[str, str]) -> int | None:
+    """The local Azure OpenAI batch emulator's port from ``GlobalBatch__endpoint``, or None
+    when the batch lane is off or points elsewhere than this machine."""
+    if not values.get("GlobalBatch__deployments", "").strip():
+        return None
+    endpoint = urlsplit(values.get("GlobalBatch__endpoint", ""))
+    if endpoint.hostname not in ("127.0.0.1", "localhost"):
+        return None
+    return endpoint.port or 80
+
+
+def ensure_openai(port: int, api_key: str, started: list[Child]) -> None:
+    """Start (or reuse) the Azure OpenAI batch emulator the Global Batch lane submits to."""
+    state = describe_port(port)
+    if state == "http" and _is_local_emulator(port):
+        print(f"Reusing the Azure OpenAI batch emulator already on port {port}")
+        return
+    if state != "free":
+        raise StackError(
+            f"port {port} (GlobalBatch__endpoint) is taken by {PORT_OWNERS[state]}; "
+            "free it or change the endpoint in local.settings.json (or use --no-openai)"
+        )
+    log_path = LOCAL_DIR / "logs" / "openai-emulator.log"
+    emulator = OpenAIEmulatorProcess(
+        log_path, port=port, api_key=api_key, auto_advance=OPENAI_AUTO_ADVANCE_SECONDS
+    )
+    started.append(emulator.child)
+    emulator.wait_ready(timeout=30)
+    print(
+        f"Started the Azure OpenAI batch emulator on port {port} "
+        "(log .local/logs/openai-emulator.log)"
     )
 
 
@@ -253,6 +294,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="do not start the Event Grid namespace emulator",
     )
+    parser.add_argument(
+        "--no-openai",
+        action="store_true",
+        help="do not start the Azure OpenAI batch emulator (the Global Batch lane's service)",
+    )
     parser.add_argument("--in-memory", action="store_true", help="Azurite keeps nothing on disk")
     parser.add_argument(
         "--telemetry",
@@ -319,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
         eventgrid = eventgrid_port(values)
         if eventgrid is not None and not args.no_eventgrid:
             ensure_eventgrid(eventgrid, values.get("Storage", ""), started)
+        openai = openai_port(values)
+        if openai is not None and not args.no_openai:
+            ensure_openai(openai, values.get("GlobalBatch__apiKey", ""), started)
         containers = ensure_containers(settings_path, values)
         host_environment = None
         if args.telemetry:
@@ -367,6 +416,7 @@ def print_banner(
         "Try:",
         f'  curl -X POST "{local}/api/v1/requests?code={key}" -H "Content-Type: application/json" '
         '-H "X-Tenant-Id: contoso" -d \'{"model":"local-analyzer","input":{"text":"hello"}}\'',
+        '  (with "mode":"batch" in the body it goes through the Global Batch lane instead)',
         "",
         "Ctrl-C stops everything started here.",
         "",

@@ -100,6 +100,32 @@ param azureOpenAIEndpoint string = ''
 @description('Extra or overriding app settings, applied last.')
 param appSettingOverrides object = {}
 
+// Global Batch lane (modules/openai-batch.bicep, infra/README.md): off by default, so a
+// default deployment needs no Azure OpenAI quota.
+
+@description('Deploy a Global Batch model deployment and turn the app\'s batch lane on (GlobalBatch__deployments).')
+param globalBatchEnabled bool = false
+
+@description('Existing Azure OpenAI account of this resource group to deploy into; empty creates one (oai-<environment>-<token>).')
+param globalBatchAccountName string = ''
+
+@description('Model of the Global Batch deployment (it must offer the GlobalBatch SKU in the account\'s region).')
+param globalBatchModelName string = 'gpt-4o-mini'
+
+@description('Version of that model.')
+param globalBatchModelVersion string = '2024-07-18'
+
+@description('Capacity of the Global Batch deployment: its enqueued-token quota in thousands of tokens, within the subscription\'s quota for the model.')
+@minValue(1)
+param globalBatchCapacity int = 50
+
+@description('Model alias callers name for the batch lane (GlobalBatch__deployments maps it to the deployment); one of allowedModels.')
+param globalBatchModelAlias string = 'local-analyzer'
+
+@description('Days a blob of the batches container (pending requests, submissions, the tenant ledger, copies of the service\'s output files) is kept after its last change; the copies are the platform\'s record of the service\'s output, which the service itself keeps 14 to 30 days.')
+@minValue(30)
+param batchRetentionDays int = 90
+
 // Retention (lifecycle delete rules on the data account, modules/storage-data.bicep): days
 // after a blob's last modification. Rules run about once a day, so deletion lags by a day or
 // two. The longest request deadline (MaxDeadlineSeconds) is 1 day: a request's input, its job
@@ -182,7 +208,10 @@ var names = {
   eventGridNamespace: 'evgns-${environmentName}-${token}'
   plan: 'plan-${environmentName}-${token}'
   functionApp: 'func-${environmentName}-${token}'
+  openAI: 'oai-${environmentName}-${token}'
 }
+// The Global Batch deployment the batch lane submits to, named after its model.
+var globalBatchDeploymentName = '${globalBatchModelName}-batch'
 var allTags = union(tags, {
   application: 'inferbus'
   environment: environmentName
@@ -235,6 +264,7 @@ module dataStorage 'modules/storage-data.bicep' = {
     jobsRetentionDays: jobsRetentionDays
     idempotencyRetentionDays: idempotencyRetentionDays
     ledgersRetentionDays: ledgersRetentionDays
+    batchRetentionDays: batchRetentionDays
     tags: allTags
   }
 }
@@ -279,6 +309,21 @@ module eventGridNamespace 'modules/eventgrid-namespace.bicep' = {
   }
 }
 
+module openAIBatch 'modules/openai-batch.bicep' = if (globalBatchEnabled) {
+  name: 'openai-batch'
+  params: {
+    location: location
+    createAccount: empty(globalBatchAccountName)
+    accountName: empty(globalBatchAccountName) ? names.openAI : globalBatchAccountName
+    deploymentName: globalBatchDeploymentName
+    modelName: globalBatchModelName
+    modelVersion: globalBatchModelVersion
+    capacity: globalBatchCapacity
+    appPrincipalId: identities.outputs.appIdentityPrincipalId
+    tags: allTags
+  }
+}
+
 module functionApp 'modules/function-app.bicep' = {
   name: 'function-app'
   params: {
@@ -312,6 +357,8 @@ module functionApp 'modules/function-app.bicep' = {
     jobsRetentionDays: jobsRetentionDays
     modelProvider: modelProvider
     azureOpenAIEndpoint: azureOpenAIEndpoint
+    globalBatchDeployments: globalBatchEnabled ? '${globalBatchModelAlias}=${globalBatchDeploymentName}' : ''
+    globalBatchEndpoint: globalBatchEnabled ? openAIBatch.outputs.endpoint : ''
     appSettingOverrides: appSettingOverrides
     tags: allTags
     siteTags: {
@@ -343,6 +390,7 @@ module alerts 'modules/alerts.bicep' = {
     deadLetterGrowthThreshold: deadLetterGrowthThreshold
     refusalRateThresholdPercent: refusalRateThresholdPercent
     failureRateThresholdPercent: failureRateThresholdPercent
+    batchAlertEnabled: globalBatchEnabled
     tags: allTags
   }
 }
@@ -376,3 +424,5 @@ output eventGridTopicName string = eventGrid.outputs.topicName
 output eventGridNamespaceName string = eventGridNamespace.outputs.name
 output eventGridNamespaceEndpoint string = eventGridNamespace.outputs.endpoint
 output workbookId string = workbook.outputs.id
+output globalBatchEndpoint string = globalBatchEnabled ? openAIBatch.outputs.endpoint : ''
+output globalBatchDeploymentName string = globalBatchEnabled ? openAIBatch.outputs.deploymentName : ''

@@ -27,6 +27,11 @@ from shared.events.announcements import Announcer, EventPublisher
 from shared.events.intake import EventIntake
 from shared.events.pull import EventQueue, PullDoor, PullPolicy
 from shared.events.webhook_auth import TokenValidator
+from shared.global_batch.conclusion import Conclusion, ConclusionPolicy
+from shared.global_batch.control_plane import ControlPolicy, GlobalBatchControlPlane
+from shared.global_batch.ports import BatchService
+from shared.global_batch.staging import BatchStager, StagingPolicy
+from shared.global_batch.store import BatchRecords, ListedDocuments
 from shared.inference import ModelClient
 from shared.intake.backpressure import BacklogGate, BacklogProbe
 from shared.intake.claim_checks import BlobStore, ClaimChecks
@@ -72,6 +77,8 @@ class Ports:
     event_queue: EventQueue | None = None  # None: no Event Grid namespace pull door
     # The request queues' dead-letter sub-queues (None: no dead-letter reconciler).
     dead_letter_queues: DeadLetterQueues | None = None
+    # Azure OpenAI files and batches (None: no Global Batch lane).
+    batch_service: BatchService | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,9 @@ class Services:
     # Every accepted request ends (processing.reconciliation, processing.watchdog).
     reconciler: DeadLetterReconciler | None = None
     watchdog: JobWatchdog | None = None
+    # The Global Batch lane (None when GlobalBatch__deployments is empty).
+    batch_records: BatchRecords | None = None
+    global_batch: GlobalBatchControlPlane | None = None
 
 
 ServicesProvider = Callable[[], Services]
@@ -135,6 +145,20 @@ def build_services(settings: Settings, ports: Ports) -> Services:
     queues = LaneQueues.from_settings(settings)
     announcer = Announcer(ports.events, ports.results_topic)
     endings = JobEndings(jobs, announcer, clock)
+    batch_records = (
+        BatchRecords(ports.documents, ports.blobs, settings.batch_container)
+        if settings.batch_deployments and isinstance(ports.documents, ListedDocuments)
+        else None
+    )
+    stager = (
+        BatchStager(
+            batch_records,
+            StagingPolicy(settings.batch_deployments, settings.global_batch_max_bytes_per_file),
+            clock,
+        )
+        if batch_records is not None
+        else None
+    )
 
     def lane_services(lane: Lane, concurrency: int) -> LaneServices:
         processor = MessageProcessor(
@@ -157,6 +181,7 @@ def build_services(settings: Settings, ports: Ports) -> Services:
             ledger=ledger,
             rules=intake.rules,
             clock=clock,
+            stager=stager,
         )
         return LaneServices(
             lane=lane,
@@ -250,6 +275,50 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         )
         if isinstance(ports.documents, DocumentListing)
         else None,
+        batch_records=batch_records,
+        global_batch=global_batch_for(settings, ports, batch_records, jobs, endings, announcer),
+    )
+
+
+def global_batch_for(
+    settings: Settings,
+    ports: Ports,
+    records: BatchRecords | None,
+    jobs: JobRepository,
+    endings: JobEndings,
+    announcer: Announcer,
+) -> GlobalBatchControlPlane | None:
+    """The control plane, when the lane is configured and its storage can be listed."""
+    if records is None or ports.batch_service is None:
+        return None
+    return GlobalBatchControlPlane(
+        records=records,
+        service=ports.batch_service,
+        jobs=jobs,
+        conclusion=Conclusion(
+            records=records,
+            jobs=jobs,
+            endings=endings,
+            announcer=announcer,
+            requeue=ports.requests,
+            policy=ConclusionPolicy(
+                failed_lines=settings.global_batch_failed_lines,
+                max_resubmissions=settings.global_batch_max_resubmissions,
+                api_base_url=settings.api_base_url,
+            ),
+            clock=ports.clock,
+        ),
+        policy=ControlPolicy(
+            max_lines_per_file=settings.global_batch_max_lines_per_file,
+            max_bytes_per_file=settings.global_batch_max_bytes_per_file,
+            submit_at_lines=settings.global_batch_submit_at_lines,
+            submit_after=timedelta(seconds=settings.global_batch_submit_after_seconds),
+            output_expiry_seconds=settings.global_batch_output_expiry_days * 86_400,
+            quota_retry=timedelta(seconds=settings.global_batch_quota_retry_seconds),
+            quota_retry_max=timedelta(seconds=settings.global_batch_quota_retry_max_seconds),
+            poll_interval=timedelta(seconds=settings.global_batch_poll_seconds),
+        ),
+        clock=ports.clock,
     )
 
 
@@ -299,6 +368,7 @@ def azure_ports(settings: Settings) -> Ports:
     from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
     from shared.adapters.eventgrid import event_grid_publisher
     from shared.adapters.eventgrid_pull import namespace_queue
+    from shared.adapters.openai_batch import openai_batch_service
     from shared.adapters.queue_counts import backlog_probe_for
     from shared.adapters.servicebus import LazyServiceBusSender, servicebus_client
     from shared.adapters.servicebus_deadletters import ServiceBusDeadLetterQueues
@@ -335,6 +405,7 @@ def azure_ports(settings: Settings) -> Ports:
         clock=utc_now,
         event_queue=namespace_queue(settings),
         dead_letter_queues=ServiceBusDeadLetterQueues(bus.get),
+        batch_service=openai_batch_service(settings) if settings.batch_deployments else None,
     )
 
 

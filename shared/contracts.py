@@ -51,6 +51,14 @@ class JobStatus(StrEnum):
         return self in TERMINAL_STATUSES
 
 
+class ProcessingMode(StrEnum):
+    """Which lane runs a request: the Service Bus queue lane (minutes) or the Azure OpenAI
+    Global Batch lane (hours, at half the price, through one control plane)."""
+
+    QUEUE = "queue"
+    BATCH = "batch"
+
+
 TERMINAL_STATUSES = frozenset(
     {JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.EXPIRED, JobStatus.CANCELLED}
 )
@@ -88,6 +96,8 @@ class SubmitRequestBody(_Strict):
     metadata: dict[MetadataKey, MetadataValue] = Field(default_factory=dict, max_length=16)
     after: str | None = Field(None, min_length=1, max_length=64)
     document_id: DocumentId | None = None
+    # None: the deployment decides (GlobalBatch__routePriorities), else the queue lane.
+    mode: ProcessingMode | None = None
 
 
 # --- claim check and the request message -------------------------------------------------
@@ -123,6 +133,7 @@ class RequestMessage(_Strict):
     metadata: dict[str, str] = Field(default_factory=dict)
     after: str | None = None
     document_id: DocumentId | None = None
+    mode: ProcessingMode = ProcessingMode.QUEUE
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -195,6 +206,16 @@ class JobError(_Strict):
     message: str
 
 
+class BatchMembership(_Strict):
+    """Where a batch-mode request stands in the Global Batch lane: the submission (one
+    JSONL file, one service batch) it went out in, once it went out."""
+
+    deployment: str
+    submission_id: str | None = None
+    batch_id: str | None = None
+    resubmissions: int = Field(0, ge=0)
+
+
 class Job(BaseModel):
     """The durable record of one request, stored as JSON and changed by compare-and-swap."""
 
@@ -223,6 +244,8 @@ class Job(BaseModel):
     after: str | None = None
     document_id: str | None = None
     result: ResultDocument | None = None
+    mode: ProcessingMode = ProcessingMode.QUEUE
+    batch: BatchMembership | None = None
 
 
 # --- what the HTTP API answers (documented by shared/openapi.py) ---------------------------
@@ -245,6 +268,40 @@ class ResultSummary(_View):
     confidence: float | None = None
     review_required: bool | None = None
     refusal: dict[str, str] | None = None
+
+
+class BatchCounts(_View):
+    total: int = Field(ge=0)
+    completed: int = Field(ge=0)
+    failed: int = Field(ge=0)
+
+
+class BatchProgress(_View):
+    """A batch-mode request's batch: ``waiting`` until it is submitted, then the service's
+    status of its batch (validating, in_progress, finalizing, completed, ...)."""
+
+    status: str
+    submission_id: str | None = None
+    batch_id: str | None = None
+    request_counts: BatchCounts | None = None
+
+
+class BatchView(_View):
+    """``GET``/``DELETE /api/v1/batches/{id}``: one submission of the Global Batch lane
+    (one input file and its service batch), as the tenant that owns it may see it."""
+
+    id: str
+    status: str  # planned, uploaded, then the service's status; closed when concluded
+    model: str
+    deployment: str
+    requests: int = Field(ge=0)
+    batch_id: str | None = None
+    request_counts: BatchCounts
+    created_at: datetime
+    submitted_at: datetime | None = None
+    closed_at: datetime | None = None
+    cancel_requested: bool = False
+    outcomes: dict[str, int] = Field(default_factory=dict)
 
 
 class AcceptedRequest(_View):
@@ -272,6 +329,8 @@ class JobView(_View):
     error: JobErrorView | None = None
     result: ResultSummary | None = None
     result_url: str | None = None
+    mode: ProcessingMode = ProcessingMode.QUEUE
+    batch: BatchProgress | None = None
 
 
 class FieldProblem(_View):

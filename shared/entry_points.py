@@ -148,3 +148,15 @@ def watch_jobs(provider: ServicesProvider) -> None:
         services.watchdog.watch()
 
     _scheduled_run("job watchdog", provider, watch)
+
+
+def drive_global_batch(provider: ServicesProvider) -> None:
+    """One run of the Global Batch control plane (``global_batch.control_plane``)."""
+
+    def drive(services: Services) -> None:
+        if services.global_batch is None:
+            log.debug("no Global Batch lane configured")
+            return
+        services.global_batch.run()
+
+    _scheduled_run("global batch control plane", provider, drive)

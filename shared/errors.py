@@ -98,6 +98,13 @@ class UnknownModel(InvalidInput):
     code = "unknown_model"
 
 
+class UnsupportedMode(InvalidInput):
+    """The request asks for a lane this deployment does not offer for its model (a batch
+    request for a model without a Global Batch deployment)."""
+
+    code = "unsupported_mode"
+
+
 class InvalidParameters(InvalidInput):
     """The request's ``parameters`` break its model's declaration (``model_parameters``)."""
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from shared.contracts import REQUEST_MESSAGE_SCHEMA, RequestMessage
+from shared.contracts import REQUEST_MESSAGE_SCHEMA, ProcessingMode, RequestMessage
 from shared.tracing import TraceContext
 
 PropertyValue = str | int | float | bool
@@ -39,6 +39,14 @@ class MessageSender(Protocol):
     def send(self, message: OutgoingMessage) -> None:
         """Send durably; TransientError when the broker cannot take it now."""
         ...
+
+
+def request_body(request: RequestMessage) -> bytes:
+    """The message body: ``mode`` only when it is not the queue lane's default, so a
+    queue-lane message reads the same as before the batch lane existed."""
+    queue_lane = request.mode is ProcessingMode.QUEUE
+    exclude = {"mode"} if queue_lane else None
+    return request.model_dump_json(by_alias=True, exclude=exclude).encode("utf-8")
 
 
 def request_envelope(
@@ -74,7 +82,7 @@ def request_envelope(
     if request.deadline is not None:
         ttl = max(request.deadline - now, timedelta(seconds=1))
     return OutgoingMessage(
-        body=request.model_dump_json(by_alias=True).encode("utf-8"),
+        body=request_body(request),
         message_id=request.request_id,
         correlation_id=correlation_id,
         subject=REQUEST_SUBJECT,

@@ -22,6 +22,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from shared.composition import Services
 from shared.contracts import (
     AcceptedRequest,
+    BatchView,
     JobView,
     ProblemDetails,
     ResultDocument,
@@ -43,6 +44,7 @@ _MODELS: Final[tuple[tuple[type[BaseModel], JsonSchemaMode], ...]] = (
     (SubmitRequestBody, "validation"),
     (AcceptedRequest, "serialization"),
     (JobView, "serialization"),
+    (BatchView, "serialization"),
     (ResultDocument, "serialization"),
     (ProblemDetails, "serialization"),
     (CloudEventDocument, "validation"),
@@ -200,6 +202,32 @@ def _request_paths(settings: Settings) -> dict[str, Any]:
     }
 
 
+def _batch_paths() -> dict[str, Any]:
+    batch = {"application/json": {"schema": _ref("BatchView")}}
+    errors = ("400", "401", "403", "404", "429", "503")
+    return {
+        "/v1/batches/{id}": {
+            "parameters": [_JOB_ID, _TENANT],
+            "get": {
+                "operationId": "get_batch",
+                "summary": "A tenant's Global Batch submission (a request's batch.submission_id)",
+                "responses": {
+                    "200": {"description": "The batch", "content": batch},
+                    **_errors(*errors),
+                },
+            },
+            "delete": {
+                "operationId": "cancel_batch",
+                "summary": "Cancel a Global Batch submission and every request in it",
+                "responses": {
+                    "202": {"description": "Cancellation under way", "content": batch},
+                    **_errors(*errors, "409"),
+                },
+            },
+        },
+    }
+
+
 def _event_paths() -> dict[str, Any]:
     cloud_event, eventgrid_event = _ref("CloudEventDocument"), _ref("EventGridEventDocument")
     batch = {"type": "array", "items": cloud_event, "minItems": 1}
@@ -312,7 +340,7 @@ def _document(settings: Settings) -> dict[str, Any]:
         "jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
         "servers": [{"url": "/api"}],
         "security": [{"functionKey": []}, {"functionKeyQuery": []}],
-        "paths": {**_request_paths(settings), **_event_paths()},
+        "paths": {**_request_paths(settings), **_batch_paths(), **_event_paths()},
         "components": {
             "schemas": _tailored(_component_schemas(), settings),
             "securitySchemes": {

@@ -212,6 +212,63 @@ class Settings(BaseModel):
     )
     azure_openai_timeout_seconds: float = Field(120.0, gt=0, alias="AzureOpenAI__timeoutSeconds")
 
+    # --- the Global Batch lane (shared/batching) ---------------------------------------
+    # ``alias=deployment`` pairs: a model alias callers name, and the Global Batch
+    # deployment that serves it in batch mode. Empty: no batch lane (mode "batch" is 422).
+    global_batch_deployments: CsvList = Field((), alias="GlobalBatch__deployments")
+    # The Azure OpenAI resource of those deployments (unset: AzureOpenAI__endpoint).
+    global_batch_endpoint: str | None = Field(None, alias="GlobalBatch__endpoint")
+    global_batch_api_version: str = Field("2025-04-01-preview", alias="GlobalBatch__apiVersion")
+    global_batch_api_key: str | None = Field(
+        None, alias="GlobalBatch__apiKey", json_schema_extra=LOCAL
+    )
+    global_batch_client_id: str | None = Field(
+        None, alias="GlobalBatch__clientId", json_schema_extra=AZURE
+    )
+    # Requests of these priorities that name no mode go to the batch lane.
+    global_batch_route_priorities: CsvList = Field((), alias="GlobalBatch__routePriorities")
+    # The service's limits per input file (100,000 requests, 200 MB): a full file is
+    # submitted and the next request starts a new one.
+    global_batch_max_lines_per_file: int = Field(
+        100_000, ge=1, le=100_000, alias="GlobalBatch__maxLinesPerFile"
+    )
+    global_batch_max_bytes_per_file: int = Field(
+        200_000_000, ge=1_000, le=200_000_000, alias="GlobalBatch__maxBytesPerFile"
+    )
+    # A tenant's waiting requests for one deployment are submitted once this many wait, or
+    # once the oldest has waited this long (large files, as the service recommends).
+    global_batch_submit_at_lines: int = Field(50_000, ge=1, alias="GlobalBatch__submitAtLines")
+    global_batch_submit_after_seconds: float = Field(
+        900.0, ge=0, alias="GlobalBatch__submitAfterSeconds"
+    )
+    # The service keeps output files 14 to 30 days; the app copies them out at once.
+    global_batch_output_expiry_days: int = Field(
+        14, ge=14, le=30, alias="GlobalBatch__outputExpiryDays"
+    )
+    # A line the service answered with an error (not a refusal): "queue" sends it through
+    # the queue lane, "fail" fails its job with the service's error.
+    global_batch_failed_lines: Literal["queue", "fail"] = Field(
+        "queue", alias="GlobalBatch__failedLines"
+    )
+    # An expired batch's unfinished requests are submitted again this many times.
+    global_batch_max_resubmissions: int = Field(
+        2, ge=0, le=10, alias="GlobalBatch__maxResubmissions"
+    )
+    # A batch refused for the enqueued-token quota is created again after this wait,
+    # doubling up to the maximum.
+    global_batch_quota_retry_seconds: float = Field(
+        300.0, gt=0, alias="GlobalBatch__quotaRetrySeconds"
+    )
+    global_batch_quota_retry_max_seconds: float = Field(
+        3600.0, gt=0, alias="GlobalBatch__quotaRetryMaxSeconds"
+    )
+    # A batch's status is read at most this often (the service asks for once a minute).
+    global_batch_poll_seconds: float = Field(60.0, ge=0, alias="GlobalBatch__pollSeconds")
+    global_batch_timeout_seconds: float = Field(300.0, gt=0, alias="GlobalBatch__timeoutSeconds")
+    global_batch_schedule: str = Field("5 */1 * * * *", alias="GlobalBatchSchedule")
+    # Pending requests, submissions, the tenant ledger and the copied files.
+    batch_container: str = Field("batches", alias="BatchContainer")
+
     # --- Event Grid webhook deliveries -------------------------------------------------
     webhook_shared_secret: str | None = Field(
         None, alias="WebhookSharedSecret", json_schema_extra=ALTERNATIVE
@@ -260,7 +317,22 @@ class Settings(BaseModel):
             raise ValueError("set both WebhookTokenAudience and WebhookTokenIssuer, or neither")
         if self.model_provider == "azure_openai" and not self.azure_openai_endpoint:
             raise ValueError("ModelProvider=azure_openai needs AzureOpenAI__endpoint")
+        self._check_global_batch()
         return self
+
+    def _check_global_batch(self) -> None:
+        deployments = self.batch_deployments
+        unknown = sorted(set(deployments) - set(self.allowed_models))
+        if unknown:
+            raise ValueError(
+                f"GlobalBatch__deployments names models not in AllowedModels: {unknown}"
+            )
+        if deployments and not (self.global_batch_endpoint or self.azure_openai_endpoint):
+            raise ValueError("GlobalBatch__deployments needs GlobalBatch__endpoint")
+        if self.global_batch_quota_retry_seconds > self.global_batch_quota_retry_max_seconds:
+            raise ValueError(
+                "GlobalBatch__quotaRetrySeconds must not exceed GlobalBatch__quotaRetryMaxSeconds"
+            )
 
     def container_names(self) -> list[str]:
         """Every blob container the app uses (created by Bicep in Azure, by the local stack
@@ -276,6 +348,22 @@ class Settings(BaseModel):
     def model_for_untagged_work(self) -> str:
         """The model for work that names none: DefaultModel, else the first allowed model."""
         return self.default_model or self.allowed_models[0]
+
+    @property
+    def batch_deployments(self) -> dict[str, str]:
+        """Model alias -> Global Batch deployment (``GlobalBatch__deployments``)."""
+        pairs: dict[str, str] = {}
+        for pair in self.global_batch_deployments:
+            alias, separator, deployment = pair.partition("=")
+            if not separator or not alias.strip() or not deployment.strip():
+                raise ValueError(f"GlobalBatch__deployments: {pair!r} is not alias=deployment")
+            pairs[alias.strip()] = deployment.strip()
+        return pairs
+
+    @property
+    def batch_endpoint(self) -> str | None:
+        """The Azure OpenAI resource the batch lane submits to."""
+        return self.global_batch_endpoint or self.azure_openai_endpoint
 
     @property
     def simulated_faults_allowed(self) -> bool:

@@ -155,6 +155,8 @@ REQUESTS_REFUSED: Final = "inferbus.requests.refused"
 MESSAGES_SETTLED: Final = "inferbus.messages.settled"
 MODEL_DURATION: Final = "gen_ai.client.operation.duration"
 TOKEN_USAGE: Final = "gen_ai.client.token.usage"  # noqa: S105 (a metric name)
+BATCH_ENDED: Final = "inferbus.batch.ended"
+BATCH_REQUESTS: Final = "inferbus.batch.requests"
 QUEUE_GAUGES: Final = {
     "inferbus.queue.active_messages": "active_message_count",
     "inferbus.queue.dead_lettered_messages": "dead_letter_message_count",
@@ -183,6 +185,14 @@ class _Instruments:
         )
         self.tokens = meter.create_histogram(
             TOKEN_USAGE, unit="{token}", description="Tokens per model call, by type"
+        )
+        self.batches_ended = meter.create_counter(
+            BATCH_ENDED, unit="{batch}", description="Global Batch batches, by final status"
+        )
+        self.batch_requests = meter.create_counter(
+            BATCH_REQUESTS,
+            unit="{request}",
+            description="Requests of the Global Batch lane, by tenant and what became of them",
         )
 
 
@@ -215,6 +225,33 @@ def count_refused(door: str, reason: str) -> None:
 
 def count_settled(lane: str, outcome: str) -> None:
     instruments().settled.add(1, {"inferbus.lane": lane, "inferbus.outcome": outcome})
+
+
+def count_batch_ended(status: str, deployment: str) -> None:
+    instruments().batches_ended.add(
+        1, {"inferbus.batch.status": status, "gen_ai.request.model": deployment}
+    )
+
+
+def record_batch_answer(
+    *, model: str, tenant: str, outcome: str, input_tokens: int | None, output_tokens: int | None
+) -> None:
+    """One Global Batch answer: the request counted by outcome, and its tokens in the same
+    ``gen_ai.client.token.usage`` histogram as the queue lane's calls (``inferbus.mode``
+    tells the two apart), so one query sums a tenant's tokens over both lanes."""
+    instruments().batch_requests.add(
+        1, {"inferbus.tenant": tenant, "gen_ai.request.model": model, "inferbus.outcome": outcome}
+    )
+    common = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": "az.ai.openai",
+        "gen_ai.request.model": model,
+        "inferbus.tenant": tenant,
+        "inferbus.mode": "batch",
+    }
+    for token_type, count in (("input", input_tokens), ("output", output_tokens)):
+        if count is not None:
+            instruments().tokens.record(count, {**common, "gen_ai.token.type": token_type})
 
 
 def record_model_call(

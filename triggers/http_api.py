@@ -1,4 +1,5 @@
-"""HTTP triggers of the request API (``/api/v1/requests``) and its OpenAPI document.
+"""HTTP triggers of the request API (``/api/v1/requests``, ``/api/v1/batches``) and its
+OpenAPI document.
 
 Function-level keys authenticate the calling application (or the API gateway in front);
 App Service authentication identifies the tenant (see shared/intake/tenancy.py). The
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import azure.functions as func
 
+from shared.global_batch import batch_api
 from shared.intake import request_api as api
 from shared.openapi import serve_openapi
 from triggers.http_adapter import serve
@@ -43,6 +45,20 @@ def get_request_result(req: func.HttpRequest, context: func.Context) -> func.Htt
 def cancel_request(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
     with in_trace(context):
         return serve(api.cancel_request, req)
+
+
+@bp.function_name("get_batch")
+@bp.route(route="v1/batches/{id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+def get_batch(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    with in_trace(context):
+        return serve(batch_api.get_batch, req)
+
+
+@bp.function_name("cancel_batch")
+@bp.route(route="v1/batches/{id}", methods=["DELETE"], auth_level=func.AuthLevel.FUNCTION)
+def cancel_batch(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    with in_trace(context):
+        return serve(batch_api.cancel_batch, req)
 
 
 @bp.function_name("openapi_document")

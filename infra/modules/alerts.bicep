@@ -1,7 +1,8 @@
 // Alert rules: nothing is lost silently. Platform metrics watch Service Bus dead letters and
 // Event Grid deliveries; log search alerts over the app's OpenTelemetry telemetry in
 // Application Insights (customMetrics and spans, queries in queries/*.kql) watch the oldest
-// waiting request, dead-letter growth, refusal and failure rates, and failed invocations.
+// waiting request, dead-letter growth, refusal and failure rates, failed invocations, and
+// Global Batch batches that ended expired or failed.
 
 @description('Azure region of the log search alert rules.')
 param location string
@@ -45,6 +46,13 @@ param failureRateThresholdPercent int = 5
 @description('Failed function invocations in five minutes above which an alert fires.')
 @minValue(0)
 param functionFailureThreshold int = 0
+
+@description('Alert on Global Batch batches that ended expired or failed (when the batch lane is deployed).')
+param batchAlertEnabled bool = false
+
+@description('Global Batch batches ending expired or failed within 15 minutes above which an alert fires.')
+@minValue(0)
+param batchEndedThreshold int = 0
 
 @description('Tags applied to every rule.')
 param tags object = {}
@@ -293,6 +301,37 @@ module functionFailures 'log-alert.bicep' = {
     ]
     severity: 2
     windowSize: 'PT5M'
+    evaluationFrequency: 'PT5M'
+    actionGroupId: actionGroupId
+    tags: tags
+  }
+}
+
+// A Global Batch batch that misses its 24 h window ends expired, with no exception anywhere;
+// the app counts each ended batch (inferbus.batch.ended, by inferbus.batch.status).
+module batchEnded 'log-alert.bicep' = if (batchAlertEnabled) {
+  name: 'alert-batch-ended'
+  params: {
+    name: '${namePrefix}-batch-ended'
+    alertDescription: 'A Global Batch batch ended expired (its 24 h window ran out) or failed (the service refused it). The app resubmits the unfinished requests of an expired batch up to GlobalBatch__maxResubmissions times, then fails their jobs; look for "Global Batch <id> ended" in the app\'s traces and at the deployment\'s enqueued-token quota.'
+    location: location
+    scopeId: appInsightsId
+    query: loadTextContent('queries/alert-batch-ended.kql')
+    measureColumn: 'batches'
+    timeAggregation: 'Total'
+    operator: 'GreaterThan'
+    threshold: batchEndedThreshold
+    dimensions: [
+      {
+        name: 'status'
+        operator: 'Include'
+        values: [
+          '*'
+        ]
+      }
+    ]
+    severity: 1
+    windowSize: 'PT15M'
     evaluationFrequency: 'PT5M'
     actionGroupId: actionGroupId
     tags: tags

@@ -119,6 +119,12 @@ param modelProvider string = 'local'
 @description('Azure OpenAI endpoint (https://<resource>.openai.azure.com/) when modelProvider is azure_openai; the app identity needs Cognitive Services OpenAI User there.')
 param azureOpenAIEndpoint string = ''
 
+@description('Global Batch lane: comma-separated alias=deployment pairs (GlobalBatch__deployments), each alias one of allowedModels; empty turns the lane off.')
+param globalBatchDeployments string = ''
+
+@description('Azure OpenAI endpoint of those deployments (GlobalBatch__endpoint); the app identity needs Cognitive Services OpenAI User there (modules/openai-batch.bicep).')
+param globalBatchEndpoint string = ''
+
 @description('Extra or overriding app settings, applied last.')
 param appSettingOverrides object = {}
 
@@ -324,6 +330,26 @@ var appSettings = {
   AzureOpenAI__credential: 'managedidentity'
   AzureOpenAI__clientId: appIdentityClientId
   AzureOpenAI__timeoutSeconds: '120'
+  // Global Batch lane (infra/README.md, Global Batch): the app alone uploads files, creates
+  // and polls batches, with its identity (no GlobalBatch__apiKey in Azure).
+  GlobalBatch__deployments: globalBatchDeployments
+  GlobalBatch__endpoint: globalBatchEndpoint
+  GlobalBatch__apiVersion: '2025-04-01-preview'
+  GlobalBatch__clientId: appIdentityClientId
+  GlobalBatch__routePriorities: ''
+  GlobalBatch__maxLinesPerFile: '100000'
+  GlobalBatch__maxBytesPerFile: '200000000'
+  GlobalBatch__submitAtLines: '50000'
+  GlobalBatch__submitAfterSeconds: '900'
+  GlobalBatch__outputExpiryDays: '14'
+  GlobalBatch__failedLines: 'queue'
+  GlobalBatch__maxResubmissions: '2'
+  GlobalBatch__quotaRetrySeconds: '300'
+  GlobalBatch__quotaRetryMaxSeconds: '3600'
+  GlobalBatch__pollSeconds: '60'
+  GlobalBatch__timeoutSeconds: '300'
+  GlobalBatchSchedule: '5 */1 * * * *'
+  BatchContainer: dataContainers.batches
   // Identity of callers: the tenant comes from Entra claims, never from a header, in Azure.
   AllowTenantHeader: 'false'
   TenantClaimTypes: 'tid,http://schemas.microsoft.com/identity/claims/tenantid'

@@ -1,5 +1,6 @@
 // Data storage: the application's containers (claim-check inputs, jobs with their results,
-// Idempotency-Key markers, ledgers) and the Event Grid dead-letter container.
+// Idempotency-Key markers, ledgers, the Global Batch lane's batches) and the Event Grid
+// dead-letter container.
 // The app identity is Storage Blob Data Contributor on each app container, never on the
 // account; Event Grid's identity may write only to the dead-letter container.
 //
@@ -56,6 +57,10 @@ param idempotencyRetentionDays int = 1
 @description('Days a deferral ledger entry or an Event Grid replay marker stays in the ledgers container; it must outlive the longest request deadline (1 day), and replay markers the dead letters they guard (deadLetterRetentionDays).')
 @minValue(2)
 param ledgersRetentionDays int = 30
+
+@description('Days a blob of the batches container (Global Batch lane: pending requests, submissions, the tenant ledger, copies of the service\'s output files) is kept after its last change; the copies are the platform\'s record, so no shorter than the service keeps its own (GlobalBatch__outputExpiryDays, at most 30 days).')
+@minValue(30)
+param batchRetentionDays int = 90
 
 @description('Days a dead-lettered Event Grid event is kept.')
 @minValue(1)
@@ -230,6 +235,28 @@ resource lifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@2024-01
               baseBlob: {
                 delete: {
                   daysAfterModificationGreaterThan: ledgersRetentionDays
+                }
+              }
+            }
+          }
+        }
+        {
+          name: 'expire-batches'
+          enabled: true
+          type: 'Lifecycle'
+          definition: {
+            filters: {
+              blobTypes: [
+                'blockBlob'
+              ]
+              prefixMatch: [
+                '${dataContainers.batches}/'
+              ]
+            }
+            actions: {
+              baseBlob: {
+                delete: {
+                  daysAfterModificationGreaterThan: batchRetentionDays
                 }
               }
             }

@@ -16,7 +16,6 @@ The completion's ``usage`` (prompt, completion and total tokens) and the first c
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from openai import (
@@ -25,10 +24,16 @@ from openai import (
     AzureOpenAI,
     BadRequestError,
 )
-from pydantic import ValidationError
 
 from shared.adapters.identity import azure_credential
-from shared.contracts import InferenceResult, TokenUsage
+from shared.chat_completions import (
+    CONTENT_FILTER,
+    chat_request,
+    filtered_categories,
+    read_completion,
+    reads_as_text,
+)
+from shared.contracts import InferenceResult
 from shared.errors import (
     ConfigurationError,
     InvalidInput,
@@ -43,14 +48,6 @@ from shared.settings import Settings
 COGNITIVE_SERVICES_SCOPE = "https://cognitiveservices.azure.com/.default"
 # The OpenTelemetry GenAI ``gen_ai.system`` value of Azure OpenAI.
 SYSTEM = "az.ai.openai"
-MAX_INPUT_CHARS = 100_000
-SYSTEM_PROMPT = (
-    "You analyse one document for a processing pipeline. Answer with a JSON object only, "
-    'with keys: "summary" ({sentences} at most), "document_type" (one of invoice, '
-    'contract, resume, support_ticket, report, email, other), "confidence" (0 to 1), '
-    '"language" (ISO 639-1 code), "review_required" (true when a human should check it), '
-    '"suggested_priority" (low, normal or high).'
-)
 
 
 def retry_after_seconds(headers: Any) -> float | None:
@@ -69,36 +66,6 @@ def retry_after_seconds(headers: Any) -> float | None:
     return None
 
 
-def _filtered_categories(body: Any) -> str:
-    """The content-filter categories that fired, from an Azure error body."""
-    if not isinstance(body, dict):
-        return "content_filter"
-    inner = body.get("innererror") or {}
-    results = inner.get("content_filter_result") or {}
-    fired = [
-        name
-        for name, verdict in results.items()
-        if isinstance(verdict, dict) and verdict.get("filtered")
-    ]
-    return ",".join(sorted(fired)) or "content_filter"
-
-
-def token_usage(completion: Any) -> TokenUsage | None:
-    """The completion's token counts (None when the service sent none or nonsense: a
-    missing count must not fail an answer the tenant has already paid for)."""
-    usage = completion.usage
-    if usage is None:
-        return None
-    try:
-        return TokenUsage(
-            input_tokens=usage.prompt_tokens,
-            output_tokens=usage.completion_tokens,
-            total_tokens=usage.total_tokens,
-        )
-    except (AttributeError, ValidationError):
-        return None
-
-
 class AzureOpenAIModel:
     """Implements ``inference.ModelClient``."""
 
@@ -108,55 +75,23 @@ class AzureOpenAIModel:
         self._client = client
 
     def infer(self, request: InferenceInput) -> InferenceResult:
-        if not request.media_type.startswith(("text/", "application/json")):
+        if not reads_as_text(request.media_type):
             raise PermanentError(f"the model reads text only, not {request.media_type}")
         completion = self._complete(request)
-        choice = completion.choices[0]
-        if choice.finish_reason == "content_filter":
-            raise PolicyRefusal("the model's content filter stopped the answer", "content_filter")
-        content = choice.message.content or ""
-        try:
-            document = json.loads(content)
-            return InferenceResult.model_validate(
-                {
-                    "statistics": {"characters": len(request.text())},
-                    **{k: v for k, v in document.items() if k in InferenceResult.model_fields},
-                    "details": {"model_response_id": completion.id},
-                    # Last, so that keys of the model's own JSON cannot stand in for them.
-                    "usage": token_usage(completion),
-                    "finish_reason": choice.finish_reason,
-                }
-            )
-        except (json.JSONDecodeError, AttributeError, ValidationError) as error:
-            raise TransientError(f"the model answered malformed JSON: {error}") from error
+        return read_completion(completion.model_dump(), len(request.text()))
 
     def _complete(self, request: InferenceInput) -> Any:
         try:
             parameters = parse_parameters(AzureOpenAIParameters, request.parameters, request.model)
         except InvalidInput as error:  # intake refuses these: only an unchecked message has one
             raise PermanentError(error.message) from error
-        count = parameters.summary_sentences
-        sentences = "one sentence" if count == 1 else f"{count} sentences"
-        optional: dict[str, Any] = {}
-        if parameters.top_p is not None:
-            optional["top_p"] = parameters.top_p
-        if parameters.max_tokens is not None:
-            optional["max_tokens"] = parameters.max_tokens
+        body = chat_request(request.model, request.text(), parameters)
         try:
-            return self._client.chat.completions.create(
-                model=request.model,
-                messages=[
-                    {"role": "system", "content": SYSTEM_PROMPT.format(sentences=sentences)},
-                    {"role": "user", "content": request.text()[:MAX_INPUT_CHARS]},
-                ],
-                response_format={"type": "json_object"},
-                temperature=parameters.temperature,
-                **optional,
-            )
+            return self._client.chat.completions.create(**body)
         except BadRequestError as error:
-            if error.code == "content_filter":
+            if error.code == CONTENT_FILTER:
                 raise PolicyRefusal(
-                    "the prompt was refused by the content filter", _filtered_categories(error.body)
+                    "the prompt was refused by the content filter", filtered_categories(error.body)
                 ) from error
             raise PermanentError(f"the model refused the request: {error.message}") from error
         except APIStatusError as error:

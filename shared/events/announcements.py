@@ -23,6 +23,8 @@ EVENT_SOURCE = "/inferbus/processor"
 COMPLETED = "com.inferbus.InferenceCompleted"
 FAILED = "com.inferbus.InferenceFailed"
 CLASSIFIED_FOR_REVIEW = "com.inferbus.ContentClassified"
+# Outcomes announced as InferenceFailed: the request ended without a result.
+ENDED_WITHOUT_RESULT = frozenset({"failed", "expired", "cancelled"})
 _ID_NAMESPACE = uuid.UUID("6f0c6d8e-3b7a-4c1e-9a53-1f1f4b0e2a77")
 
 
@@ -34,7 +36,7 @@ class Announcement:
     request_id: str
     tenant_id: str
     model: str
-    outcome: str  # completed | refused | failed | expired
+    outcome: str  # completed | refused | failed | expired | cancelled
     priority: str
     document_type: str | None = None
     review_required: bool = False
@@ -50,7 +52,7 @@ class Announcement:
 
     @property
     def event_types(self) -> list[str]:
-        if self.outcome in ("failed", "expired"):
+        if self.outcome in ENDED_WITHOUT_RESULT:
             return [FAILED]
         types = [COMPLETED]
         if self.review_required:
@@ -80,7 +82,7 @@ def event_data(announcement: Announcement) -> dict[str, Any]:
         "request_id": announcement.request_id,
         "tenant_id": announcement.tenant_id,
         "model": announcement.model,
-        "status": "failed" if announcement.outcome in ("failed", "expired") else "completed",
+        "status": "failed" if announcement.outcome in ENDED_WITHOUT_RESULT else "completed",
         "outcome": announcement.outcome,
         "document_type": announcement.document_type,
         "review_required": announcement.review_required,

@@ -23,7 +23,14 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from shared.contracts import BlobReferenceInput, DocumentId, ModelName, Priority, TextInput
+from shared.contracts import (
+    BlobReferenceInput,
+    DocumentId,
+    ModelName,
+    Priority,
+    ProcessingMode,
+    TextInput,
+)
 from shared.errors import FieldError, InvalidInput, PayloadTooLarge
 from shared.events.incoming import BLOB_CREATED, INFERENCE_REQUESTED, IncomingEvent
 from shared.events.webhook_tenancy import UNRESTRICTED, TenantScope
@@ -63,6 +70,7 @@ class InferenceRequestedData(BaseModel):
     deadline_seconds: int | None = Field(None, ge=1)
     metadata: dict[str, str] = Field(default_factory=dict, max_length=16)
     document_id: DocumentId | None = None
+    mode: ProcessingMode | None = None
 
 
 def dedupe_key(*parts: str) -> str:
@@ -243,6 +251,7 @@ class EventIntake:
                 deadline_seconds=data.deadline_seconds,
                 metadata=data.metadata,
                 document_id=data.document_id,
+                mode=data.mode,
                 source=source,
                 idempotency_key=key,
                 request_hash=key,

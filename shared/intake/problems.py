@@ -28,6 +28,7 @@ from shared.errors import (
     Unauthenticated,
     UnknownModel,
     UnsupportedMediaType,
+    UnsupportedMode,
 )
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
@@ -38,6 +39,7 @@ PROBLEM_TYPE_PREFIX = "urn:inferbus:problem:"
 # 4xx; only the deployment's own trouble is a 5xx (503 when waiting helps).
 STATUS_BY_ERROR: tuple[tuple[type[InferbusError], int, str], ...] = (
     (UnknownModel, 422, "Unknown model"),
+    (UnsupportedMode, 422, "Mode not available"),
     (InvalidParameters, 422, "Invalid model parameters"),
     (PayloadTooLarge, 413, "Payload too large"),
     (UnsupportedMediaType, 415, "Unsupported media type"),

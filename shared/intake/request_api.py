@@ -20,6 +20,7 @@ from shared.bounded_json import parse_json
 from shared.composition import Services
 from shared.contracts import (
     AcceptedRequest,
+    BatchProgress,
     BlobReferenceInput,
     Job,
     JobErrorView,
@@ -27,6 +28,7 @@ from shared.contracts import (
     JobView,
     ModelName,
     Priority,
+    ProcessingMode,
     ResultSummary,
     SubmitRequestBody,
     TextInput,
@@ -40,6 +42,7 @@ from shared.errors import (
     PayloadTooLarge,
     UnsupportedMediaType,
 )
+from shared.global_batch.batch_api import batch_progress, forget_staged
 from shared.intake.http import ApiRequest, ApiResponse, json_response
 from shared.intake.submissions import BlobReference, InlineContent, Submission
 from shared.intake.tenancy import resolve_tenant
@@ -59,6 +62,7 @@ class UploadParameters(BaseModel):
     priority: Priority = Priority.NORMAL
     not_before: datetime | None = None
     deadline_seconds: int | None = Field(None, ge=1)
+    mode: ProcessingMode | None = None
 
 
 def _validation_error(error: ValidationError, prefix: str = "") -> InvalidInput:
@@ -83,10 +87,14 @@ def _collection_url(request: ApiRequest) -> str:
     return base[: base.index(marker) + len(marker)] if marker in base else base.rstrip("/")
 
 
-def job_view(job: Job, collection_url: str) -> dict[str, Any]:
-    """What a caller sees of a job (internals such as the claim check stay private)."""
+def job_view(job: Job, collection_url: str, batch: BatchProgress | None = None) -> dict[str, Any]:
+    """What a caller sees of a job (internals such as the claim check stay private);
+    ``batch``: where a batch-mode request stands in its batch."""
     status_url = f"{collection_url}/{job.id}"
     fields: dict[str, Any] = {}
+    if job.mode is ProcessingMode.BATCH:
+        fields["mode"] = job.mode
+        fields["batch"] = batch
     if job.error:
         fields["error"] = JobErrorView(code=job.error.code, message=job.error.message)
     if job.status is JobStatus.COMPLETED:
@@ -145,6 +153,7 @@ def _json_submission(request: ApiRequest, services: Services, tenant_id: str) ->
         metadata=body.metadata,
         after=body.after,
         document_id=body.document_id,
+        mode=body.mode,
         idempotency_key=request.header("idempotency-key"),
         request_hash=hashlib.sha256(canonical).hexdigest(),
         trace=continue_or_start(request.header("traceparent"), request.header("tracestate")),
@@ -178,6 +187,7 @@ def _upload_submission(request: ApiRequest, services: Services, tenant_id: str) 
         priority=params.priority,
         not_before=params.not_before,
         deadline_seconds=params.deadline_seconds,
+        mode=params.mode,
         idempotency_key=request.header("idempotency-key"),
         request_hash=digest.hexdigest(),
         trace=continue_or_start(request.header("traceparent"), request.header("tracestate")),
@@ -234,7 +244,8 @@ def get_request(services: Services, request: ApiRequest) -> ApiResponse:
     headers = {}
     if not job.status.is_terminal:
         headers["Retry-After"] = str(services.settings.status_poll_seconds)
-    return json_response(200, job_view(job, _collection_url(request)), headers)
+    view = job_view(job, _collection_url(request), batch_progress(services, job))
+    return json_response(200, view, headers)
 
 
 def get_result(services: Services, request: ApiRequest) -> ApiResponse:
@@ -264,4 +275,5 @@ def cancel_request(services: Services, request: ApiRequest) -> ApiResponse:
         )
     except NotFound:
         raise _not_found(services, job_id) from None
+    forget_staged(services, job)
     return json_response(200, job_view(job, _collection_url(request)))

@@ -17,13 +17,22 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from shared.contracts import ClaimCheck, MetadataKey, MetadataValue, RequestMessage
+from shared.chat_completions import reads_as_text
+from shared.contracts import (
+    ClaimCheck,
+    MetadataKey,
+    MetadataValue,
+    Priority,
+    ProcessingMode,
+    RequestMessage,
+)
 from shared.errors import (
     FieldError,
     InvalidInput,
     InvalidParameters,
     PayloadTooLarge,
     UnknownModel,
+    UnsupportedMode,
 )
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.tenancy import TENANT_ID_PATTERN
@@ -81,6 +90,10 @@ class RequestRules:
     max_inline_text_bytes: int = 262_144
     producer_tenants: tuple[str, ...] = ()  # empty: a direct producer may name any tenant
     model_provider: str = "local"  # which declaration of parameters the models follow
+    # The Global Batch lane: the models with a batch deployment (GlobalBatch__deployments)
+    # and the priorities sent there when a request names no mode.
+    batch_models: frozenset[str] = frozenset()
+    batch_priorities: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RequestRules:
@@ -92,6 +105,8 @@ class RequestRules:
             max_inline_text_bytes=settings.max_inline_text_bytes,
             producer_tenants=settings.producer_tenants,
             model_provider=settings.model_provider,
+            batch_models=frozenset(settings.batch_deployments),
+            batch_priorities=settings.global_batch_route_priorities,
         )
 
     # --- rules of every door ---------------------------------------------------------
@@ -115,6 +130,46 @@ class RequestRules:
                 (FieldError("parameters.simulate", "fault injection is not enabled"),),
             )
         return parse_parameters(parameters_model_for(self.model_provider), parameters, model)
+
+    def mode_for(
+        self,
+        requested: ProcessingMode | None,
+        model: str,
+        priority: Priority,
+        ordered: bool,
+    ) -> ProcessingMode:
+        """The lane a request runs in: the one it asks for, else the batch lane for the
+        priorities the deployment routes there (when its model has a batch deployment
+        and it is not part of an order), else the queue lane. ``ordered``: it names a
+        document or a prerequisite, which a batch file, answered in any order, cannot
+        keep."""
+        if requested is None:
+            routed = str(priority) in self.batch_priorities and model in self.batch_models
+            return ProcessingMode.BATCH if routed and not ordered else ProcessingMode.QUEUE
+        if requested is ProcessingMode.BATCH:
+            if model not in self.batch_models:
+                raise UnsupportedMode(
+                    f"model '{model}' has no Global Batch deployment here; "
+                    "send it with mode 'queue'",
+                    (FieldError("mode", "no batch deployment for this model"),),
+                )
+            if ordered:
+                raise InvalidInput(
+                    "a batch-mode request is answered in no particular order; "
+                    "it cannot also set document_id or after",
+                    (FieldError("mode", "not allowed with document_id or after"),),
+                )
+        return requested
+
+    @staticmethod
+    def check_batch_media_type(media_type: str) -> None:
+        """The batch lane sends documents to a chat model as text."""
+        if not reads_as_text(media_type):
+            raise UnsupportedMode(
+                f"the Global Batch lane reads text only, not {media_type}; "
+                "send it with mode 'queue'",
+                (FieldError("mode", "batch mode needs a text document"),),
+            )
 
     @staticmethod
     def check_message_size(parameters: Mapping[str, Any], metadata: Mapping[str, str]) -> None:
@@ -196,6 +251,8 @@ class RequestRules:
             )
         self.check_ordering(request.document_id, request.not_before, request.after)
         self.check_timing(request.not_before, deadline)
+        ordered = bool(request.document_id or request.after)
+        self.mode_for(request.mode, request.model, request.priority, ordered)
 
     def message_deadline(self, request: RequestMessage, received_at: datetime) -> datetime:
         """A message's deadline: its own, or DefaultDeadlineSeconds after it was sent."""

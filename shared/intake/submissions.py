@@ -25,7 +25,14 @@ from typing import Any
 
 from shared import telemetry
 from shared.clock import Clock, utc_now
-from shared.contracts import ClaimCheck, InlineText, Job, Priority, RequestMessage
+from shared.contracts import (
+    ClaimCheck,
+    InlineText,
+    Job,
+    Priority,
+    ProcessingMode,
+    RequestMessage,
+)
 from shared.errors import (
     FieldError,
     InferbusError,
@@ -75,6 +82,7 @@ class Submission:
     metadata: dict[str, str] = field(default_factory=dict)
     after: str | None = None
     document_id: str | None = None  # orders the steps of one document (lanes.Lane.ORDERED)
+    mode: ProcessingMode | None = None  # None: RequestRules.mode_for decides
     source: str = "http"
     idempotency_key: str | None = None
     request_hash: str | None = None
@@ -175,21 +183,31 @@ class Intake:
             )
         return Accepted(job)
 
-    def _validate(self, submission: Submission) -> tuple[Submission, int]:
-        """The submission with its parameters typed and normalised (what the message and
-        the job carry), and its deadline in seconds; or the rule it breaks."""
+    def _validate(self, submission: Submission) -> tuple[Submission, int | None]:
+        """The submission with its parameters typed and normalised and its lane decided
+        (what the message and the job carry), and its deadline in seconds; or the rule
+        it breaks. A batch-mode request has a deadline only when it asks for one: the
+        service takes up to 24 hours, and the job watchdog bounds the wait."""
         rules = self._policy
         rules.check_model(submission.model)
         typed = rules.check_parameters(submission.parameters, submission.model)
+        ordered = bool(submission.document_id or submission.after)
+        mode = rules.mode_for(submission.mode, submission.model, submission.priority, ordered)
         submission = replace(
-            submission, parameters=typed.model_dump(mode="json", exclude_unset=True)
+            submission, parameters=typed.model_dump(mode="json", exclude_unset=True), mode=mode
         )
+        content = submission.content
+        if mode is ProcessingMode.BATCH and isinstance(content, InlineContent):
+            rules.check_batch_media_type(content.media_type)
         rules.check_message_size(submission.parameters, submission.metadata)
-        deadline_seconds = rules.deadline_seconds(submission.deadline_seconds)
+        deadline_seconds: int | None = rules.deadline_seconds(submission.deadline_seconds)
+        if mode is ProcessingMode.BATCH and submission.deadline_seconds is None:
+            deadline_seconds = None
         rules.check_ordering(submission.document_id, submission.not_before, submission.after)
-        rules.check_timing(
-            submission.not_before, self._clock() + timedelta(seconds=deadline_seconds)
-        )
+        if deadline_seconds is not None:
+            rules.check_timing(
+                submission.not_before, self._clock() + timedelta(seconds=deadline_seconds)
+            )
         if isinstance(submission.content, BlobReference):
             self._claim_checks.locate(submission.content.blob_uri, submission.tenant_id)
         if submission.after and self._jobs.find(submission.tenant_id, submission.after) is None:
@@ -212,7 +230,11 @@ class Intake:
         )
 
     def _enqueue(
-        self, submission: Submission, request_id: str, deadline_seconds: int, trace: TraceContext
+        self,
+        submission: Submission,
+        request_id: str,
+        deadline_seconds: int | None,
+        trace: TraceContext,
     ) -> Job:
         """Store the input and send the message; the job to record (not yet stored)."""
         claim_check = self._claim_check(submission, request_id)
@@ -229,6 +251,7 @@ class Intake:
             metadata=job.metadata,
             after=job.after,
             document_id=job.document_id,
+            mode=job.mode,
         )
         envelope = request_envelope(
             message,
@@ -269,10 +292,11 @@ class Intake:
         submission: Submission,
         request_id: str,
         claim_check: ClaimCheck | InlineText,
-        deadline_seconds: int,
+        deadline_seconds: int | None,
         trace: TraceContext,
     ) -> Job:
         now = self._clock()
+        deadline = now + timedelta(seconds=deadline_seconds) if deadline_seconds else None
         return Job(
             id=request_id,
             tenant_id=submission.tenant_id,
@@ -288,7 +312,8 @@ class Intake:
             created_at=now,
             updated_at=now,
             not_before=submission.not_before,
-            deadline=now + timedelta(seconds=deadline_seconds),
+            deadline=deadline,
+            mode=submission.mode or ProcessingMode.QUEUE,
         )
 
     def _release_quietly(self, claim: Claimed) -> None:

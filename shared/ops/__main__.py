@@ -7,10 +7,12 @@
     python -m shared.ops sb-deadletters show MESSAGE_ID_OR_SEQUENCE_NUMBER [--queue Q] [--json]
     python -m shared.ops sb-deadletters replay|purge (--all | FILTERS) [--queue Q ...]
                                                       [--dry-run] [--yes]
+    python -m shared.ops usage [--day D | --since D [--until D]] [--tenant T] [--json]
 
 ``deadletters`` (alias ``eventgrid-deadletters``) reads Event Grid's dead-letter blobs
 (commands in ``eventgrid_cli``), ``sb-deadletters`` (alias ``servicebus-deadletters``) the
-dead-letter queues of the request queues (commands in ``servicebus_cli``). This module
+dead-letter queues of the request queues (commands in ``servicebus_cli``), ``usage`` the
+tokens used per day, tenant, model and lane (``usage_cli``). This module
 only assembles their parsers and runs a command, so that the exit codes and the handling
 of configuration and availability errors are the same for every area. Settings come
 from the environment and ``local.settings.json`` like the app's. Exit codes: 0 done, 1
@@ -34,6 +36,7 @@ from shared.ops.servicebus_cli import (
     add_servicebus_commands,
     servicebus_operations,
 )
+from shared.ops.usage_cli import add_usage_command
 
 
 def parser() -> argparse.ArgumentParser:
@@ -41,6 +44,7 @@ def parser() -> argparse.ArgumentParser:
     commands = root.add_subparsers(dest="area", required=True)
     add_eventgrid_commands(commands)
     add_servicebus_commands(commands)
+    add_usage_command(commands)
     return root
 
 

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Protocol
 
 from shared.clock import Clock
-from shared.contracts import Job, RequestMessage
+from shared.contracts import Job, ProcessingMode, RequestMessage
 from shared.errors import InvalidInput, TransientError
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.request_rules import RequestRules
@@ -69,6 +69,7 @@ def job_from_message(
         not_before=request.not_before,
         deadline=deadline,
         document_id=request.document_id,
+        mode=request.mode,
     )
 
 
@@ -96,7 +97,9 @@ class JobAdoption:
         now = self._clock()
         received_at = message.enqueued_time or now
         self._rules.check_message(request, received_at, self._claim_checks)
-        deadline = self._rules.message_deadline(request, received_at)
+        deadline: datetime | None = self._rules.message_deadline(request, received_at)
+        if request.mode is ProcessingMode.BATCH and request.deadline is None:
+            deadline = None  # as intake: the batch lane takes hours; the watchdog bounds it
         created = self._jobs.create(job_from_message(request, message, now, deadline))
         if created is not None:
             log.info("recorded job %s from its message", request.request_id)

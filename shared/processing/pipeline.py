@@ -22,6 +22,7 @@ from shared.contracts import (
     ClaimCheck,
     Job,
     JobStatus,
+    ProcessingMode,
     RequestMessage,
 )
 from shared.errors import (
@@ -32,6 +33,7 @@ from shared.errors import (
     TransientError,
 )
 from shared.events.announcements import Announcer, announcement_for
+from shared.global_batch.staging import BatchStager
 from shared.inference import ModelClient
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.request_rules import RequestRules
@@ -80,8 +82,10 @@ class MessageProcessor:
         clock: Clock = utc_now,
         uniform: Callable[[float, float], float] = random.uniform,
         sleep: Callable[[float], None] = time.sleep,
+        stager: BatchStager | None = None,
     ) -> None:
         self._policy = policy
+        self._stager = stager
         self._jobs = jobs
         self._claim_checks = claim_checks
         self._model = model
@@ -217,6 +221,8 @@ class MessageProcessor:
             return self._expire(message, request, settler, current)
         if request.not_before is not None and request.not_before > now:
             return self._defer(message, request, settler, request.not_before, "not_before")
+        if request.mode is ProcessingMode.BATCH:
+            return self._stage(message, request, settler, job)
         if request.after:
             prerequisite = self._prerequisite(request)
             if prerequisite is JobStatus.COMPLETED:
@@ -318,6 +324,39 @@ class MessageProcessor:
         self._failures.fail_job(request.tenant_id, request.request_id, "prerequisite_failed", why)
         settler.dead_letter(message, DeadLetterReason.PERMANENT_FAILURE, why)
         return "dead-lettered"
+
+    def _stage(
+        self, message: InboundMessage, request: RequestMessage, settler: Settler, job: Job
+    ) -> str:
+        """A batch-mode request joins the Global Batch lane (``global_batch.staging``):
+        three storage operations (the job read before, the input, the staged line), and
+        the message is done. The control plane takes it from there."""
+        if job.batch is not None and job.batch.submission_id is not None:
+            settler.complete(message)  # a redelivery of work that went out already
+            return "duplicate"
+        try:
+            if self._stager is None:
+                raise PermanentError("this deployment has no Global Batch lane")
+            with platform_call():
+                content, media_type = self._read_input(request)
+                self._stager.stage(
+                    request, job.correlation_id, content, media_type,
+                    message.application_properties,
+                )  # fmt: skip
+        except PlatformUnavailable as outage:
+            return self._failures.wait_out_outage(message, request, settler, outage.cause)
+        except ClaimCheckInvalid as error:
+            return self._failures.give_up(
+                message, request, settler, DeadLetterReason.CLAIM_CHECK_INVALID,
+                "claim_check_invalid", str(error),
+            )  # fmt: skip
+        except PermanentError as error:
+            return self._failures.give_up(
+                message, request, settler, DeadLetterReason.PERMANENT_FAILURE,
+                error.code, str(error),
+            )  # fmt: skip
+        settler.complete(message)
+        return "staged"
 
     def _run(
         self,

@@ -50,6 +50,7 @@ class Stack:
     log_path: Path
     telemetry: IngestionRecorder
     telemetry_log_path: Path
+    openai_endpoint: str = ""  # the Azure OpenAI batch emulator the Global Batch lane uses
 
     def request(
         self,
@@ -88,7 +89,7 @@ def write_stack_settings(
     """The sample settings on free ports with the end-to-end tunings, plus ``extra_values``,
     written as ``workdir/local.settings.json``; returns the file and its Values."""
     sample = json.loads((root / "local.settings.sample.json").read_text())
-    blob, queue, table, bus, http, counts, eventgrid = (free_port() for _ in range(7))
+    blob, queue, table, bus, http, counts, eventgrid, openai = (free_port() for _ in range(8))
     storage = (
         f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT_NAME};AccountKey={ACCOUNT_KEY};"
         f"BlobEndpoint=http://127.0.0.1:{blob}/{ACCOUNT_NAME};"
@@ -107,6 +108,8 @@ def write_stack_settings(
             "ServiceBusRuntimeCountsUrl": f"http://127.0.0.1:{counts}/runtime",
             "EventGridPull__namespaceEndpoint": f"http://127.0.0.1:{eventgrid}",
             "EventGridPullSchedule": "*/2 * * * * *",
+            "GlobalBatch__endpoint": f"http://127.0.0.1:{openai}",
+            "GlobalBatchSchedule": "*/2 * * * * *",
             "RetryBaseSeconds": "0.5",
             "RetryMaxSeconds": "1",
             "MaxRetries": "2",
@@ -138,6 +141,7 @@ def stack_from_banner(
         log_path,
         recorder,
         log_path.with_name("telemetry.log"),
+        values["GlobalBatch__endpoint"],
     )
 
 

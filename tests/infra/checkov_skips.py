@@ -8,8 +8,9 @@ Reasons fall in three groups:
 
 - **No virtual network by design.** The Function App runs on Flex Consumption without VNet
   integration and Event Grid delivers to public webhooks, so the storage accounts, the
-  Event Grid topic and the site keep public endpoints. They accept Microsoft Entra ID only
-  (no shared keys, no SAS, no topic keys: tests/infra/test_security.py) and TLS 1.2.
+  Event Grid topic, the Global Batch lane's Azure OpenAI account and the site keep public
+  endpoints. They accept Microsoft Entra ID only (no shared keys, no SAS, no topic or
+  account keys: tests/infra/test_security.py, tests/infra/test_global_batch.py) and TLS 1.2.
 - **Flex Consumption.** Settings of dedicated App Service plans that Flex Consumption does
   not have (worker count, Azure Files content share, platform health check).
 - **Checkov reads ``Microsoft.Web/sites/config`` children as a whole site.** The App Service
@@ -27,6 +28,7 @@ SITE_CONFIG = "Microsoft.Web/sites/config"
 PLAN = "Microsoft.Web/serverfarms"
 STORAGE = "Microsoft.Storage/storageAccounts"
 EVENT_GRID_TOPIC = "Microsoft.EventGrid/topics"
+COGNITIVE_SERVICES = "Microsoft.CognitiveServices/accounts"
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,13 @@ SKIPS: dict[str, Skip] = {
         "from Flex Consumption without VNet integration; the topic accepts Entra ID only "
         "(disableLocalAuth, CKV_AZURE_192 passes) over TLS 1.2.",
         EVENT_GRID_TOPIC,
+    ),
+    "CKV_AZURE_134": _skip(
+        "Azure OpenAI account publicNetworkAccess Disabled: the app submits Global Batch "
+        "files and batches from Flex Consumption without VNet integration; the account "
+        "accepts Entra ID only (disableLocalAuth, CKV_AZURE_236 passes) and its one data "
+        "role is the app identity's (parameter publicNetworkAccess for private endpoints).",
+        COGNITIVE_SERVICES,
     ),
     "CKV_AZURE_222": _skip(
         "Web app publicNetworkAccess Disabled: the request API is public by design and Event "

@@ -218,6 +218,14 @@ LOG_ALERTS: dict[str, tuple[str, str, str, str, str, tuple[str, ...]]] = {
         "failureRateThresholdPercent",
         (telemetry.MESSAGES_SETTLED,),
     ),
+    "batchEnded": (
+        "alert-batch-ended.kql",
+        "batches",
+        "Total",
+        "status",
+        "batchEndedThreshold",
+        (telemetry.BATCH_ENDED,),
+    ),
     "functionFailures": (
         "alert-function-failures.kql",
         "failures",

@@ -49,6 +49,7 @@ RULES = {
     "jobs": ("expire-jobs", "jobsRetentionDays", 90),
     "idempotency": ("expire-idempotency", "idempotencyRetentionDays", 1),
     "ledgers": ("expire-ledgers", "ledgersRetentionDays", 30),
+    "batches": ("expire-batches", "batchRetentionDays", 90),
     "eventGridDeadLetters": ("expire-eventgrid-deadletters", "deadLetterRetentionDays", None),
 }
 # What must outlive the longest request deadline: a request's input (the inputs container,
@@ -108,7 +109,7 @@ def test_every_data_container_has_exactly_one_rule() -> None:
     # Jobs (with their results), idempotency markers and ledgers expire like the rest.
     names = {containers[role] for role in roles}
     assert set(_catalog()["appContainerNames"]) <= names
-    assert {"jobs", "idempotency", "ledgers", "inputs", "incoming"} <= names
+    assert {"jobs", "idempotency", "ledgers", "inputs", "incoming", "batches"} <= names
 
 
 @pytest.mark.parametrize(

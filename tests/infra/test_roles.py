@@ -25,7 +25,7 @@ from tests.infra import (
 
 # Built-in role definition ids as published in
 # https://learn.microsoft.com/azure/role-based-access-control/built-in-roles
-# (sections Integration, Storage and Monitor).
+# (sections Integration, Storage, Monitor and AI + machine learning).
 DOCUMENTED_ROLE_IDS = {
     "Azure Service Bus Data Owner": "090c5cfd-751d-490a-894a-3ce6f1109419",
     "Azure Service Bus Data Receiver": "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0",
@@ -36,6 +36,7 @@ DOCUMENTED_ROLE_IDS = {
     "EventGrid Data Sender": "d5a91429-5739-47e2-a06b-3470a27159e7",
     "EventGrid Data Receiver": "78cbd9e7-9798-4e2e-9b5a-547d9ebb31fb",
     "Monitoring Metrics Publisher": "3913510d-42f4-4e42-8a64-420c390055eb",
+    "Cognitive Services OpenAI User": "5e0bd9bd-7b93-4f28-af87-19fc36ad61bd",
 }
 
 # The Bicep constant name of each role.
@@ -49,6 +50,7 @@ CONSTANT_FOR_ROLE = {
     "EventGrid Data Sender": "eventGridDataSender",
     "EventGrid Data Receiver": "eventGridDataReceiver",
     "Monitoring Metrics Publisher": "monitoringMetricsPublisher",
+    "Cognitive Services OpenAI User": "cognitiveServicesOpenAIUser",
 }
 
 # Where each role may be assigned (resource types of the assignment scope).
@@ -71,6 +73,8 @@ ALLOWED_SCOPES = {
     # The pull topic (namespace topic); never the namespace.
     "eventGridDataReceiver": {"Microsoft.EventGrid/namespaces/topics"},
     "monitoringMetricsPublisher": {"Microsoft.Insights/components"},
+    # The Global Batch lane's Azure OpenAI account; never its resource group.
+    "cognitiveServicesOpenAIUser": {"Microsoft.CognitiveServices/accounts"},
 }
 
 _GUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")

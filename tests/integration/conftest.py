@@ -13,12 +13,15 @@ from typing import Any, Protocol
 import azure.functions as func
 import pytest
 
+from openai_emulator.process import OpenAIEmulator
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
+from shared.adapters.in_memory import RecordingPublisher, RecordingSender
 from shared.composition import Services, azure_ports, build_services, use_services
 from shared.settings import Settings
 from tests.fixtures.azurite import Azurite
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.support.functions import indexed_functions
+from tests.support.global_batch import BatchLane, batch_settings
 from tests.support.servicebus import QueueRecorder, connect
 from tests.support.wiring import request_content
 
@@ -146,3 +149,37 @@ def call(tenant: str) -> Call:
 
 def json_body(response: func.HttpResponse) -> Any:
     return json.loads(response.get_body())
+
+
+@pytest.fixture
+def openai_emulator(openai_emulator_factory: Any) -> Iterator[OpenAIEmulator]:
+    """The local Azure OpenAI batch emulator (shared by the session; no quota left set)."""
+    emulator: OpenAIEmulator = openai_emulator_factory()
+    yield emulator
+    emulator.set_quota(None)
+
+
+MakeBatchLane = Callable[..., BatchLane]
+
+
+@pytest.fixture
+def make_batch_lane(
+    install_services: InstallServices, openai_emulator: OpenAIEmulator
+) -> MakeBatchLane:
+    """The app's services with the Global Batch lane on (``overrides``: app settings),
+    the request queue and the event channels recorded in memory."""
+
+    def make(**overrides: str) -> BatchLane:
+        queue, events = RecordingSender(), RecordingPublisher()
+        services = install_services(
+            ports={"requests": queue, "events": events, "results_topic": None},
+            **batch_settings(openai_emulator, **overrides),
+        )
+        return BatchLane(services, openai_emulator, queue, events)
+
+    return make
+
+
+@pytest.fixture
+def batch_lane(make_batch_lane: MakeBatchLane) -> BatchLane:
+    return make_batch_lane()

@@ -29,6 +29,8 @@ EXPECTED_TRIGGERS = {
     "get_request": "httpTrigger",
     "get_request_result": "httpTrigger",
     "cancel_request": "httpTrigger",
+    "get_batch": "httpTrigger",
+    "cancel_batch": "httpTrigger",
     "event_webhook": "httpTrigger",
     "openapi_document": "httpTrigger",
     "process_requests": "serviceBusTrigger",
@@ -39,6 +41,7 @@ EXPECTED_TRIGGERS = {
     "pull_events": "timerTrigger",
     "reconcile_dead_letters": "timerTrigger",
     "watch_jobs": "timerTrigger",
+    "drive_global_batch": "timerTrigger",
     "blob_intake": "blobTrigger",
     "eventgrid_intake": "eventGridTrigger",
 }

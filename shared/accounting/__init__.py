@@ -1,0 +1,6 @@
+"""Accounting: what each tenant's requests consumed, read from the stored jobs.
+
+``usage`` sums jobs into rows per UTC day, tenant, model and mode (pure);
+``usage_report`` finds and reads the jobs through the document ports. The ops command
+``python -m shared.ops usage`` (``shared.ops.usage_cli``) prints the result.
+"""

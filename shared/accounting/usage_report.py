@@ -1,0 +1,181 @@
+"""Read the stored jobs that can have finished in a day range and sum their usage.
+
+Jobs are documents ``<JobsContainer>/<tenant>/<id>.json`` and there is no index of them
+by day (one written at intake would cost every accepted request a storage operation).
+The listing, though, carries each document's last-modified time without reading it
+(``watchdog.DocumentListing``), and a job's last write is the one that finished it: a
+document last modified before the range starts cannot hold a job that finished in the
+range, so it is not read. ``CLOCK_SKEW`` widens that cut, because the app stamps
+``completed_at`` with its own clock and storage stamps the write with its own.
+
+The rest are read concurrently (``READERS`` at a time). A document can vanish between
+listing and reading (the retention rule deletes old jobs) and the container can hold
+something that is not a job: both are counted and named in the report, never fatal, so
+one stray blob does not hide every tenant's usage. A job that has not finished yet is
+counted as unfinished. A storage outage stops the report (``TransientError``): a partial
+sum would read as a complete one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from pydantic import ValidationError
+
+from shared.accounting.usage import DayRange, UsageCounts, UsageLedger, UsageRow, as_utc
+from shared.contracts import JOB_SCHEMA, Job
+from shared.documents import JsonDocuments
+from shared.processing.watchdog import DocumentListing
+
+CLOCK_SKEW = timedelta(minutes=5)
+# The Storage client keeps 10 HTTP connections per host (azure-core's requests transport):
+# more readers than that would open connections only to discard them.
+READERS = 10
+JOB_NAME = re.compile(r"^[^/]+/[^/]+\.json$")
+
+
+@dataclass(frozen=True)
+class NotAJob:
+    name: str
+    reason: str
+
+
+@dataclass
+class DocumentTally:
+    """What the report did with the documents it listed."""
+
+    listed: int = 0
+    skipped_by_last_modified: int = 0
+    read: int = 0
+    unfinished: int = 0
+    ended_without_result: int = 0
+    vanished: list[str] = field(default_factory=list)
+    not_jobs: list[NotAJob] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "listed": self.listed,
+            "skipped_by_last_modified": self.skipped_by_last_modified,
+            "read": self.read,
+            "unfinished": self.unfinished,
+            "ended_without_result": self.ended_without_result,
+            "vanished": list(self.vanished),
+            "not_jobs": [{"name": item.name, "reason": item.reason} for item in self.not_jobs],
+        }
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    days: DayRange
+    tenant: str | None
+    rows: list[UsageRow]
+    totals: UsageCounts
+    documents: DocumentTally
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One listed document after reading: a job, or why it is none."""
+
+    name: str
+    job: Job | None = None
+    vanished: bool = False
+    not_a_job: str | None = None
+
+
+def _problem(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "document"
+    return f"not a valid job: {where}: {first['msg']}"
+
+
+class UsageReader:
+    """Reads jobs from ``container`` through the document ports and sums their usage."""
+
+    def __init__(
+        self,
+        documents: JsonDocuments,
+        listing: DocumentListing,
+        container: str,
+        readers: int = READERS,
+    ) -> None:
+        if readers < 1:
+            raise ValueError(f"readers must be at least 1, not {readers}")
+        self._documents = documents
+        self._listing = listing
+        self._container = container
+        self._readers = readers
+
+    def report(self, days: DayRange, tenant: str | None = None) -> UsageReport:
+        """The usage of the jobs that finished in ``days`` (of ``tenant``, when given)."""
+        if tenant is not None and (not tenant or "/" in tenant):
+            raise ValueError(f"not a tenant id: {tenant!r}")
+        tally = DocumentTally()
+        ledger = UsageLedger(days, tenant)
+        cut = days.start - CLOCK_SKEW
+        to_read: list[str] = []
+        for name, modified in self._listing.list_modified(
+            self._container, f"{tenant}/" if tenant else ""
+        ):
+            tally.listed += 1
+            if as_utc(modified) < cut:
+                tally.skipped_by_last_modified += 1
+            elif not JOB_NAME.fullmatch(name):
+                tally.not_jobs.append(NotAJob(name, "not named <tenant>/<id>.json"))
+            else:
+                to_read.append(name)
+        for outcome in self._read_all(to_read):
+            self._count(outcome, ledger, tally)
+        return UsageReport(days, tenant, ledger.rows(), ledger.totals(), tally)
+
+    @staticmethod
+    def _count(outcome: _Read, ledger: UsageLedger, tally: DocumentTally) -> None:
+        if outcome.vanished:
+            tally.vanished.append(outcome.name)
+            return
+        tally.read += 1
+        job = outcome.job
+        if job is None:
+            tally.not_jobs.append(NotAJob(outcome.name, outcome.not_a_job or "not a job"))
+        elif not job.status.is_terminal:
+            tally.unfinished += 1
+        elif job.result is not None:
+            ledger.add(job)
+        elif ledger.in_scope(job):
+            tally.ended_without_result += 1
+
+    def _read_all(self, names: list[str]) -> Iterator[_Read]:
+        """Each document read, in listing order; the first storage failure stops it all
+        (the reads not started yet are cancelled)."""
+        if not names:
+            return
+        pool = ThreadPoolExecutor(
+            max_workers=min(self._readers, len(names)), thread_name_prefix="usage-read"
+        )
+        try:
+            yield from pool.map(self._read, names)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _read(self, name: str) -> _Read:
+        try:
+            found = self._documents.load(self._container, name)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _Read(name, not_a_job="not JSON")
+        if found is None:
+            return _Read(name, vanished=True)
+        document, _ = found
+        if not isinstance(document, dict):
+            return _Read(name, not_a_job="not a JSON object")
+        schema = document.get("schema")
+        if schema != JOB_SCHEMA:
+            return _Read(name, not_a_job=f"schema {schema!r}, not {JOB_SCHEMA!r}")
+        try:
+            return _Read(name, job=Job.model_validate(document))
+        except ValidationError as error:
+            return _Read(name, not_a_job=_problem(error))

@@ -1,0 +1,144 @@
+"""OpenAIBatchService: the Azure OpenAI files and batches APIs behind ``BatchService``.
+
+The real ``openai`` SDK (``AzureOpenAI``) with Microsoft Entra ID (the app identity holds
+Cognitive Services OpenAI User on the resource) or, for the local emulator only, a key.
+Failures are sorted for the control plane: throttling, server errors, timeouts and
+connection failures are transient (the timer's next run tries again); any other 4xx is
+permanent. The client's own retries are off, as for chat completions: the control plane's
+schedule is the retry, visibly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from openai import APIConnectionError, APIStatusError, AzureOpenAI, NotFoundError
+
+from shared.adapters.azure_openai import COGNITIVE_SERVICES_SCOPE, retry_after_seconds
+from shared.adapters.identity import azure_credential
+from shared.errors import ConfigurationError, NotFound, PermanentError, TransientError
+from shared.global_batch.files import CHAT_COMPLETIONS_URL
+from shared.global_batch.ports import BatchError, RemoteBatch
+from shared.settings import Settings
+
+PAGE = 100
+
+
+@contextmanager
+def service_errors(what: str) -> Iterator[None]:
+    try:
+        yield
+    except NotFoundError as error:
+        raise NotFound(f"{what}: not found on the service") from error
+    except APIStatusError as error:
+        status = error.status_code
+        if status in (408, 409, 429) or status >= 500:
+            raise TransientError(
+                f"{what}: the service answered {status}",
+                retry_after_seconds(error.response.headers),
+            ) from error
+        raise PermanentError(f"{what}: the service answered {status}: {error.message}") from error
+    except APIConnectionError as error:
+        raise TransientError(
+            f"{what}: the service is unreachable ({type(error).__name__})"
+        ) from error
+
+
+def remote_batch(batch: Any) -> RemoteBatch:
+    counts = batch.request_counts
+    errors: tuple[BatchError, ...] = ()
+    if batch.errors is not None and batch.errors.data:
+        errors = tuple(
+            BatchError(code=str(e.code or ""), message=str(e.message or ""), line=e.line)
+            for e in batch.errors.data
+        )
+    return RemoteBatch(
+        id=batch.id,
+        status=batch.status,
+        input_file_id=batch.input_file_id,
+        output_file_id=batch.output_file_id,
+        error_file_id=batch.error_file_id,
+        total=counts.total if counts else 0,
+        completed=counts.completed if counts else 0,
+        failed=counts.failed if counts else 0,
+        errors=errors,
+    )
+
+
+class OpenAIBatchService:
+    """Implements ``global_batch.ports.BatchService``."""
+
+    def __init__(self, client: AzureOpenAI) -> None:
+        self._client = client
+
+    def find_file(self, filename: str) -> str | None:
+        with service_errors(f"listing batch files for {filename}"):
+            for file in self._client.files.list(purpose="batch", limit=PAGE):
+                if file.filename == filename:
+                    return file.id
+        return None
+
+    def upload(self, filename: str, content: bytes) -> str:
+        with service_errors(f"uploading {filename}"):
+            return self._client.files.create(file=(filename, content), purpose="batch").id
+
+    def find_batch(self, input_file_id: str, excluding: frozenset[str]) -> RemoteBatch | None:
+        with service_errors(f"listing batches of {input_file_id}"):
+            for batch in self._client.batches.list(limit=PAGE):
+                if batch.input_file_id == input_file_id and batch.id not in excluding:
+                    return remote_batch(batch)
+        return None
+
+    def create_batch(
+        self, input_file_id: str, output_expiry_seconds: int, metadata: dict[str, str]
+    ) -> RemoteBatch:
+        with service_errors(f"creating a batch of {input_file_id}"):
+            batch = self._client.batches.create(
+                input_file_id=input_file_id,
+                endpoint=CHAT_COMPLETIONS_URL,  # type: ignore[arg-type]  # Azure's form
+                completion_window="24h",
+                metadata=metadata,
+                output_expires_after={"anchor": "created_at", "seconds": output_expiry_seconds},
+            )
+        return remote_batch(batch)
+
+    def get_batch(self, batch_id: str) -> RemoteBatch:
+        with service_errors(f"reading batch {batch_id}"):
+            return remote_batch(self._client.batches.retrieve(batch_id))
+
+    def cancel_batch(self, batch_id: str) -> RemoteBatch:
+        with service_errors(f"cancelling batch {batch_id}"):
+            return remote_batch(self._client.batches.cancel(batch_id))
+
+    def download(self, file_id: str) -> bytes:
+        with service_errors(f"downloading {file_id}"):
+            return self._client.files.content(file_id).read()
+
+    def delete_file(self, file_id: str) -> None:
+        try:
+            with service_errors(f"deleting {file_id}"):
+                self._client.files.delete(file_id)
+        except NotFound:
+            return
+
+
+def openai_batch_service(settings: Settings) -> OpenAIBatchService:
+    endpoint = settings.batch_endpoint
+    if not endpoint:
+        raise ConfigurationError("GlobalBatch__deployments needs GlobalBatch__endpoint")
+    common: dict[str, Any] = {
+        "azure_endpoint": endpoint,
+        "api_version": settings.global_batch_api_version,
+        "timeout": settings.global_batch_timeout_seconds,
+        "max_retries": 0,
+    }
+    if settings.global_batch_api_key:
+        return OpenAIBatchService(AzureOpenAI(api_key=settings.global_batch_api_key, **common))
+    from azure.identity import get_bearer_token_provider
+
+    token_provider: Callable[[], str] = get_bearer_token_provider(
+        azure_credential(settings.global_batch_client_id), COGNITIVE_SERVICES_SCOPE
+    )
+    return OpenAIBatchService(AzureOpenAI(azure_ad_token_provider=token_provider, **common))

@@ -1,0 +1,274 @@
+"""Concluding a submission: each member's job gets what the service answered for it.
+
+Answers are looked up by ``custom_id`` in the copies of the output and error files kept
+in our storage (so a crash after the copy needs nothing more from the service), and every
+job change is a compare-and-swap that leaves a job already terminal as it is: a request
+its caller cancelled meanwhile stays cancelled. The ends, by what the service said:
+
+- an answer: the result is stored in the job (``completed``), and announced;
+- the content filter stopped the prompt or the answer: a ``refused`` result, announced;
+- the line failed: sent through the queue lane (``GlobalBatch__failedLines=queue``), or
+  the job fails with the service's error (``fail``);
+- no answer, because the batch expired: submitted again in a later file, up to
+  ``GlobalBatch__maxResubmissions`` times, then the job expires (``batch_expired``);
+- no answer, because the batch was cancelled: the job is cancelled (``batch_cancelled``);
+- the batch failed as a whole: the job fails (``batch_failed``) with the batch's errors.
+
+A repeated conclusion (a crash before the submission was closed) announces completed
+members again: announcements have deterministic ids, and a consumer drops the repeat.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from shared import telemetry
+from shared.clock import Clock, utc_now
+from shared.contracts import (
+    BatchMembership,
+    Job,
+    JobError,
+    JobStatus,
+    ProcessingMode,
+    ResultDocument,
+)
+from shared.errors import Conflict, NotFound
+from shared.events.announcements import Announcer, announcement_for
+from shared.global_batch.files import Answered, LineFailed, Refused, answer
+from shared.global_batch.records import PendingRequest, Submission
+from shared.global_batch.store import BatchRecords
+from shared.jobs import JobRepository, Versioned, transition
+from shared.messaging import MessageSender, request_envelope
+from shared.processing.endings import Ending, JobEndings
+from shared.tracing import continue_or_start
+
+log = logging.getLogger(__name__)
+
+BATCH_SETTLEMENT = "global_batch"
+BATCH_FAILED = "batch_failed"
+BATCH_EXPIRED = "batch_expired"
+BATCH_CANCELLED = "batch_cancelled"
+BATCH_LINE_FAILED = "batch_line_failed"
+
+
+@dataclass(frozen=True)
+class ConclusionPolicy:
+    failed_lines: Literal["queue", "fail"]
+    max_resubmissions: int
+    api_base_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Concluded:
+    """What became of one member (an outcome name) and the tokens its answer used."""
+
+    outcome: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    finished: bool = True  # False: it waits for a later file (keep its staged record)
+
+
+class Conclusion:
+    def __init__(
+        self,
+        *,
+        records: BatchRecords,
+        jobs: JobRepository,
+        endings: JobEndings,
+        announcer: Announcer,
+        requeue: MessageSender,
+        policy: ConclusionPolicy,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._records = records
+        self._jobs = jobs
+        self._endings = endings
+        self._announcer = announcer
+        self._requeue = requeue
+        self._policy = policy
+        self._clock = clock
+
+    def conclude(
+        self,
+        submission: Submission,
+        request_id: str,
+        pending: PendingRequest | None,
+        line: dict[str, Any] | None,
+    ) -> Concluded:
+        current = self._jobs.load(submission.tenant_id, request_id)
+        if current is None:
+            log.warning("batch member %s has no job (retired?); skipped", request_id)
+            return Concluded("no_job")
+        job = current.job
+        if job.status.is_terminal:
+            return self._ended_before(submission, job, pending)
+        if pending is None:
+            lost = "the request's staged line was lost before it was answered"
+            return self._end(current, None, JobStatus.FAILED, BATCH_FAILED, lost)
+        if submission.remote_status == "failed":
+            why = "; ".join(f"{e.code}: {e.message}" for e in submission.errors) or "no reason"
+            return self._end(current, pending, JobStatus.FAILED, BATCH_FAILED,
+                             f"the batch {submission.batch_id} failed: {why}")  # fmt: skip
+        if line is None:
+            return self._unanswered(submission, current, pending)
+        characters = len(str(pending.line["body"]["messages"][-1]["content"]))
+        meaning = answer(line, characters)
+        if isinstance(meaning, LineFailed):
+            return self._line_failed(current, pending, meaning)
+        return self._complete(current, pending, meaning)
+
+    # --- the ends ----------------------------------------------------------------------
+
+    def _complete(
+        self, current: Versioned, pending: PendingRequest, meaning: Answered | Refused
+    ) -> Concluded:
+        request = pending.request
+        common = {
+            "request_id": request.request_id,
+            "tenant_id": request.tenant_id,
+            "model": request.model,
+            "completed_at": self._clock().isoformat(),
+        }
+        if isinstance(meaning, Answered):
+            document = ResultDocument.model_validate(
+                {**common, "outcome": "completed", "result": meaning.result.model_dump(mode="json")}
+            )
+        else:
+            refusal = {"category": meaning.categories, "message": meaning.reason}
+            document = ResultDocument.model_validate(
+                {**common, "outcome": "refused", "refusal": refusal}
+            )
+        try:
+            completed = self._jobs.advance(
+                current,
+                lambda job: transition(
+                    job, JobStatus.COMPLETED, self._clock,
+                    result=document, settlement=BATCH_SETTLEMENT,
+                ),
+            )  # fmt: skip
+        except (Conflict, NotFound):
+            return Concluded("ended_before")
+        self._announce_result(completed.job, pending)
+        usage = document.result.usage if document.result else None
+        telemetry.record_batch_answer(
+            model=request.model,
+            tenant=request.tenant_id,
+            outcome=document.outcome,
+            input_tokens=usage.input_tokens if usage else None,
+            output_tokens=usage.output_tokens if usage else None,
+        )
+        return Concluded(
+            document.outcome,
+            usage.input_tokens if usage else 0,
+            usage.output_tokens if usage else 0,
+        )
+
+    def _line_failed(
+        self, current: Versioned, pending: PendingRequest, failure: LineFailed
+    ) -> Concluded:
+        message = f"the service could not answer it: {failure.code}: {failure.message}"
+        if self._policy.failed_lines == "fail":
+            return self._end(current, pending, JobStatus.FAILED, BATCH_LINE_FAILED, message)
+        error = JobError(code=BATCH_LINE_FAILED, message=message)
+        try:
+            self._jobs.advance(
+                current,
+                lambda job: transition(
+                    job, JobStatus.ACCEPTED, self._clock,
+                    mode=ProcessingMode.QUEUE, last_error=error, settlement="requeued",
+                ),
+            )  # fmt: skip
+        except (Conflict, NotFound):
+            return Concluded("ended_before")
+        request = pending.request.model_copy(update={"mode": ProcessingMode.QUEUE})
+        trace = continue_or_start(
+            pending.properties.get("traceparent"), pending.properties.get("tracestate")
+        )
+        self._requeue.send(
+            request_envelope(
+                request,
+                correlation_id=pending.correlation_id,
+                trace=trace,
+                now=self._clock(),
+                source=current.job.source,
+            )
+        )
+        telemetry.record_batch_answer(
+            model=request.model, tenant=request.tenant_id, outcome="requeued",
+            input_tokens=None, output_tokens=None,
+        )  # fmt: skip
+        return Concluded("requeued")
+
+    def _unanswered(
+        self, submission: Submission, current: Versioned, pending: PendingRequest
+    ) -> Concluded:
+        if submission.cancel_requested or submission.remote_status == "cancelled":
+            return self._end(current, pending, JobStatus.CANCELLED, BATCH_CANCELLED,
+                             f"its batch {submission.batch_id} was cancelled")  # fmt: skip
+        if pending.resubmissions >= self._policy.max_resubmissions:
+            why = (
+                f"its batch {submission.batch_id} ended {submission.remote_status} without "
+                f"answering it, {pending.resubmissions + 1} times"
+            )
+            return self._end(current, pending, JobStatus.EXPIRED, BATCH_EXPIRED, why)
+        again = pending.resubmissions + 1
+        self._records.restage(pending.model_copy(update={"resubmissions": again}))
+        membership = BatchMembership(deployment=pending.deployment, resubmissions=again)
+        try:
+            self._jobs.advance(
+                current,
+                lambda job: transition(
+                    job, JobStatus.ACCEPTED, self._clock, batch=membership,
+                    settlement="resubmitted",
+                ),
+            )  # fmt: skip
+        except (Conflict, NotFound):
+            return Concluded("ended_before")
+        return Concluded("resubmitted", finished=False)
+
+    def _end(
+        self,
+        current: Versioned,
+        pending: PendingRequest | None,
+        status: JobStatus,
+        code: str,
+        message: str,
+    ) -> Concluded:
+        ended = self._endings.end(current, Ending(status, code, message, BATCH_SETTLEMENT))
+        if ended is None:
+            return Concluded("ended_before")
+        self._endings.announce(ended, pending.properties if pending else None)
+        if pending is not None:
+            telemetry.record_batch_answer(
+                model=ended.model, tenant=ended.tenant_id, outcome=status.value,
+                input_tokens=None, output_tokens=None,
+            )  # fmt: skip
+        return Concluded(status.value)
+
+    def _ended_before(
+        self, submission: Submission, job: Job, pending: PendingRequest | None
+    ) -> Concluded:
+        """A job already terminal: when this submission completed it (a run that died
+        before closing), announce it again; anything else ended it, and stays."""
+        ours = job.batch is not None and job.batch.submission_id == submission.id
+        completed_here = job.status is JobStatus.COMPLETED and job.settlement == BATCH_SETTLEMENT
+        if completed_here and ours and pending is not None and job.result is not None:
+            self._announce_result(job, pending)
+            return Concluded(job.result.outcome)
+        return Concluded("ended_before")
+
+    def _announce_result(self, job: Job, pending: PendingRequest) -> None:
+        assert job.result is not None
+        base = self._policy.api_base_url
+        self._announcer.announce(
+            announcement_for(
+                pending.request,
+                job.result.outcome,
+                properties=pending.properties,
+                correlation_id=job.correlation_id,
+                result=job.result,
+                result_url=f"{base}/api/v1/requests/{job.id}/result" if base else None,
+            )
+        )

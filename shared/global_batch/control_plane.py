@@ -1,0 +1,437 @@
+"""The control plane: the one submitter of Global Batch jobs, driven by a timer.
+
+Each run (``GlobalBatchSchedule``; Functions runs a timer on one instance at a time)
+first moves every open submission as far as it can go, then plans new ones:
+
+    planned --upload--> uploaded --create--> submitted --poll...--> ended --conclude--> closed
+
+- plan: a tenant's staged requests for one deployment are due once
+  ``GlobalBatch__submitAtLines`` of them wait or the oldest has waited
+  ``GlobalBatch__submitAfterSeconds``; they are packed into files within the service's
+  limits (``files.pack``), one submission per file;
+- upload: the JSONL file, named after the submission (a retried upload finds the first);
+- create: the batch over that file (a retried create finds the first), recorded against
+  the tenant in the ledger; then every member's job shows its batch (``running``);
+- poll: at most every ``GlobalBatch__pollSeconds``; a batch refused for the enqueued-token
+  quota is created again after a doubling wait, its requests untouched; a final batch has
+  its output and error files copied to our storage before anything reads them;
+- conclude: ``conclusion`` gives each member its end; the staged records go, and the
+  service's files are deleted (our copies stay).
+
+Every step is safe to repeat: a run that dies anywhere is finished by the next, and no
+request is submitted twice or lost (``tests/integration/test_global_batch_crashes.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from shared import telemetry
+from shared.clock import Clock, utc_now
+from shared.contracts import BatchMembership, Job, JobStatus
+from shared.errors import ConcurrencyConflict, Conflict, InferbusError, NotFound
+from shared.global_batch.conclusion import Concluded, Conclusion
+from shared.global_batch.files import answer_lines, input_file, pack
+from shared.global_batch.ports import BatchService, RemoteBatch
+from shared.global_batch.records import (
+    Counts,
+    LedgerEntry,
+    RecordedError,
+    Submission,
+    SubmissionState,
+)
+from shared.global_batch.store import READERS, BatchRecords
+from shared.jobs import JobRepository, transition
+from shared.request_ids import new_request_id
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ControlPolicy:
+    max_lines_per_file: int
+    max_bytes_per_file: int
+    submit_at_lines: int
+    submit_after: timedelta
+    output_expiry_seconds: int
+    quota_retry: timedelta
+    quota_retry_max: timedelta
+    poll_interval: timedelta
+
+
+@dataclass
+class RunReport:
+    """What one run did (logged; tests and the benchmark read it)."""
+
+    planned: list[str] = field(default_factory=list)
+    advanced: dict[str, str] = field(default_factory=dict)  # submission -> state reached
+    closed: list[str] = field(default_factory=list)
+
+
+# A step returns the submission changed (saved), and whether to go on with the next step.
+Step = tuple[Submission, bool] | None
+
+
+class GlobalBatchControlPlane:
+    def __init__(
+        self,
+        *,
+        records: BatchRecords,
+        service: BatchService,
+        jobs: JobRepository,
+        conclusion: Conclusion,
+        policy: ControlPolicy,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._records = records
+        self._service = service
+        self._jobs = jobs
+        self._conclusion = conclusion
+        self._policy = policy
+        self._clock = clock
+
+    def run(self) -> RunReport:
+        report = RunReport()
+        busy: set[str] = set()
+        for submission_id in self._records.open_ids():
+            members = self._advance(submission_id, report)
+            busy.update(members)
+        for submission_id in self._plan(busy, report):
+            self._advance(submission_id, report)
+        if report.planned or report.closed:
+            log.info(
+                "global batch run: planned %d, closed %d, open %s",
+                len(report.planned), len(report.closed), report.advanced,
+            )  # fmt: skip
+        return report
+
+    # --- planning ------------------------------------------------------------------------
+
+    def _plan(self, busy: set[str], report: RunReport) -> list[str]:
+        """Open submissions for the staged requests that are due (not members of an
+        open submission: ``busy``)."""
+        now = self._clock()
+        groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+        oldest: dict[tuple[str, str], datetime] = {}
+        for waiting in self._records.waiting():
+            if waiting.request_id in busy:
+                continue
+            key = (waiting.deployment, waiting.tenant_id)
+            groups[key].append(waiting.request_id)
+            if key not in oldest or waiting.staged_at < oldest[key]:
+                oldest[key] = waiting.staged_at
+        opened = []
+        for (deployment, tenant_id), request_ids in sorted(groups.items()):
+            waited = now - oldest[(deployment, tenant_id)]
+            due = len(request_ids) >= self._policy.submit_at_lines
+            if not due and waited < self._policy.submit_after:
+                continue
+            staged = self._records.pending_many(deployment, tenant_id, request_ids)
+            files = pack(
+                list(staged.values()),
+                self._policy.max_lines_per_file,
+                self._policy.max_bytes_per_file,
+            )
+            for members in files:
+                submission = Submission(
+                    id=new_request_id(self._clock),
+                    tenant_id=tenant_id,
+                    deployment=deployment,
+                    model=members[0].request.model,
+                    members=[pending.request_id for pending in members],
+                    bytes=len(input_file(members)),
+                    created_at=now,
+                    updated_at=now,
+                )
+                self._records.open(submission)
+                opened.append(submission.id)
+                report.planned.append(submission.id)
+                log.info(
+                    "planned submission %s: %d requests of tenant %s for %s (%d bytes)",
+                    submission.id, len(members), tenant_id, deployment, submission.bytes,
+                )  # fmt: skip
+        return opened
+
+    # --- the steps ---------------------------------------------------------------------
+
+    def _advance(self, submission_id: str, report: RunReport) -> list[str]:
+        """Move one submission on until it waits or closes; its members while open."""
+        loaded = self._records.submission(submission_id)
+        if loaded is None:
+            self._records.unmark(submission_id)
+            return []
+        submission, etag = loaded
+        steps = {
+            SubmissionState.PLANNED: self._upload,
+            SubmissionState.UPLOADED: self._create,
+            SubmissionState.SUBMITTED: self._track,
+            SubmissionState.ENDED: self._conclude,
+        }
+        try:
+            while submission.state is not SubmissionState.CLOSED:
+                outcome = steps[submission.state](submission)
+                if outcome is None:
+                    break
+                changed, go_on = outcome
+                changed = changed.model_copy(update={"updated_at": self._clock()})
+                etag = self._records.save(changed, etag)
+                submission = changed
+                if not go_on:
+                    break
+        except ConcurrencyConflict:
+            log.info("submission %s changed meanwhile; the next run goes on", submission_id)
+        except InferbusError as error:
+            log.warning("submission %s waits: %s", submission_id, error)
+        report.advanced[submission_id] = submission.state.value
+        if submission.state is SubmissionState.CLOSED:
+            self._records.unmark(submission_id)
+            report.closed.append(submission_id)
+            return []
+        return submission.members
+
+    def _upload(self, submission: Submission) -> Step:
+        if submission.cancel_requested:
+            return self._cancelled_before_submission(submission)
+        file_id = self._service.find_file(submission.filename)
+        if file_id is None:
+            staged = self._records.pending_many(
+                submission.deployment, submission.tenant_id, submission.members
+            )
+            members = [staged[rid] for rid in submission.members if rid in staged]
+            if not members:
+                return self._cancelled_before_submission(submission)
+            file_id = self._service.upload(submission.filename, input_file(members))
+        return submission.model_copy(
+            update={"state": SubmissionState.UPLOADED, "file_id": file_id}
+        ), True
+
+    def _create(self, submission: Submission) -> Step:
+        if submission.cancel_requested:
+            return self._cancelled_before_submission(submission)
+        now = self._clock()
+        if submission.retry_at is not None and now < submission.retry_at:
+            return None
+        assert submission.file_id is not None
+        submitted_at = submission.submitted_at or now
+        refused = frozenset(submission.refused_batches)
+        batch = self._service.find_batch(submission.file_id, refused)
+        if batch is None:
+            batch = self._service.create_batch(
+                submission.file_id,
+                self._policy.output_expiry_seconds,
+                {"inferbus_submission": submission.id, "tenant": submission.tenant_id},
+            )
+        self._records.record_in_ledger(
+            LedgerEntry(
+                submission_id=submission.id,
+                tenant_id=submission.tenant_id,
+                model=submission.model,
+                deployment=submission.deployment,
+                batch_id=batch.id,
+                requests=len(submission.members),
+                bytes=submission.bytes,
+                submitted_at=submitted_at,
+            )
+        )
+        log.info(
+            "submission %s is batch %s (%d requests)",
+            submission.id, batch.id, len(submission.members),
+        )  # fmt: skip
+        return _observed(
+            submission.model_copy(
+                update={
+                    "state": SubmissionState.SUBMITTED,
+                    "batch_id": batch.id,
+                    "submitted_at": submitted_at,
+                    "retry_at": None,
+                    "members_marked": False,
+                }
+            ),
+            batch,
+            now,
+        ), True
+
+    def _track(self, submission: Submission) -> Step:
+        if not submission.members_marked:
+            self._mark_members(submission)
+            return submission.model_copy(update={"members_marked": True}), True
+        assert submission.batch_id is not None
+        now = self._clock()
+        if submission.cancel_requested and submission.remote_status not in (
+            "cancelling", "cancelled", "completed", "failed", "expired",
+        ):  # fmt: skip
+            batch = self._service.cancel_batch(submission.batch_id)
+            return _observed(submission, batch, now), True
+        polled = submission.last_polled_at
+        if polled is not None and now - polled < self._policy.poll_interval:
+            return None
+        batch = self._service.get_batch(submission.batch_id)
+        observed = _observed(submission, batch, now)
+        if not batch.is_final:
+            return observed, False
+        if batch.refused_for_quota:
+            return self._wait_for_quota(observed, batch), False
+        self._keep_files(submission, batch)
+        telemetry.count_batch_ended(batch.status, submission.deployment)
+        if batch.status in ("expired", "failed"):
+            log.error(
+                "Global Batch %s ended %s (submission %s, tenant %s): %d of %d answered; %s",
+                batch.id, batch.status, submission.id, submission.tenant_id,
+                batch.completed, batch.total, [e.code for e in batch.errors],
+            )  # fmt: skip
+        return observed.model_copy(update={"state": SubmissionState.ENDED}), True
+
+    def _conclude(self, submission: Submission) -> Step:
+        lines = answer_lines(
+            self._records.kept_file(submission.id, "output"),
+            self._records.kept_file(submission.id, "errors"),
+        )
+        staged = self._records.pending_many(
+            submission.deployment, submission.tenant_id, submission.members
+        )
+        with ThreadPoolExecutor(max_workers=READERS) as pool:
+            concluded = list(
+                pool.map(
+                    lambda rid: self._conclusion.conclude(
+                        submission, rid, staged.get(rid), lines.get(rid)
+                    ),
+                    submission.members,
+                )
+            )
+        outcomes: dict[str, int] = defaultdict(int)
+        for member in concluded:
+            outcomes[member.outcome] += 1
+        finished = [rid for rid, c in zip(submission.members, concluded, strict=True) if c.finished]
+        self._records.unstage(submission.deployment, submission.tenant_id, finished)
+        self._close_ledger(submission, concluded, dict(outcomes))
+        self._delete_service_files(submission)
+        log.info("submission %s closed: %s", submission.id, dict(outcomes))
+        return submission.model_copy(
+            update={
+                "state": SubmissionState.CLOSED,
+                "closed_at": self._clock(),
+                "outcomes": dict(outcomes),
+            }
+        ), True
+
+    # --- pieces of the steps -------------------------------------------------------------
+
+    def _mark_members(self, submission: Submission) -> None:
+        """Each member's job shows its batch (``running``); a job ended meanwhile (its
+        caller cancelled it) stays ended, and its answer will be ignored."""
+        assert submission.batch_id is not None
+        batch_id = submission.batch_id
+
+        def mark(request_id: str) -> None:
+            def change(job: Job) -> Job:
+                previous = job.batch.resubmissions if job.batch else 0
+                membership = BatchMembership(
+                    deployment=submission.deployment,
+                    submission_id=submission.id,
+                    batch_id=batch_id,
+                    resubmissions=previous,
+                )
+                return transition(
+                    job, JobStatus.RUNNING, self._clock, batch=membership,
+                    attempts=job.attempts + 1, settlement=None,
+                )  # fmt: skip
+
+            current = self._jobs.load(submission.tenant_id, request_id)
+            if current is None or current.job.status.is_terminal:
+                return
+            if current.job.batch is not None and current.job.batch.batch_id == batch_id:
+                return
+            try:
+                self._jobs.advance(current, change)
+            except (Conflict, NotFound):
+                return
+
+        with ThreadPoolExecutor(max_workers=READERS) as pool:
+            list(pool.map(mark, submission.members))
+
+    def _wait_for_quota(self, submission: Submission, batch: RemoteBatch) -> Submission:
+        retries = submission.quota_retries
+        wait = min(self._policy.quota_retry * (2**retries), self._policy.quota_retry_max)
+        log.warning(
+            "batch %s was refused for the enqueued-token quota of %s; submission %s tries "
+            "again in %s (retry %d)",
+            batch.id, submission.deployment, submission.id, wait, retries + 1,
+        )  # fmt: skip
+        return submission.model_copy(
+            update={
+                "state": SubmissionState.UPLOADED,
+                "refused_batches": [*submission.refused_batches, batch.id],
+                "quota_retries": retries + 1,
+                "retry_at": self._clock() + wait,
+                "batch_id": None,
+                "last_polled_at": None,
+            }
+        )
+
+    def _keep_files(self, submission: Submission, batch: RemoteBatch) -> None:
+        """Copy the service's output and error files to our storage before anything reads
+        them: the service deletes them after GlobalBatch__outputExpiryDays."""
+        for kind, file_id in (("output", batch.output_file_id), ("errors", batch.error_file_id)):
+            if file_id:
+                self._records.keep_file(submission.id, kind, self._service.download(file_id))
+
+    def _cancelled_before_submission(self, submission: Submission) -> Step:
+        """Cancelled before any batch existed: every member ends cancelled now."""
+        cancelled = submission.model_copy(
+            update={"remote_status": "cancelled", "cancel_requested": True}
+        )
+        return cancelled.model_copy(update={"state": SubmissionState.ENDED}), True
+
+    def _close_ledger(
+        self, submission: Submission, concluded: list[Concluded], outcomes: dict[str, int]
+    ) -> None:
+        if submission.batch_id is None or submission.submitted_at is None:
+            return  # never submitted: nothing was spent
+        input_tokens = sum(c.input_tokens for c in concluded)
+        output_tokens = sum(c.output_tokens for c in concluded)
+        self._records.record_in_ledger(
+            LedgerEntry(
+                submission_id=submission.id,
+                tenant_id=submission.tenant_id,
+                model=submission.model,
+                deployment=submission.deployment,
+                batch_id=submission.batch_id,
+                requests=len(submission.members),
+                bytes=submission.bytes,
+                submitted_at=submission.submitted_at,
+                outcomes=outcomes,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                total_tokens=input_tokens + output_tokens,
+            )
+        )
+
+    def _delete_service_files(self, submission: Submission) -> None:
+        for file_id in (submission.file_id, *self._remote_files(submission)):
+            if file_id is None:
+                continue
+            try:
+                self._service.delete_file(file_id)
+            except InferbusError as error:
+                log.warning("could not delete %s from the service: %s", file_id, error)
+
+    def _remote_files(self, submission: Submission) -> tuple[str | None, ...]:
+        return (submission.output_file_id, submission.error_file_id)
+
+
+def _observed(submission: Submission, batch: RemoteBatch, now: datetime) -> Submission:
+    """``submission`` with what the service just said of its batch."""
+    return submission.model_copy(
+        update={
+            "remote_status": batch.status,
+            "counts": Counts(total=batch.total, completed=batch.completed, failed=batch.failed),
+            "errors": [RecordedError(code=e.code, message=e.message) for e in batch.errors],
+            "last_polled_at": now,
+            "output_file_id": batch.output_file_id,
+            "error_file_id": batch.error_file_id,
+        }
+    )

@@ -1,0 +1,125 @@
+"""JSONL in and out: packing staged requests into input files, reading the answers back.
+
+The service reads one request per line and answers in an output file (successes) and an
+error file (lines it could not answer), in no particular order: ``custom_id`` (the request
+id) is the only way back to the request, so every line carries it and every answer is
+looked up by it. Pure functions: no storage, no SDK.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shared.chat_completions import CONTENT_FILTER, filtered_categories, read_completion
+from shared.contracts import InferenceResult
+from shared.errors import PolicyRefusal, TransientError
+from shared.global_batch.records import PendingRequest
+
+CHAT_COMPLETIONS_URL = "/chat/completions"
+
+
+def input_line(custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    """One request of an input file (``body.model`` is the Global Batch deployment)."""
+    return {"custom_id": custom_id, "method": "POST", "url": CHAT_COMPLETIONS_URL, "body": body}
+
+
+def encoded(line: dict[str, Any]) -> bytes:
+    return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def pack(
+    waiting: Sequence[PendingRequest], max_lines: int, max_bytes: int
+) -> list[list[PendingRequest]]:
+    """Consecutive groups of ``waiting`` (oldest first) that each fit one input file:
+    at most ``max_lines`` lines and ``max_bytes`` bytes. A full file is closed and the
+    next request starts a new one (staging refuses a request whose line alone is larger
+    than a file may be)."""
+    files: list[list[PendingRequest]] = []
+    current: list[PendingRequest] = []
+    size = 0
+    for pending in sorted(waiting, key=lambda p: (p.staged_at, p.request_id)):
+        line_bytes = len(encoded(pending.line))
+        if current and (len(current) >= max_lines or size + line_bytes > max_bytes):
+            files.append(current)
+            current, size = [], 0
+        current.append(pending)
+        size += line_bytes
+    if current:
+        files.append(current)
+    return files
+
+
+def input_file(members: Iterable[PendingRequest]) -> bytes:
+    return b"".join(encoded(pending.line) for pending in members)
+
+
+# --- answers -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answered:
+    result: InferenceResult
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The content filter stopped the prompt or the answer: a result, not a failure."""
+
+    reason: str
+    categories: str
+
+
+@dataclass(frozen=True)
+class LineFailed:
+    """The service could not answer this line (a server error, a malformed answer)."""
+
+    code: str
+    message: str
+
+
+Answer = Answered | Refused | LineFailed
+
+
+def answer_lines(output: bytes | None, errors: bytes | None) -> dict[str, dict[str, Any]]:
+    """Every line of an output file and an error file, by ``custom_id`` (``answer``
+    reads one)."""
+    answers: dict[str, dict[str, Any]] = {}
+    for content in (output, errors):
+        for raw in (content or b"").splitlines():
+            if not raw.strip():
+                continue
+            try:
+                line = json.loads(raw)
+                custom_id = line["custom_id"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue  # no custom_id: it cannot belong to any request
+            if isinstance(custom_id, str) and isinstance(line, dict):
+                answers[custom_id] = line
+    return answers
+
+
+def answer(line: dict[str, Any], characters: int) -> Answer:
+    """What one answer line means for its request (``characters``: its input's length,
+    a statistic of the result)."""
+    response = line.get("response") or {}
+    error = line.get("error")
+    status = response.get("status_code") if isinstance(response, dict) else None
+    body = response.get("body") if isinstance(response, dict) else None
+    if status == 200 and isinstance(body, dict):
+        try:
+            return Answered(read_completion(body, characters))
+        except PolicyRefusal as refusal:
+            return Refused(refusal.message, refusal.category or CONTENT_FILTER)
+        except TransientError as malformed:
+            return LineFailed("malformed_answer", str(malformed))
+    error_body = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error_body, dict) and error_body.get("code") == CONTENT_FILTER:
+        return Refused("the prompt was refused by the content filter", filtered_categories(body))
+    source = error_body if isinstance(error_body, dict) else error
+    if isinstance(source, dict):
+        code = str(source.get("code") or f"http_{status}")
+        return LineFailed(code, str(source.get("message") or "the service gave no message"))
+    return LineFailed(f"http_{status}", "the service answered this line with an error")

@@ -1,0 +1,88 @@
+"""Staging: a batch-mode request message becomes a pending line of the next input file.
+
+Batch-mode requests travel the same queue as every other request (so every door, direct
+producers included, works the same, and intake stays two storage writes). The processor
+hands a batch-mode message here instead of to the model: its input is read once and its
+JSONL line built now, so submitting later reads only the staged records. Staging is one
+exclusive create: a redelivered message finds its line staged and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from shared.chat_completions import chat_request, reads_as_text
+from shared.clock import Clock, utc_now
+from shared.contracts import RequestMessage
+from shared.errors import PermanentError
+from shared.global_batch.files import encoded, input_line
+from shared.global_batch.records import PendingRequest
+from shared.global_batch.store import BatchRecords
+from shared.inference import InferenceInput
+from shared.model_parameters import GenerationParameters
+
+TRACE_PROPERTIES = ("traceparent", "tracestate")
+
+
+@dataclass(frozen=True)
+class StagingPolicy:
+    deployments: Mapping[str, str]  # model alias -> Global Batch deployment
+    max_bytes_per_file: int
+
+
+class BatchStager:
+    def __init__(
+        self, records: BatchRecords, policy: StagingPolicy, clock: Clock = utc_now
+    ) -> None:
+        self._records = records
+        self._policy = policy
+        self._clock = clock
+
+    def stage(
+        self,
+        request: RequestMessage,
+        correlation_id: str,
+        content: bytes,
+        media_type: str,
+        properties: Mapping[str, object],
+    ) -> bool:
+        """Stage ``request`` (its input already read); False when it was staged before.
+        PermanentError for a request no batch file can carry."""
+        deployment = self._policy.deployments.get(request.model)
+        if deployment is None:
+            raise PermanentError(f"model '{request.model}' has no Global Batch deployment here")
+        if not reads_as_text(media_type):
+            raise PermanentError(f"the batch lane reads text only, not {media_type}")
+        text = InferenceInput(
+            request_id=request.request_id,
+            model=request.model,
+            content=content,
+            media_type=media_type,
+        ).text()
+        known = GenerationParameters.model_fields
+        parameters = GenerationParameters.model_validate(
+            {key: value for key, value in request.parameters.items() if key in known}
+        )
+        line = input_line(request.request_id, chat_request(deployment, text, parameters))
+        size = len(encoded(line))
+        if size > self._policy.max_bytes_per_file:
+            raise PermanentError(
+                f"the request's batch line is {size} bytes; an input file holds at most "
+                f"{self._policy.max_bytes_per_file} (GlobalBatch__maxBytesPerFile)"
+            )
+        trace = {
+            name: value
+            for name in TRACE_PROPERTIES
+            if isinstance(value := properties.get(name), str)
+        }
+        return self._records.stage(
+            PendingRequest(
+                request=request,
+                deployment=deployment,
+                correlation_id=correlation_id,
+                properties=trace,
+                line=line,
+                staged_at=self._clock(),
+            )
+        )

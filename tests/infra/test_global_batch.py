@@ -1,0 +1,317 @@
+"""The Global Batch lane's infrastructure: deployment, role, app settings, retention, alert.
+
+``modules/openai-batch.bicep`` deploys a ``GlobalBatch`` model deployment on an Azure OpenAI
+account (created by ``modules/openai-account.bicep``, or an existing one) and grants the app
+identity Cognitive Services OpenAI User on that account alone: the app is the only submitter
+(infra/README.md, Global Batch). It is off by default, so a default deployment needs no
+Azure OpenAI quota.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from annotated_types import Le
+
+from shared import telemetry
+from shared.settings import Settings
+from tests.infra import (
+    CATALOG,
+    INFRA,
+    MODULES,
+    bicep_files,
+    constants,
+    decorator,
+    is_reference,
+    literal,
+    module,
+    modules,
+    outputs,
+    params,
+    read,
+    render,
+    resolve,
+    resource_body,
+    resources,
+    resources_of_type,
+    variables,
+)
+
+MAIN = INFRA / "main.bicep"
+BATCH = MODULES / "openai-batch.bicep"
+ACCOUNT = MODULES / "openai-account.bicep"
+FUNCTION_APP = MODULES / "function-app.bicep"
+DATA_STORAGE = MODULES / "storage-data.bicep"
+ALERTS = MODULES / "alerts.bicep"
+BATCH_ALERT_QUERY = MODULES / "queries" / "alert-batch-ended.kql"
+COGNITIVE_API_VERSION = "2024-10-01"
+
+
+def _only(path: Any, resource_type: str) -> dict[str, Any]:
+    (resource,) = resources_of_type(path, resource_type).values()
+    return resource
+
+
+def _app_settings() -> dict[str, Any]:
+    settings: dict[str, Any] = variables(FUNCTION_APP)["appSettings"]
+    return settings
+
+
+# --- the account: Entra ID only --------------------------------------------------------------
+
+
+def test_created_account_is_openai_s0_without_keys() -> None:
+    account = _only(ACCOUNT, "Microsoft.CognitiveServices/accounts")
+    assert account["api_version"] == COGNITIVE_API_VERSION
+    body = resource_body(account)
+    assert body["kind"] == "OpenAI"
+    assert body["sku"] == {"name": "S0"}
+    properties = body["properties"]
+    # No keys: a data role is the only way to submit, and only the app holds one.
+    assert properties["disableLocalAuth"] is True
+    assert is_reference(properties["customSubDomainName"], "name")
+    assert is_reference(properties["publicNetworkAccess"], "publicNetworkAccess")
+    network = params(ACCOUNT)["publicNetworkAccess"]
+    assert decorator(network, "allowed") == ["Enabled", "Disabled"]
+
+
+def test_account_is_created_only_when_no_existing_one_is_named() -> None:
+    created = modules(BATCH)["newAccount"]
+    assert created["detail"]["path"] == "openai-account.bicep"
+    assert render(created["config"]["condition"]) == "createAccount"
+    (existing,) = [r for r in resources(BATCH).values() if r["existing"]]
+    assert existing["type"] == "Microsoft.CognitiveServices/accounts"
+    assert is_reference(resource_body(existing)["name"], "accountName")
+    passed = module(MAIN, "openAIBatch")["params"]
+    assert render(passed["createAccount"]) == "empty(globalBatchAccountName)"
+    assert render(passed["accountName"]) == (
+        "(empty(globalBatchAccountName) ? names.openAI : globalBatchAccountName)"
+    )
+
+
+# --- the deployment ----------------------------------------------------------------------------
+
+
+def test_deployment_is_global_batch_with_a_capacity_parameter() -> None:
+    deployment = _only(BATCH, "Microsoft.CognitiveServices/accounts/deployments")
+    assert deployment["api_version"] == COGNITIVE_API_VERSION
+    body = resource_body(deployment)
+    assert is_reference(body["parent"], "account")
+    assert body["sku"]["name"] == "GlobalBatch"
+    assert not is_reference(body["sku"]["name"])
+    assert is_reference(body["sku"]["capacity"], "capacity")
+    model = body["properties"]["model"]
+    assert model["format"] == "OpenAI"
+    assert is_reference(model["name"], "modelName")
+    assert is_reference(model["version"], "modelVersion")
+    # An existing reference carries no dependency on the account the module may create.
+    assert body["dependsOn"] == ["newAccount"]
+
+
+def test_module_outputs_the_endpoint_and_the_deployment_name() -> None:
+    found = outputs(BATCH)
+    assert render(found["endpoint"]) == "account.properties.endpoint"
+    assert render(found["deploymentName"]) == "batchDeployment.name"
+
+
+def test_the_lane_is_off_by_default() -> None:
+    declared = params(MAIN)
+    assert declared["globalBatchEnabled"]["default"] is False
+    batch = modules(MAIN)["openAIBatch"]
+    assert batch["detail"]["path"] == "modules/openai-batch.bicep"
+    assert render(batch["config"]["condition"]) == "globalBatchEnabled"
+    passed = module(MAIN, "openAIBatch")["params"]
+    for name in ("modelName", "modelVersion", "capacity"):
+        upper = name[0].upper() + name[1:]
+        assert is_reference(passed[name], f"globalBatch{upper}")
+    assert decorator(declared["globalBatchCapacity"], "min_value") == 1
+
+
+# --- the role: OpenAI User, the app identity, the account only ---------------------------------
+
+
+def test_app_identity_is_openai_user_on_the_account_only() -> None:
+    (assignment,) = resources_of_type(BATCH, "Microsoft.Authorization/roleAssignments").values()
+    body = resource_body(assignment)
+    role = render(body["properties"]["roleDefinitionId"])
+    assert role == (
+        "subscription_resource_id('Microsoft.Authorization/roleDefinitions', "
+        "roleDefinitionIds.cognitiveServicesOpenAIUser)"
+    )
+    assert is_reference(body["scope"], "account")
+    assert resources(BATCH)["account"]["type"] == "Microsoft.CognitiveServices/accounts"
+    assert is_reference(body["properties"]["principalId"], "appPrincipalId")
+    passed = module(MAIN, "openAIBatch")["params"]
+    assert render(passed["appPrincipalId"]) == "identities.outputs.appIdentityPrincipalId"
+
+
+def test_no_other_principal_or_role_on_the_account() -> None:
+    """Another submitter would be an unmetered second door to the model."""
+    granted = [
+        (path.name, symbol)
+        for path in bicep_files()
+        for symbol, assignment in resources_of_type(
+            path, "Microsoft.Authorization/roleAssignments"
+        ).items()
+        if "cognitiveServices" in render(resource_body(assignment)["properties"])
+        or resources(path).get(render(resource_body(assignment).get("scope", "")), {}).get("type")
+        == "Microsoft.CognitiveServices/accounts"
+    ]
+    assert granted == [("openai-batch.bicep", "batchSubmitter")]
+
+
+def test_role_constant_is_the_documented_openai_user_id() -> None:
+    text = read(MODULES / "role-definitions.json")
+    assert '"cognitiveServicesOpenAIUser": "5e0bd9bd-7b93-4f28-af87-19fc36ad61bd"' in text
+    assert '"cognitiveServicesOpenAIUser": "Cognitive Services OpenAI User"' in text
+
+
+# --- app settings --------------------------------------------------------------------------------
+
+
+def test_batch_settings_come_from_the_deployment_and_the_app_identity() -> None:
+    settings = _app_settings()
+    assert is_reference(settings["GlobalBatch__deployments"], "globalBatchDeployments")
+    assert is_reference(settings["GlobalBatch__endpoint"], "globalBatchEndpoint")
+    assert is_reference(settings["GlobalBatch__clientId"], "appIdentityClientId")
+    assert settings["GlobalBatch__apiVersion"] == "2025-04-01-preview"
+    assert "GlobalBatch__apiKey" not in settings
+    passed = module(MAIN, "functionApp")["params"]
+    assert render(passed["globalBatchDeployments"]) == (
+        "(globalBatchEnabled ? '${globalBatchModelAlias}=${globalBatchDeploymentName}' : '')"
+    )
+    assert render(passed["globalBatchEndpoint"]) == (
+        "(globalBatchEnabled ? openAIBatch.outputs.endpoint : '')"
+    )
+
+
+def test_every_batch_setting_of_the_model_is_deployed() -> None:
+    names = {
+        field.alias
+        for field in Settings.model_fields.values()
+        if field.alias
+        and (field.alias.startswith("GlobalBatch") or field.alias == "BatchContainer")
+    }
+    assert len(names) >= 19
+    assert names - {"GlobalBatch__apiKey"} <= set(_app_settings())
+
+
+def _enabled(value: Any, known: dict[str, Any]) -> Any:
+    """The value main.bicep passes when globalBatchEnabled is true."""
+    operands = value["operator"]["operands"]
+    assert is_reference(operands["condition"], "globalBatchEnabled")
+    return resolve(operands["true_value"], known)
+
+
+def test_enabled_defaults_make_a_valid_batch_lane() -> None:
+    """With the flag on and every other default, the app accepts the settings it is given."""
+    known = constants(MAIN)
+    passed = module(MAIN, "functionApp")["params"]
+    deployments = _enabled(passed["globalBatchDeployments"], known)
+    assert deployments == "local-analyzer=gpt-4o-mini-batch"
+    app_known = {
+        **constants(FUNCTION_APP),
+        "allowedModels": resolve(known["allowedModels"], known),
+        "globalBatchDeployments": deployments,
+        "globalBatchEndpoint": "https://oai-test.openai.azure.com/",
+    }
+    values = {}
+    for name, raw in _app_settings().items():
+        if name.startswith(("GlobalBatch", "Batch", "AllowedModels")):
+            values[name] = resolve(raw, {**app_known, "appIdentityClientId": "client"})
+    settings = Settings.model_validate(values)
+    assert settings.batch_deployments == {"local-analyzer": "gpt-4o-mini-batch"}
+    assert settings.batch_endpoint == "https://oai-test.openai.azure.com/"
+    assert settings.batch_container == "batches"
+    assert settings.global_batch_schedule == "5 */1 * * * *"
+
+
+# --- the batches container and its retention ------------------------------------------------------
+
+
+def test_batches_container_is_an_app_container_of_the_catalogue() -> None:
+    catalog = read(CATALOG)
+    assert '"batches": "batches"' in catalog
+    known = constants(FUNCTION_APP)
+    assert resolve(_app_settings()["BatchContainer"], known) == Settings().batch_container
+    app_containers = resolve(variables(DATA_STORAGE)["appContainerNames"], constants(DATA_STORAGE))
+    assert "batches" in app_containers  # so the app identity is Blob Data Contributor there
+
+
+def test_batches_expire_after_the_retention_parameter() -> None:
+    (policy,) = resources_of_type(
+        DATA_STORAGE, "Microsoft.Storage/storageAccounts/managementPolicies"
+    ).values()
+    rules = {rule["name"]: rule for rule in resource_body(policy)["properties"]["policy"]["rules"]}
+    definition = rules["expire-batches"]["definition"]
+    (prefix,) = definition["filters"]["prefixMatch"]
+    hole, slash = literal(prefix)
+    assert (render(hole), slash) == ("dataContainers.batches", "/")
+    delete = definition["actions"]["baseBlob"]["delete"]
+    assert is_reference(delete["daysAfterModificationGreaterThan"], "batchRetentionDays")
+    passed = module(MAIN, "dataStorage")["params"]
+    assert is_reference(passed["batchRetentionDays"], "batchRetentionDays")
+
+
+def test_output_copies_outlive_the_services_own_copy() -> None:
+    """The copies are the platform's record: no shorter than the service's longest expiry."""
+    field = Settings.model_fields["global_batch_output_expiry_days"]
+    (longest,) = [item.le for item in field.metadata if isinstance(item, Le)]
+    for path in (MAIN, DATA_STORAGE):
+        declared = params(path)["batchRetentionDays"]
+        assert declared["default"] == 90
+        assert decorator(declared, "min_value") >= longest
+
+
+# --- the alert on expired or failed batches -------------------------------------------------------
+
+
+def _code(text: str) -> str:
+    return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
+
+
+def test_alert_fires_on_expired_or_failed_batches() -> None:
+    alert = modules(ALERTS)["batchEnded"]
+    assert alert["detail"]["path"] == "log-alert.bicep"
+    assert render(alert["config"]["condition"]) == "batchAlertEnabled"
+    body = resource_body(alert)["params"]
+    assert render(body["query"]) == "load_text_content('queries/alert-batch-ended.kql')"
+    assert body["measureColumn"] == "batches"
+    assert body["operator"] == "GreaterThan"
+    assert is_reference(body["threshold"], "batchEndedThreshold")
+    assert params(ALERTS)["batchEndedThreshold"]["default"] == 0
+    assert [d["name"] for d in body["dimensions"]] == ["status"]
+    assert is_reference(body["scopeId"], "appInsightsId")
+    assert is_reference(body["actionGroupId"], "actionGroupId")
+    passed = module(MAIN, "alerts")["params"]
+    assert is_reference(passed["batchAlertEnabled"], "globalBatchEnabled")
+
+
+def test_alert_query_counts_the_ended_metric_by_status() -> None:
+    query = _code(read(BATCH_ALERT_QUERY))
+    assert f'"{telemetry.BATCH_ENDED}"' in query
+    assert 'customDimensions["inferbus.batch.status"]' in query
+    assert re.search(r'status in \("expired", "failed"\)', query)
+    assert "traces" not in query
+    last = query.strip().splitlines()[-1]
+    for column in ("timestamp", "status", "batches"):
+        assert re.search(rf"\b{column}\b", last)
+
+
+# --- documentation ------------------------------------------------------------------------------
+
+
+def test_readme_explains_the_global_batch_deployment() -> None:
+    readme = read(INFRA / "README.md")
+    section = readme.split("### Global Batch", 1)[1].split("\n### ", 1)[0]
+    for phrase in (
+        "GlobalBatch",
+        "enqueued-token",
+        "Cognitive Services OpenAI User",
+        "only submitter",
+        "globalBatchEnabled=true",
+    ):
+        assert phrase in section, phrase
+    assert "alert-batch-ended.kql" in readme
+    assert "`expire-batches`" in readme

@@ -317,6 +317,7 @@ def global_batch_for(
             quota_retry=timedelta(seconds=settings.global_batch_quota_retry_seconds),
             quota_retry_max=timedelta(seconds=settings.global_batch_quota_retry_max_seconds),
             poll_interval=timedelta(seconds=settings.global_batch_poll_seconds),
+            run_budget=timedelta(seconds=settings.global_batch_run_seconds),
         ),
         clock=ports.clock,
     )

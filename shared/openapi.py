@@ -139,6 +139,13 @@ def _request_paths(settings: Settings) -> dict[str, Any]:
             "required": False,
             "schema": {"type": "integer", "minimum": 1},
         },
+        {
+            "name": "mode",
+            "in": "query",
+            "required": False,
+            "schema": _ref("ProcessingMode"),
+            "description": "Raw uploads only: queue (default) or batch (the Global Batch lane).",
+        },
     ]
     accepted_headers = {
         "Location": {"description": "The status URL to poll", "schema": {"type": "string"}},

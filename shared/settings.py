@@ -266,6 +266,9 @@ class Settings(BaseModel):
     global_batch_poll_seconds: float = Field(60.0, ge=0, alias="GlobalBatch__pollSeconds")
     global_batch_timeout_seconds: float = Field(300.0, gt=0, alias="GlobalBatch__timeoutSeconds")
     global_batch_schedule: str = Field("5 */1 * * * *", alias="GlobalBatchSchedule")
+    # One run of the control plane stops starting new work after this long (well inside
+    # host.json's functionTimeout of 10 minutes); the next run goes on where it stopped.
+    global_batch_run_seconds: float = Field(240.0, gt=0, le=540, alias="GlobalBatch__runSeconds")
     # Pending requests, submissions, the tenant ledger and the copied files.
     batch_container: str = Field("batches", alias="BatchContainer")
 

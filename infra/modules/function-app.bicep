@@ -347,6 +347,7 @@ var appSettings = {
   GlobalBatch__quotaRetrySeconds: '300'
   GlobalBatch__quotaRetryMaxSeconds: '3600'
   GlobalBatch__pollSeconds: '60'
+  GlobalBatch__runSeconds: '240'
   GlobalBatch__timeoutSeconds: '300'
   GlobalBatchSchedule: '5 */1 * * * *'
   BatchContainer: dataContainers.batches

@@ -37,7 +37,7 @@ from shared.contracts import (
 from shared.errors import Conflict, NotFound
 from shared.events.announcements import Announcer, announcement_for
 from shared.global_batch.files import Answered, LineFailed, Refused, answer
-from shared.global_batch.records import PendingRequest, Submission
+from shared.global_batch.records import MemberFacts, Submission
 from shared.global_batch.store import BatchRecords
 from shared.jobs import JobRepository, Versioned, transition
 from shared.messaging import MessageSender, request_envelope
@@ -94,7 +94,7 @@ class Conclusion:
         self,
         submission: Submission,
         request_id: str,
-        pending: PendingRequest | None,
+        member: MemberFacts | None,
         line: dict[str, Any] | None,
     ) -> Concluded:
         current = self._jobs.load(submission.tenant_id, request_id)
@@ -103,28 +103,27 @@ class Conclusion:
             return Concluded("no_job")
         job = current.job
         if job.status.is_terminal:
-            return self._ended_before(submission, job, pending)
-        if pending is None:
-            lost = "the request's staged line was lost before it was answered"
+            return self._ended_before(submission, job, member)
+        if member is None:
+            lost = "the request was not in its submission's list of members"
             return self._end(current, None, JobStatus.FAILED, BATCH_FAILED, lost)
         if submission.remote_status == "failed":
             why = "; ".join(f"{e.code}: {e.message}" for e in submission.errors) or "no reason"
-            return self._end(current, pending, JobStatus.FAILED, BATCH_FAILED,
+            return self._end(current, member, JobStatus.FAILED, BATCH_FAILED,
                              f"the batch {submission.batch_id} failed: {why}")  # fmt: skip
         if line is None:
-            return self._unanswered(submission, current, pending)
-        characters = len(str(pending.line["body"]["messages"][-1]["content"]))
-        meaning = answer(line, characters)
+            return self._unanswered(submission, current, member)
+        meaning = answer(line, member.characters)
         if isinstance(meaning, LineFailed):
-            return self._line_failed(current, pending, meaning)
-        return self._complete(current, pending, meaning)
+            return self._line_failed(current, member, meaning)
+        return self._complete(current, member, meaning)
 
     # --- the ends ----------------------------------------------------------------------
 
     def _complete(
-        self, current: Versioned, pending: PendingRequest, meaning: Answered | Refused
+        self, current: Versioned, member: MemberFacts, meaning: Answered | Refused
     ) -> Concluded:
-        request = pending.request
+        request = member.request
         common = {
             "request_id": request.request_id,
             "tenant_id": request.tenant_id,
@@ -150,7 +149,7 @@ class Conclusion:
             )  # fmt: skip
         except (Conflict, NotFound):
             return Concluded("ended_before")
-        self._announce_result(completed.job, pending)
+        self._announce_result(completed.job, member)
         usage = document.result.usage if document.result else None
         telemetry.record_batch_answer(
             model=request.model,
@@ -166,30 +165,33 @@ class Conclusion:
         )
 
     def _line_failed(
-        self, current: Versioned, pending: PendingRequest, failure: LineFailed
+        self, current: Versioned, member: MemberFacts, failure: LineFailed
     ) -> Concluded:
         message = f"the service could not answer it: {failure.code}: {failure.message}"
         if self._policy.failed_lines == "fail":
-            return self._end(current, pending, JobStatus.FAILED, BATCH_LINE_FAILED, message)
+            return self._end(current, member, JobStatus.FAILED, BATCH_LINE_FAILED, message)
         error = JobError(code=BATCH_LINE_FAILED, message=message)
-        try:
-            self._jobs.advance(
-                current,
-                lambda job: transition(
-                    job, JobStatus.ACCEPTED, self._clock,
-                    mode=ProcessingMode.QUEUE, last_error=error, settlement="requeued",
-                ),
-            )  # fmt: skip
-        except (Conflict, NotFound):
-            return Concluded("ended_before")
-        request = pending.request.model_copy(update={"mode": ProcessingMode.QUEUE})
+        job = current.job
+        handed_over = job.status is JobStatus.ACCEPTED and job.mode is ProcessingMode.QUEUE
+        if not handed_over:  # else an earlier conclusion did, and died before sending
+            try:
+                self._jobs.advance(
+                    current,
+                    lambda job: transition(
+                        job, JobStatus.ACCEPTED, self._clock,
+                        mode=ProcessingMode.QUEUE, last_error=error, settlement="requeued",
+                    ),
+                )  # fmt: skip
+            except (Conflict, NotFound):
+                return Concluded("ended_before")
+        request = member.request.model_copy(update={"mode": ProcessingMode.QUEUE})
         trace = continue_or_start(
-            pending.properties.get("traceparent"), pending.properties.get("tracestate")
+            member.properties.get("traceparent"), member.properties.get("tracestate")
         )
         self._requeue.send(
             request_envelope(
                 request,
-                correlation_id=pending.correlation_id,
+                correlation_id=member.correlation_id,
                 trace=trace,
                 now=self._clock(),
                 source=current.job.source,
@@ -202,20 +204,24 @@ class Conclusion:
         return Concluded("requeued")
 
     def _unanswered(
-        self, submission: Submission, current: Versioned, pending: PendingRequest
+        self, submission: Submission, current: Versioned, member: MemberFacts
     ) -> Concluded:
         if submission.cancel_requested or submission.remote_status == "cancelled":
-            return self._end(current, pending, JobStatus.CANCELLED, BATCH_CANCELLED,
+            return self._end(current, member, JobStatus.CANCELLED, BATCH_CANCELLED,
                              f"its batch {submission.batch_id} was cancelled")  # fmt: skip
-        if pending.resubmissions >= self._policy.max_resubmissions:
+        job, membership = current.job, current.job.batch
+        if job.status is JobStatus.ACCEPTED and membership and membership.submission_id is None:
+            # An earlier conclusion of this submission resubmitted it (the job says how
+            # often) and died before it was closed: finish that, count nothing twice.
+            return self._resubmitted(submission, current, membership.resubmissions)
+        if member.resubmissions >= self._policy.max_resubmissions:
             why = (
                 f"its batch {submission.batch_id} ended {submission.remote_status} without "
-                f"answering it, {pending.resubmissions + 1} times"
+                f"answering it, {member.resubmissions + 1} times"
             )
-            return self._end(current, pending, JobStatus.EXPIRED, BATCH_EXPIRED, why)
-        again = pending.resubmissions + 1
-        self._records.restage(pending.model_copy(update={"resubmissions": again}))
-        membership = BatchMembership(deployment=pending.deployment, resubmissions=again)
+            return self._end(current, member, JobStatus.EXPIRED, BATCH_EXPIRED, why)
+        again = member.resubmissions + 1
+        membership = BatchMembership(deployment=submission.deployment, resubmissions=again)
         try:
             self._jobs.advance(
                 current,
@@ -226,12 +232,24 @@ class Conclusion:
             )  # fmt: skip
         except (Conflict, NotFound):
             return Concluded("ended_before")
+        return self._resubmitted(submission, current, again)
+
+    def _resubmitted(self, submission: Submission, current: Versioned, times: int) -> Concluded:
+        """The staged line stays (a later file carries it), counting its resubmissions as
+        the job does: the job is written first, so it is the count that holds."""
+        job = current.job
+        staged = self._records.pending(submission.deployment, job.tenant_id, job.id)
+        if staged is None:
+            lost = "its staged line was gone when its batch had to be submitted again"
+            return self._end(current, None, JobStatus.FAILED, BATCH_FAILED, lost)
+        if staged.resubmissions != times:
+            self._records.restage(staged.model_copy(update={"resubmissions": times}))
         return Concluded("resubmitted", finished=False)
 
     def _end(
         self,
         current: Versioned,
-        pending: PendingRequest | None,
+        member: MemberFacts | None,
         status: JobStatus,
         code: str,
         message: str,
@@ -239,8 +257,8 @@ class Conclusion:
         ended = self._endings.end(current, Ending(status, code, message, BATCH_SETTLEMENT))
         if ended is None:
             return Concluded("ended_before")
-        self._endings.announce(ended, pending.properties if pending else None)
-        if pending is not None:
+        self._endings.announce(ended, member.properties if member else None)
+        if member is not None:
             telemetry.record_batch_answer(
                 model=ended.model, tenant=ended.tenant_id, outcome=status.value,
                 input_tokens=None, output_tokens=None,
@@ -248,25 +266,28 @@ class Conclusion:
         return Concluded(status.value)
 
     def _ended_before(
-        self, submission: Submission, job: Job, pending: PendingRequest | None
+        self, submission: Submission, job: Job, member: MemberFacts | None
     ) -> Concluded:
         """A job already terminal: when this submission completed it (a run that died
         before closing), announce it again; anything else ended it, and stays."""
         ours = job.batch is not None and job.batch.submission_id == submission.id
         completed_here = job.status is JobStatus.COMPLETED and job.settlement == BATCH_SETTLEMENT
-        if completed_here and ours and pending is not None and job.result is not None:
-            self._announce_result(job, pending)
-            return Concluded(job.result.outcome)
+        if completed_here and ours and member is not None and job.result is not None:
+            self._announce_result(job, member)
+            usage = job.result.result.usage if job.result.result else None
+            if usage is None:
+                return Concluded(job.result.outcome)
+            return Concluded(job.result.outcome, usage.input_tokens, usage.output_tokens)
         return Concluded("ended_before")
 
-    def _announce_result(self, job: Job, pending: PendingRequest) -> None:
+    def _announce_result(self, job: Job, member: MemberFacts) -> None:
         assert job.result is not None
         base = self._policy.api_base_url
         self._announcer.announce(
             announcement_for(
-                pending.request,
+                member.request,
                 job.result.outcome,
-                properties=pending.properties,
+                properties=member.properties,
                 correlation_id=job.correlation_id,
                 result=job.result,
                 result_url=f"{base}/api/v1/requests/{job.id}/result" if base else None,

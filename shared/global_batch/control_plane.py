@@ -25,28 +25,35 @@ request is submitted twice or lost (``tests/integration/test_global_batch_crashe
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from shared import telemetry
 from shared.clock import Clock, utc_now
-from shared.contracts import BatchMembership, Job, JobStatus
-from shared.errors import ConcurrencyConflict, Conflict, InferbusError, NotFound
-from shared.global_batch.conclusion import Concluded, Conclusion
-from shared.global_batch.files import answer_lines, input_file, pack
+from shared.errors import (
+    ConcurrencyConflict,
+    InferbusError,
+    PermanentError,
+)
+from shared.global_batch.conclusion import Conclusion
+from shared.global_batch.files import answer_lines
+from shared.global_batch.membership import mark_members
+from shared.global_batch.planning import Planner, PlanningPolicy
 from shared.global_batch.ports import BatchService, RemoteBatch
 from shared.global_batch.records import (
     Counts,
-    LedgerEntry,
+    MemberFacts,
     RecordedError,
     Submission,
     SubmissionState,
+    ledger_entry,
 )
 from shared.global_batch.store import READERS, BatchRecords
-from shared.jobs import JobRepository, transition
-from shared.request_ids import new_request_id
+from shared.jobs import JobRepository
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +68,10 @@ class ControlPolicy:
     quota_retry: timedelta
     quota_retry_max: timedelta
     poll_interval: timedelta
+    run_budget: timedelta = timedelta(minutes=4)
+    # Members marked or concluded per step: each step's progress is saved, so a run that
+    # stops (its time is up, or it dies) repeats at most this many members' work.
+    chunk: int = 1000
 
 
 @dataclass
@@ -86,21 +97,42 @@ class GlobalBatchControlPlane:
         conclusion: Conclusion,
         policy: ControlPolicy,
         clock: Clock = utc_now,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._records = records
         self._service = service
         self._jobs = jobs
         self._conclusion = conclusion
         self._policy = policy
+        self._planner = Planner(
+            records,
+            PlanningPolicy(
+                max_lines_per_file=policy.max_lines_per_file,
+                max_bytes_per_file=policy.max_bytes_per_file,
+                submit_at_lines=policy.submit_at_lines,
+                submit_after=policy.submit_after,
+            ),
+            clock,
+        )
         self._clock = clock
+        self._monotonic = monotonic
+        self._stop_at = 0.0
+        # A final batch's answers and members' facts, read once per run, not per chunk.
+        self._answers: dict[str, tuple[dict[str, dict[str, Any]], dict[str, MemberFacts]]] = {}
 
     def run(self) -> RunReport:
+        """One run: open submissions first, then new ones; no step starts after
+        ``GlobalBatch__runSeconds`` (each saves its progress, so the next run goes on)."""
         report = RunReport()
+        self._stop_at = self._monotonic() + self._policy.run_budget.total_seconds()
+        self._answers.clear()
         busy: set[str] = set()
         for submission_id in self._records.open_ids():
             members = self._advance(submission_id, report)
             busy.update(members)
-        for submission_id in self._plan(busy, report):
+        planned = self._planner.plan(busy, self._in_time)
+        report.planned.extend(planned)
+        for submission_id in planned:
             self._advance(submission_id, report)
         if report.planned or report.closed:
             log.info(
@@ -108,53 +140,6 @@ class GlobalBatchControlPlane:
                 len(report.planned), len(report.closed), report.advanced,
             )  # fmt: skip
         return report
-
-    # --- planning ------------------------------------------------------------------------
-
-    def _plan(self, busy: set[str], report: RunReport) -> list[str]:
-        """Open submissions for the staged requests that are due (not members of an
-        open submission: ``busy``)."""
-        now = self._clock()
-        groups: dict[tuple[str, str], list[str]] = defaultdict(list)
-        oldest: dict[tuple[str, str], datetime] = {}
-        for waiting in self._records.waiting():
-            if waiting.request_id in busy:
-                continue
-            key = (waiting.deployment, waiting.tenant_id)
-            groups[key].append(waiting.request_id)
-            if key not in oldest or waiting.staged_at < oldest[key]:
-                oldest[key] = waiting.staged_at
-        opened = []
-        for (deployment, tenant_id), request_ids in sorted(groups.items()):
-            waited = now - oldest[(deployment, tenant_id)]
-            due = len(request_ids) >= self._policy.submit_at_lines
-            if not due and waited < self._policy.submit_after:
-                continue
-            staged = self._records.pending_many(deployment, tenant_id, request_ids)
-            files = pack(
-                list(staged.values()),
-                self._policy.max_lines_per_file,
-                self._policy.max_bytes_per_file,
-            )
-            for members in files:
-                submission = Submission(
-                    id=new_request_id(self._clock),
-                    tenant_id=tenant_id,
-                    deployment=deployment,
-                    model=members[0].request.model,
-                    members=[pending.request_id for pending in members],
-                    bytes=len(input_file(members)),
-                    created_at=now,
-                    updated_at=now,
-                )
-                self._records.open(submission)
-                opened.append(submission.id)
-                report.planned.append(submission.id)
-                log.info(
-                    "planned submission %s: %d requests of tenant %s for %s (%d bytes)",
-                    submission.id, len(members), tenant_id, deployment, submission.bytes,
-                )  # fmt: skip
-        return opened
 
     # --- the steps ---------------------------------------------------------------------
 
@@ -172,7 +157,7 @@ class GlobalBatchControlPlane:
             SubmissionState.ENDED: self._conclude,
         }
         try:
-            while submission.state is not SubmissionState.CLOSED:
+            while submission.state is not SubmissionState.CLOSED and self._in_time():
                 outcome = steps[submission.state](submission)
                 if outcome is None:
                     break
@@ -198,13 +183,10 @@ class GlobalBatchControlPlane:
             return self._cancelled_before_submission(submission)
         file_id = self._service.find_file(submission.filename)
         if file_id is None:
-            staged = self._records.pending_many(
-                submission.deployment, submission.tenant_id, submission.members
-            )
-            members = [staged[rid] for rid in submission.members if rid in staged]
-            if not members:
-                return self._cancelled_before_submission(submission)
-            file_id = self._service.upload(submission.filename, input_file(members))
+            content = self._records.kept_file(submission.id, "input")
+            if content is None:
+                raise PermanentError(f"submission {submission.id} has lost its input file")
+            file_id = self._service.upload(submission.filename, content)
         return submission.model_copy(
             update={"state": SubmissionState.UPLOADED, "file_id": file_id}
         ), True
@@ -225,40 +207,31 @@ class GlobalBatchControlPlane:
                 self._policy.output_expiry_seconds,
                 {"inferbus_submission": submission.id, "tenant": submission.tenant_id},
             )
-        self._records.record_in_ledger(
-            LedgerEntry(
-                submission_id=submission.id,
-                tenant_id=submission.tenant_id,
-                model=submission.model,
-                deployment=submission.deployment,
-                batch_id=batch.id,
-                requests=len(submission.members),
-                bytes=submission.bytes,
-                submitted_at=submitted_at,
-            )
-        )
         log.info(
             "submission %s is batch %s (%d requests)",
             submission.id, batch.id, len(submission.members),
         )  # fmt: skip
-        return _observed(
+        submitted = _observed(
             submission.model_copy(
                 update={
                     "state": SubmissionState.SUBMITTED,
                     "batch_id": batch.id,
                     "submitted_at": submitted_at,
                     "retry_at": None,
-                    "members_marked": False,
+                    "marked": 0,
                 }
             ),
             batch,
             now,
-        ), True
+        )
+        self._records.record_in_ledger(ledger_entry(submitted))
+        return submitted, True
 
     def _track(self, submission: Submission) -> Step:
-        if not submission.members_marked:
-            self._mark_members(submission)
-            return submission.model_copy(update={"members_marked": True}), True
+        if submission.marked < len(submission.members):
+            chunk = submission.members[submission.marked : submission.marked + self._policy.chunk]
+            mark_members(self._jobs, submission, chunk, self._clock)
+            return submission.model_copy(update={"marked": submission.marked + len(chunk)}), True
         assert submission.batch_id is not None
         now = self._clock()
         if submission.cancel_requested and submission.remote_status not in (
@@ -286,72 +259,57 @@ class GlobalBatchControlPlane:
         return observed.model_copy(update={"state": SubmissionState.ENDED}), True
 
     def _conclude(self, submission: Submission) -> Step:
-        lines = answer_lines(
-            self._records.kept_file(submission.id, "output"),
-            self._records.kept_file(submission.id, "errors"),
-        )
-        staged = self._records.pending_many(
-            submission.deployment, submission.tenant_id, submission.members
-        )
+        """Conclude the next chunk of members; close the submission after the last."""
+        lines, facts = self._answers_of(submission)
+        start = submission.concluded
+        chunk = submission.members[start : start + self._policy.chunk]
         with ThreadPoolExecutor(max_workers=READERS) as pool:
             concluded = list(
                 pool.map(
                     lambda rid: self._conclusion.conclude(
-                        submission, rid, staged.get(rid), lines.get(rid)
+                        submission, rid, facts.get(rid), lines.get(rid)
                     ),
-                    submission.members,
+                    chunk,
                 )
             )
-        outcomes: dict[str, int] = defaultdict(int)
-        for member in concluded:
-            outcomes[member.outcome] += 1
-        finished = [rid for rid, c in zip(submission.members, concluded, strict=True) if c.finished]
+        finished = [rid for rid, c in zip(chunk, concluded, strict=True) if c.finished]
         self._records.unstage(submission.deployment, submission.tenant_id, finished)
-        self._close_ledger(submission, concluded, dict(outcomes))
-        self._delete_service_files(submission)
-        log.info("submission %s closed: %s", submission.id, dict(outcomes))
-        return submission.model_copy(
+        outcomes = dict(submission.outcomes)
+        for member in concluded:
+            outcomes[member.outcome] = outcomes.get(member.outcome, 0) + 1
+        progressed = submission.model_copy(
             update={
-                "state": SubmissionState.CLOSED,
-                "closed_at": self._clock(),
-                "outcomes": dict(outcomes),
+                "concluded": start + len(chunk),
+                "outcomes": outcomes,
+                "input_tokens": submission.input_tokens + sum(c.input_tokens for c in concluded),
+                "output_tokens": submission.output_tokens + sum(c.output_tokens for c in concluded),
             }
+        )
+        if progressed.concluded < len(submission.members):
+            return progressed, True
+        if progressed.batch_id is not None:  # else never submitted: nothing was spent
+            self._records.record_in_ledger(ledger_entry(progressed))
+        self._delete_service_files(progressed)
+        log.info("submission %s closed: %s", submission.id, outcomes)
+        return progressed.model_copy(
+            update={"state": SubmissionState.CLOSED, "closed_at": self._clock()}
         ), True
 
+    def _answers_of(
+        self, submission: Submission
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, MemberFacts]]:
+        if submission.id not in self._answers:
+            lines = answer_lines(
+                self._records.kept_file(submission.id, "output"),
+                self._records.kept_file(submission.id, "errors"),
+            )
+            self._answers[submission.id] = (lines, self._records.kept_members(submission.id))
+        return self._answers[submission.id]
+
+    def _in_time(self) -> bool:
+        return self._monotonic() < self._stop_at
+
     # --- pieces of the steps -------------------------------------------------------------
-
-    def _mark_members(self, submission: Submission) -> None:
-        """Each member's job shows its batch (``running``); a job ended meanwhile (its
-        caller cancelled it) stays ended, and its answer will be ignored."""
-        assert submission.batch_id is not None
-        batch_id = submission.batch_id
-
-        def mark(request_id: str) -> None:
-            def change(job: Job) -> Job:
-                previous = job.batch.resubmissions if job.batch else 0
-                membership = BatchMembership(
-                    deployment=submission.deployment,
-                    submission_id=submission.id,
-                    batch_id=batch_id,
-                    resubmissions=previous,
-                )
-                return transition(
-                    job, JobStatus.RUNNING, self._clock, batch=membership,
-                    attempts=job.attempts + 1, settlement=None,
-                )  # fmt: skip
-
-            current = self._jobs.load(submission.tenant_id, request_id)
-            if current is None or current.job.status.is_terminal:
-                return
-            if current.job.batch is not None and current.job.batch.batch_id == batch_id:
-                return
-            try:
-                self._jobs.advance(current, change)
-            except (Conflict, NotFound):
-                return
-
-        with ThreadPoolExecutor(max_workers=READERS) as pool:
-            list(pool.map(mark, submission.members))
 
     def _wait_for_quota(self, submission: Submission, batch: RemoteBatch) -> Submission:
         retries = submission.quota_retries
@@ -386,41 +344,14 @@ class GlobalBatchControlPlane:
         )
         return cancelled.model_copy(update={"state": SubmissionState.ENDED}), True
 
-    def _close_ledger(
-        self, submission: Submission, concluded: list[Concluded], outcomes: dict[str, int]
-    ) -> None:
-        if submission.batch_id is None or submission.submitted_at is None:
-            return  # never submitted: nothing was spent
-        input_tokens = sum(c.input_tokens for c in concluded)
-        output_tokens = sum(c.output_tokens for c in concluded)
-        self._records.record_in_ledger(
-            LedgerEntry(
-                submission_id=submission.id,
-                tenant_id=submission.tenant_id,
-                model=submission.model,
-                deployment=submission.deployment,
-                batch_id=submission.batch_id,
-                requests=len(submission.members),
-                bytes=submission.bytes,
-                submitted_at=submission.submitted_at,
-                outcomes=outcomes,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                total_tokens=input_tokens + output_tokens,
-            )
-        )
-
     def _delete_service_files(self, submission: Submission) -> None:
-        for file_id in (submission.file_id, *self._remote_files(submission)):
+        for file_id in (submission.file_id, submission.output_file_id, submission.error_file_id):
             if file_id is None:
                 continue
             try:
                 self._service.delete_file(file_id)
             except InferbusError as error:
                 log.warning("could not delete %s from the service: %s", file_id, error)
-
-    def _remote_files(self, submission: Submission) -> tuple[str | None, ...]:
-        return (submission.output_file_id, submission.error_file_id)
 
 
 def _observed(submission: Submission, batch: RemoteBatch, now: datetime) -> Submission:

@@ -49,6 +49,28 @@ class PendingRequest(_Record):
     def tenant_id(self) -> str:
         return self.request.tenant_id
 
+    def facts(self) -> MemberFacts:
+        messages = self.line.get("body", {}).get("messages") or [{}]
+        return MemberFacts(
+            request=self.request,
+            correlation_id=self.correlation_id,
+            properties=self.properties,
+            characters=len(str(messages[-1].get("content") or "")),
+            resubmissions=self.resubmissions,
+        )
+
+
+class MemberFacts(_Record):
+    """What concluding needs of a member besides its answer: kept for a whole submission in
+    one document (``members.jsonl``) when it is planned, so the conclusion reads one blob
+    instead of every staged line again."""
+
+    request: RequestMessage
+    correlation_id: str
+    properties: dict[str, str] = Field(default_factory=dict)
+    characters: int = Field(0, ge=0)
+    resubmissions: int = Field(0, ge=0)
+
 
 class SubmissionState(StrEnum):
     PLANNED = "planned"  # members chosen; nothing sent yet
@@ -92,7 +114,12 @@ class Submission(_Record):
     refused_batches: list[str] = Field(default_factory=list)
     quota_retries: int = 0
     retry_at: datetime | None = None
-    members_marked: bool = False
+    # Members whose jobs were marked running, and members concluded, so far: a run that
+    # stops (its time is up, or it dies) goes on from there, 1,000 members at a time.
+    marked: int = Field(0, ge=0)
+    concluded: int = Field(0, ge=0)
+    input_tokens: int = Field(0, ge=0)
+    output_tokens: int = Field(0, ge=0)
     remote_status: str | None = None
     counts: Counts = Field(default_factory=Counts)
     errors: list[RecordedError] = Field(default_factory=list)
@@ -106,6 +133,26 @@ class Submission(_Record):
     def filename(self) -> str:
         """The input file's name on the service: how a retried upload finds the first."""
         return f"inferbus-{self.id}.jsonl"
+
+
+def ledger_entry(submission: Submission) -> LedgerEntry:
+    """The tenant's ledger entry of a submitted submission, as far as it has come."""
+    assert submission.batch_id is not None
+    assert submission.submitted_at is not None
+    return LedgerEntry(
+        submission_id=submission.id,
+        tenant_id=submission.tenant_id,
+        model=submission.model,
+        deployment=submission.deployment,
+        batch_id=submission.batch_id,
+        requests=len(submission.members),
+        bytes=submission.bytes,
+        submitted_at=submission.submitted_at,
+        outcomes=submission.outcomes,
+        input_tokens=submission.input_tokens,
+        output_tokens=submission.output_tokens,
+        total_tokens=submission.input_tokens + submission.output_tokens,
+    )
 
 
 class LedgerEntry(_Record):

@@ -3,6 +3,8 @@
     pending/<deployment>/<tenant>/<request id>.json   a staged request (records.PendingRequest)
     submissions/<submission id>.json                  a submission (records.Submission)
     open/<submission id>                              present while the submission is open
+    files/<submission id>/input.jsonl                 the input file, written when planned
+    files/<submission id>/members.jsonl               what concluding needs of each member
     files/<submission id>/output.jsonl, errors.jsonl  the service's files, copied out
     ledger/<tenant>/<day>/<submission id>.json        the tenant's ledger (records.LedgerEntry)
 
@@ -24,11 +26,13 @@ from typing import Protocol, runtime_checkable
 
 from shared.documents import JsonDocuments
 from shared.errors import PermanentError
-from shared.global_batch.records import LedgerEntry, PendingRequest, Submission
+from shared.global_batch.records import LedgerEntry, MemberFacts, PendingRequest, Submission
 from shared.intake.claim_checks import BlobStore
 
 JSONL = "application/jsonl"
-READERS = 16  # documents read at once when a run needs many (a planned file, a join)
+# Documents read (or jobs changed) at once when a run needs many (a planned file, a join):
+# below the storage client's connection pool (10 per host), so no connection is dropped.
+READERS = 8
 
 
 @runtime_checkable
@@ -144,6 +148,16 @@ class BatchRecords:
 
     def kept_file(self, submission_id: str, kind: str) -> bytes | None:
         return self._blobs.read(self.container, _file(submission_id, kind))
+
+    def keep_members(self, submission_id: str, members: Iterable[MemberFacts]) -> None:
+        lines = (member.model_dump_json(by_alias=True) + "\n" for member in members)
+        self.keep_file(submission_id, "members", "".join(lines).encode("utf-8"))
+
+    def kept_members(self, submission_id: str) -> dict[str, MemberFacts]:
+        """The members' facts by request id (empty when the document is missing)."""
+        content = self.kept_file(submission_id, "members") or b""
+        members = (MemberFacts.model_validate_json(line) for line in content.splitlines() if line)
+        return {member.request.request_id: member for member in members}
 
     def record_in_ledger(self, entry: LedgerEntry) -> None:
         """Idempotent: the name is the submission's, so a repeated run writes the same."""

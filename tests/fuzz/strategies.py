@@ -131,6 +131,7 @@ OPTIONAL_FIELDS = [
     "metadata",
     "document_id",
     "after",
+    "mode",
 ]
 
 
@@ -184,6 +185,7 @@ def submit_document(draw: st.DrawFn) -> dict[str, Any]:
         ),
         "document_id": draw(mostly(st.just("doc-1"), odd_text)),
         "after": draw(mostly(st.uuids().map(str), odd_text)),
+        "mode": draw(mostly(st.sampled_from(["queue", "batch"]), st.sampled_from(["BATCH", 1]))),
     }
     keep = draw(st.sets(st.sampled_from(OPTIONAL_FIELDS), max_size=3))
     document = {k: v for k, v in valid.items() if k in ("model", "input") or k in keep}
@@ -273,10 +275,21 @@ request_ids = st.one_of(
 
 @st.composite
 def lookups(draw: st.DrawFn) -> Call:
-    """GET status, GET result or DELETE, of ids that exist nowhere or are malformed."""
-    request_id = quote(draw(request_ids), safe="")
-    method, suffix = draw(st.sampled_from([("GET", ""), ("GET", "/result"), ("DELETE", "")]))
-    return Call(method, f"/api/v1/requests/{request_id}{suffix}", None, draw(identity_headers()))
+    """GET status, GET result or DELETE of a request, GET or DELETE of a Global Batch
+    submission, by ids that exist nowhere or are malformed."""
+    some_id = quote(draw(request_ids), safe="")
+    method, path = draw(
+        st.sampled_from(
+            [
+                ("GET", f"/api/v1/requests/{some_id}"),
+                ("GET", f"/api/v1/requests/{some_id}/result"),
+                ("DELETE", f"/api/v1/requests/{some_id}"),
+                ("GET", f"/api/v1/batches/{some_id}"),
+                ("DELETE", f"/api/v1/batches/{some_id}"),
+            ]
+        )
+    )
+    return Call(method, path, None, draw(identity_headers()))
 
 
 @st.composite

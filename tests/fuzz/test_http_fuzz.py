@@ -2,8 +2,8 @@
 
 Routes (triggers/http_api.py, triggers/event_doors.py): ``POST /api/v1/requests``,
 ``GET /api/v1/requests/{id}``, ``GET /api/v1/requests/{id}/result``,
-``DELETE /api/v1/requests/{id}``, ``POST`` and ``OPTIONS /api/v1/events``, and
-``GET /api/openapi.json``. The properties
+``DELETE /api/v1/requests/{id}``, ``GET`` and ``DELETE /api/v1/batches/{id}``, ``POST``
+and ``OPTIONS /api/v1/events``, and ``GET /api/openapi.json``. The properties
 are in ``properties.py``; the last test checks that every request accepted during the
 run has its message (it ends, or its message waits in a queue).
 """

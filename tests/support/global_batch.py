@@ -101,7 +101,8 @@ class CrashingService:
 @dataclass
 class CrashingDocuments:
     """``JsonDocuments`` (with the listing) that dies once, right after a submission was
-    saved in the named state (``opened``: right after a new one was marked open)."""
+    saved in the named state (``opened``: right after a new one was marked open;
+    ``restaged``: right after a staged line was written again, for a resubmission)."""
 
     real: Any
     after_state: str
@@ -123,9 +124,10 @@ class CrashingDocuments:
 
     def put(self, container: str, name: str, document: Document) -> str:
         etag = str(self.real.put(container, name, document))
-        if name.startswith("open/") and self.after_state == "opened" and not self.crashed:
+        point = {"open/": "opened", "pending/": "restaged"}.get(name[: name.find("/") + 1])
+        if point == self.after_state and not self.crashed:
             self.crashed = True
-            raise Crash("after marking a new submission open")
+            raise Crash(f"after the put of {name}")
         return etag
 
     def delete(self, container: str, name: str, etag: str | None = None) -> None:

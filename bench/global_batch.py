@@ -316,7 +316,7 @@ def print_files(repeats: list[Repeat], split: Repeat | None, settings: Settings)
     print("\nJSONL files:")
     print(
         f"  {line:,} bytes per request line; produced: "
-        + ", ".join(f"{len(s.members):,} lines in {s.bytes:,} bytes" for s in repeats[0].files)
+        + ", ".join(f"{s.requests:,} lines in {s.bytes:,} bytes" for s in repeats[0].files)
     )
     print(
         f"  requests per JSONL file the limits allow at this line size: "
@@ -327,7 +327,7 @@ def print_files(repeats: list[Repeat], split: Repeat | None, settings: Settings)
         count = len(split.ids)
         print(
             f"  GlobalBatch__maxLinesPerFile={SPLIT_LINES:,}, {count:,} requests (1 run): "
-            f"{len(split.files)} files of {[len(s.members) for s in split.files]} requests; "
+            f"{len(split.files)} files of {[s.requests for s in split.files]} requests; "
             f"control plane wall {per_10k(split.control_wall, count):.2f} s per {PER:,}"
         )
 

@@ -30,7 +30,9 @@ import signal
 import sys
 import threading
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from devtools.appinsights import IngestionRecorder, LinePrinter
@@ -163,24 +165,47 @@ def _is_local_emulator(port: int) -> bool:
         return False
 
 
-def ensure_eventgrid(port: int, storage: str, started: list[Child]) -> None:
-    """Start (or reuse) the Event Grid namespace emulator; dead letters go to Azurite."""
+class _EmulatorProcess(Protocol):
+    child: Child
+
+    def wait_ready(self, timeout: float) -> object: ...
+
+
+def _ensure_http_emulator(
+    port: int,
+    what: str,
+    setting: str,
+    flag: str,
+    start: Callable[[Path], _EmulatorProcess],
+    started: list[Child],
+) -> None:
+    """Start one of the project's HTTP emulators on ``port`` (its log in .local/logs),
+    or reuse the one already there; refuse a port something else holds."""
     state = describe_port(port)
     if state == "http" and _is_local_emulator(port):
-        print(f"Reusing the Event Grid namespace emulator already on port {port}")
+        print(f"Reusing {what} already on port {port}")
         return
     if state != "free":
         raise StackError(
-            f"port {port} (EventGridPull__namespaceEndpoint) is taken by {PORT_OWNERS[state]}; "
-            "free it or change the endpoint in local.settings.json (or use --no-eventgrid)"
+            f"port {port} ({setting}) is taken by {PORT_OWNERS[state]}; "
+            f"free it or change the endpoint in local.settings.json (or use {flag})"
         )
-    log_path = LOCAL_DIR / "logs" / "eventgrid-emulator.log"
-    emulator = EventGridEmulatorProcess(EVENTGRID_CONFIG, log_path, port=port, storage=storage)
-    started.append(emulator.child)
-    emulator.wait_ready(timeout=30)
-    print(
-        f"Started the Event Grid namespace emulator on port {port} "
-        "(log .local/logs/eventgrid-emulator.log)"
+    log_name = f"{flag.removeprefix('--no-')}-emulator.log"
+    process = start(LOCAL_DIR / "logs" / log_name)
+    started.append(process.child)
+    process.wait_ready(timeout=30)
+    print(f"Started {what} on port {port} (log .local/logs/{log_name})")
+
+
+def ensure_eventgrid(port: int, storage: str, started: list[Child]) -> None:
+    """Start (or reuse) the Event Grid namespace emulator; dead letters go to Azurite."""
+    _ensure_http_emulator(
+        port,
+        "the Event Grid namespace emulator",
+        "EventGridPull__namespaceEndpoint",
+        "--no-eventgrid",
+        lambda log: EventGridEmulatorProcess(EVENTGRID_CONFIG, log, port=port, storage=storage),
+        started,
     )
 
 
@@ -202,24 +227,15 @@ def openai_port(values: dict[str, str]) -> int | None:
 
 def ensure_openai(port: int, api_key: str, started: list[Child]) -> None:
     """Start (or reuse) the Azure OpenAI batch emulator the Global Batch lane submits to."""
-    state = describe_port(port)
-    if state == "http" and _is_local_emulator(port):
-        print(f"Reusing the Azure OpenAI batch emulator already on port {port}")
-        return
-    if state != "free":
-        raise StackError(
-            f"port {port} (GlobalBatch__endpoint) is taken by {PORT_OWNERS[state]}; "
-            "free it or change the endpoint in local.settings.json (or use --no-openai)"
-        )
-    log_path = LOCAL_DIR / "logs" / "openai-emulator.log"
-    emulator = OpenAIEmulatorProcess(
-        log_path, port=port, api_key=api_key, auto_advance=OPENAI_AUTO_ADVANCE_SECONDS
-    )
-    started.append(emulator.child)
-    emulator.wait_ready(timeout=30)
-    print(
-        f"Started the Azure OpenAI batch emulator on port {port} "
-        "(log .local/logs/openai-emulator.log)"
+    _ensure_http_emulator(
+        port,
+        "the Azure OpenAI batch emulator",
+        "GlobalBatch__endpoint",
+        "--no-openai",
+        lambda log: OpenAIEmulatorProcess(
+            log, port=port, api_key=api_key, auto_advance=OPENAI_AUTO_ADVANCE_SECONDS
+        ),
+        started,
     )
 
 

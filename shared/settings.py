@@ -212,7 +212,7 @@ class Settings(BaseModel):
     )
     azure_openai_timeout_seconds: float = Field(120.0, gt=0, alias="AzureOpenAI__timeoutSeconds")
 
-    # --- the Global Batch lane (shared/batching) ---------------------------------------
+    # --- the Global Batch lane (shared/global_batch) ------------------------------------
     # ``alias=deployment`` pairs: a model alias callers name, and the Global Batch
     # deployment that serves it in batch mode. Empty: no batch lane (mode "batch" is 422).
     global_batch_deployments: CsvList = Field((), alias="GlobalBatch__deployments")

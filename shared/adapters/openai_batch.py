@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from openai import APIConnectionError, APIStatusError, AzureOpenAI, NotFoundError
@@ -24,6 +25,8 @@ from shared.global_batch.ports import BatchError, RemoteBatch
 from shared.settings import Settings
 
 PAGE = 100
+# The service's clock and ours may disagree this much: a lookup reads that far back.
+CLOCK_SKEW_SECONDS = 600
 
 
 @contextmanager
@@ -73,22 +76,39 @@ class OpenAIBatchService:
     def __init__(self, client: AzureOpenAI) -> None:
         self._client = client
 
-    def find_file(self, filename: str) -> str | None:
+    def find_file(self, filename: str, since: datetime) -> str | None:
+        oldest = int(since.timestamp()) - CLOCK_SKEW_SECONDS
         with service_errors(f"listing batch files for {filename}"):
-            for file in self._client.files.list(purpose="batch", limit=PAGE):
+            for file in self._client.files.list(purpose="batch", limit=PAGE, order="desc"):
                 if file.filename == filename:
                     return file.id
+                if file.created_at < oldest:
+                    break  # newest first: the rest were made before the submission
         return None
 
-    def upload(self, filename: str, content: bytes) -> str:
+    def upload(self, filename: str, content: bytes, expiry_seconds: int) -> str:
         with service_errors(f"uploading {filename}"):
-            return self._client.files.create(file=(filename, content), purpose="batch").id
+            created = self._client.files.create(
+                file=(filename, content),
+                purpose="batch",
+                expires_after={"anchor": "created_at", "seconds": expiry_seconds},
+            )
+            return created.id
 
-    def find_batch(self, input_file_id: str, excluding: frozenset[str]) -> RemoteBatch | None:
+    def file_status(self, file_id: str) -> str:
+        with service_errors(f"reading {file_id}"):
+            return str(self._client.files.retrieve(file_id).status)
+
+    def find_batch(
+        self, input_file_id: str, excluding: frozenset[str], since: datetime
+    ) -> RemoteBatch | None:
+        oldest = int(since.timestamp()) - CLOCK_SKEW_SECONDS
         with service_errors(f"listing batches of {input_file_id}"):
             for batch in self._client.batches.list(limit=PAGE):
                 if batch.input_file_id == input_file_id and batch.id not in excluding:
                     return remote_batch(batch)
+                if batch.created_at < oldest:
+                    break  # newest first: the rest were made before the submission
         return None
 
     def create_batch(

@@ -34,6 +34,8 @@ def _records(services: Services) -> BatchRecords:
 def _status(submission: Submission) -> str:
     if submission.state is SubmissionState.CLOSED:
         return "closed"
+    if submission.state is SubmissionState.UPLOADED and submission.refused_batches:
+        return "waiting_for_quota"  # its last batch was refused; the file goes again
     return submission.remote_status or submission.state.value
 
 
@@ -44,7 +46,7 @@ def batch_view(submission: Submission) -> BatchView:
         status=_status(submission),
         model=submission.model,
         deployment=submission.deployment,
-        requests=len(submission.members),
+        requests=submission.requests,
         batch_id=submission.batch_id,
         request_counts=BatchCounts(
             total=counts.total, completed=counts.completed, failed=counts.failed

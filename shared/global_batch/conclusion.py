@@ -20,6 +20,7 @@ members again: announcements have deterministic ids, and a consumer drops the re
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -36,7 +37,7 @@ from shared.contracts import (
 )
 from shared.errors import Conflict, NotFound
 from shared.events.announcements import Announcer, announcement_for
-from shared.global_batch.files import Answered, LineFailed, Refused, answer
+from shared.global_batch.files import Answered, LineFailed, NotAnswered, Refused, answer
 from shared.global_batch.records import MemberFacts, Submission
 from shared.global_batch.store import BatchRecords
 from shared.jobs import JobRepository, Versioned, transition
@@ -51,6 +52,8 @@ BATCH_FAILED = "batch_failed"
 BATCH_EXPIRED = "batch_expired"
 BATCH_CANCELLED = "batch_cancelled"
 BATCH_LINE_FAILED = "batch_line_failed"
+# Between the request id and the submission id in the message id of a requeued line.
+REQUEUE_MARK = ":requeue:"
 
 
 @dataclass(frozen=True)
@@ -111,11 +114,13 @@ class Conclusion:
             why = "; ".join(f"{e.code}: {e.message}" for e in submission.errors) or "no reason"
             return self._end(current, member, JobStatus.FAILED, BATCH_FAILED,
                              f"the batch {submission.batch_id} failed: {why}")  # fmt: skip
-        if line is None:
+        meaning = answer(line, member.characters) if line is not None else None
+        if meaning is None or isinstance(meaning, NotAnswered):
             return self._unanswered(submission, current, member)
-        meaning = answer(line, member.characters)
         if isinstance(meaning, LineFailed):
-            return self._line_failed(current, member, meaning)
+            if submission.cancel_requested:  # the tenant gave up on the rest
+                return self._unanswered(submission, current, member)
+            return self._line_failed(current, member, meaning, submission)
         return self._complete(current, member, meaning)
 
     # --- the ends ----------------------------------------------------------------------
@@ -165,7 +170,11 @@ class Conclusion:
         )
 
     def _line_failed(
-        self, current: Versioned, member: MemberFacts, failure: LineFailed
+        self,
+        current: Versioned,
+        member: MemberFacts,
+        failure: LineFailed,
+        submission: Submission,
     ) -> Concluded:
         message = f"the service could not answer it: {failure.code}: {failure.message}"
         if self._policy.failed_lines == "fail":
@@ -184,17 +193,27 @@ class Conclusion:
                 )  # fmt: skip
             except (Conflict, NotFound):
                 return Concluded("ended_before")
-        request = member.request.model_copy(update={"mode": ProcessingMode.QUEUE})
+        staged = self._records.pending(submission.deployment, member.request.tenant_id,
+                                       member.request.request_id)  # fmt: skip
+        if staged is None:
+            lost = "its staged line was gone when it had to go through the queue lane"
+            return self._end(current, member, JobStatus.FAILED, BATCH_FAILED, lost)
+        request = staged.request.model_copy(update={"mode": ProcessingMode.QUEUE})
         trace = continue_or_start(
             member.properties.get("traceparent"), member.properties.get("tracestate")
         )
+        envelope = request_envelope(
+            request,
+            correlation_id=member.correlation_id,
+            trace=trace,
+            now=self._clock(),
+            source=current.job.source,
+        )
+        # Its own message id: the request id was the intake message's, and the queue's
+        # duplicate detection would drop a second message with it within its window.
         self._requeue.send(
-            request_envelope(
-                request,
-                correlation_id=member.correlation_id,
-                trace=trace,
-                now=self._clock(),
-                source=current.job.source,
+            dataclasses.replace(
+                envelope, message_id=f"{request.request_id}{REQUEUE_MARK}{submission.id}"
             )
         )
         telemetry.record_batch_answer(

@@ -37,6 +37,7 @@ from shared.clock import Clock, utc_now
 from shared.errors import (
     ConcurrencyConflict,
     InferbusError,
+    NotFound,
     PermanentError,
 )
 from shared.global_batch.conclusion import Conclusion
@@ -83,6 +84,9 @@ class RunReport:
     closed: list[str] = field(default_factory=list)
 
 
+# The service cancels a batch only before it finishes (finalizing and later: refused).
+CANCELLABLE = frozenset({"validating", "in_progress"})
+
 # A step returns the submission changed (saved), and whether to go on with the next step.
 Step = tuple[Submission, bool] | None
 
@@ -117,14 +121,16 @@ class GlobalBatchControlPlane:
         self._clock = clock
         self._monotonic = monotonic
         self._stop_at = 0.0
-        # A final batch's answers and members' facts, read once per run, not per chunk.
-        self._answers: dict[str, tuple[dict[str, dict[str, Any]], dict[str, MemberFacts]]] = {}
+        # Read once per run, not per step: members' facts, and a final batch's answers.
+        self._members: dict[str, dict[str, MemberFacts]] = {}
+        self._answers: dict[str, dict[str, dict[str, Any]]] = {}
 
     def run(self) -> RunReport:
         """One run: open submissions first, then new ones; no step starts after
         ``GlobalBatch__runSeconds`` (each saves its progress, so the next run goes on)."""
         report = RunReport()
         self._stop_at = self._monotonic() + self._policy.run_budget.total_seconds()
+        self._members.clear()
         self._answers.clear()
         busy: set[str] = set()
         for submission_id in self._records.open_ids():
@@ -169,6 +175,11 @@ class GlobalBatchControlPlane:
                     break
         except ConcurrencyConflict:
             log.info("submission %s changed meanwhile; the next run goes on", submission_id)
+        except (PermanentError, NotFound) as error:
+            if submission.state is SubmissionState.ENDED:
+                log.error("submission %s cannot be concluded: %s", submission_id, error)
+            elif self._failed(submission, etag, error):
+                return self._advance(submission_id, report)  # conclude it now
         except InferbusError as error:
             log.warning("submission %s waits: %s", submission_id, error)
         report.advanced[submission_id] = submission.state.value
@@ -176,32 +187,61 @@ class GlobalBatchControlPlane:
             self._records.unmark(submission_id)
             report.closed.append(submission_id)
             return []
-        return submission.members
+        return list(self._members_of(submission))
+
+    def _failed(self, submission: Submission, etag: str, error: InferbusError) -> bool:
+        """A step the service refused for good (or a record that is gone): the submission
+        ends ``failed`` with the reason, and concluding fails its members with it, rather
+        than trying again every run for ever."""
+        log.error(
+            "Global Batch submission %s ended failed (%s): %s",
+            submission.id, submission.state.value, error,
+        )  # fmt: skip
+        failed = submission.model_copy(
+            update={
+                "state": SubmissionState.ENDED,
+                "remote_status": "failed",
+                "errors": [RecordedError(code=error.code, message=str(error))],
+                "updated_at": self._clock(),
+            }
+        )
+        try:
+            self._records.save(failed, etag)
+        except InferbusError as unsaved:
+            log.warning("submission %s: recording its failure failed: %s", submission.id, unsaved)
+            return False
+        telemetry.count_batch_ended("failed", submission.deployment)
+        return True
 
     def _upload(self, submission: Submission) -> Step:
         if submission.cancel_requested:
             return self._cancelled_before_submission(submission)
-        file_id = self._service.find_file(submission.filename)
+        file_id = self._service.find_file(submission.filename, submission.created_at)
         if file_id is None:
             content = self._records.kept_file(submission.id, "input")
             if content is None:
                 raise PermanentError(f"submission {submission.id} has lost its input file")
-            file_id = self._service.upload(submission.filename, content)
+            file_id = self._service.upload(
+                submission.filename, content, self._policy.output_expiry_seconds
+            )
         return submission.model_copy(
             update={"state": SubmissionState.UPLOADED, "file_id": file_id}
         ), True
 
     def _create(self, submission: Submission) -> Step:
-        if submission.cancel_requested:
-            return self._cancelled_before_submission(submission)
         now = self._clock()
-        if submission.retry_at is not None and now < submission.retry_at:
-            return None
         assert submission.file_id is not None
-        submitted_at = submission.submitted_at or now
         refused = frozenset(submission.refused_batches)
-        batch = self._service.find_batch(submission.file_id, refused)
+        # A batch an earlier run created (and died, or lost a race with a cancelling
+        # caller, before recording it) is recorded, and cancelled from there if need be.
+        batch = self._service.find_batch(submission.file_id, refused, submission.created_at)
+        if batch is None and submission.cancel_requested:
+            return self._cancelled_before_submission(submission)
+        if batch is None and submission.retry_at is not None and now < submission.retry_at:
+            return None
         if batch is None:
+            if self._service.file_status(submission.file_id) != "processed":
+                return None  # the service is still reading the file: the next run
             batch = self._service.create_batch(
                 submission.file_id,
                 self._policy.output_expiry_seconds,
@@ -209,14 +249,14 @@ class GlobalBatchControlPlane:
             )
         log.info(
             "submission %s is batch %s (%d requests)",
-            submission.id, batch.id, len(submission.members),
+            submission.id, batch.id, submission.requests,
         )  # fmt: skip
         submitted = _observed(
             submission.model_copy(
                 update={
                     "state": SubmissionState.SUBMITTED,
                     "batch_id": batch.id,
-                    "submitted_at": submitted_at,
+                    "submitted_at": submission.submitted_at or now,
                     "retry_at": None,
                     "marked": 0,
                 }
@@ -228,17 +268,19 @@ class GlobalBatchControlPlane:
         return submitted, True
 
     def _track(self, submission: Submission) -> Step:
-        if submission.marked < len(submission.members):
-            chunk = submission.members[submission.marked : submission.marked + self._policy.chunk]
+        if submission.marked < submission.requests:
+            members = list(self._members_of(submission))
+            chunk = members[submission.marked : submission.marked + self._policy.chunk]
             mark_members(self._jobs, submission, chunk, self._clock)
             return submission.model_copy(update={"marked": submission.marked + len(chunk)}), True
         assert submission.batch_id is not None
         now = self._clock()
-        if submission.cancel_requested and submission.remote_status not in (
-            "cancelling", "cancelled", "completed", "failed", "expired",
-        ):  # fmt: skip
-            batch = self._service.cancel_batch(submission.batch_id)
-            return _observed(submission, batch, now), True
+        if submission.cancel_requested and submission.remote_status in CANCELLABLE:
+            try:
+                batch = self._service.cancel_batch(submission.batch_id)
+                return _observed(submission, batch, now), True
+            except InferbusError as refused:  # finishing already: its status says how
+                log.info("batch %s was not cancelled: %s", submission.batch_id, refused)
         polled = submission.last_polled_at
         if polled is not None and now - polled < self._policy.poll_interval:
             return None
@@ -260,9 +302,9 @@ class GlobalBatchControlPlane:
 
     def _conclude(self, submission: Submission) -> Step:
         """Conclude the next chunk of members; close the submission after the last."""
-        lines, facts = self._answers_of(submission)
+        lines, facts = self._answers_of(submission), self._members_of(submission)
         start = submission.concluded
-        chunk = submission.members[start : start + self._policy.chunk]
+        chunk = list(facts)[start : start + self._policy.chunk]
         with ThreadPoolExecutor(max_workers=READERS) as pool:
             concluded = list(
                 pool.map(
@@ -285,7 +327,7 @@ class GlobalBatchControlPlane:
                 "output_tokens": submission.output_tokens + sum(c.output_tokens for c in concluded),
             }
         )
-        if progressed.concluded < len(submission.members):
+        if progressed.concluded < submission.requests:
             return progressed, True
         if progressed.batch_id is not None:  # else never submitted: nothing was spent
             self._records.record_in_ledger(ledger_entry(progressed))
@@ -295,15 +337,18 @@ class GlobalBatchControlPlane:
             update={"state": SubmissionState.CLOSED, "closed_at": self._clock()}
         ), True
 
-    def _answers_of(
-        self, submission: Submission
-    ) -> tuple[dict[str, dict[str, Any]], dict[str, MemberFacts]]:
+    def _members_of(self, submission: Submission) -> dict[str, MemberFacts]:
+        """The members' facts by request id, in the order they were planned."""
+        if submission.id not in self._members:
+            self._members[submission.id] = self._records.kept_members(submission.id)
+        return self._members[submission.id]
+
+    def _answers_of(self, submission: Submission) -> dict[str, dict[str, Any]]:
         if submission.id not in self._answers:
-            lines = answer_lines(
+            self._answers[submission.id] = answer_lines(
                 self._records.kept_file(submission.id, "output"),
                 self._records.kept_file(submission.id, "errors"),
             )
-            self._answers[submission.id] = (lines, self._records.kept_members(submission.id))
         return self._answers[submission.id]
 
     def _in_time(self) -> bool:

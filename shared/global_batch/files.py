@@ -73,6 +73,14 @@ class Refused:
 
 
 @dataclass(frozen=True)
+class NotAnswered:
+    """The service never ran this line: its batch expired (``batch_expired``) or was
+    cancelled (``batch_cancelled``) first. The same as no line at all."""
+
+    code: str
+
+
+@dataclass(frozen=True)
 class LineFailed:
     """The service could not answer this line (a server error, a malformed answer)."""
 
@@ -80,7 +88,10 @@ class LineFailed:
     message: str
 
 
-Answer = Answered | Refused | LineFailed
+Answer = Answered | Refused | LineFailed | NotAnswered
+
+# Error codes of lines the service wrote for requests it never ran.
+NOT_RUN = frozenset({"batch_expired", "batch_cancelled"})
 
 
 def answer_lines(output: bytes | None, errors: bytes | None) -> dict[str, dict[str, Any]]:
@@ -106,6 +117,8 @@ def answer(line: dict[str, Any], characters: int) -> Answer:
     a statistic of the result)."""
     response = line.get("response") or {}
     error = line.get("error")
+    if isinstance(error, dict) and error.get("code") in NOT_RUN:
+        return NotAnswered(str(error["code"]))
     status = response.get("status_code") if isinstance(response, dict) else None
     body = response.get("body") if isinstance(response, dict) else None
     if status == 200 and isinstance(body, dict):

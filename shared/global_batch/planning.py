@@ -82,7 +82,7 @@ class Planner:
             tenant_id=first.tenant_id,
             deployment=first.deployment,
             model=first.request.model,
-            members=[pending.request_id for pending in members],
+            requests=len(members),
             bytes=len(content),
             created_at=now,
             updated_at=now,

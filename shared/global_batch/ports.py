@@ -10,6 +10,7 @@ before it creates.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Final, Protocol
 
 # The statuses of a service batch (``Batch.status``); the last four are final.
@@ -53,15 +54,27 @@ class RemoteBatch:
 
 
 class BatchService(Protocol):
-    def find_file(self, filename: str) -> str | None:
+    """``since``: the lookups need not look at what was made before then (the submission
+    was planned then), so they read the newest pages only."""
+
+    def find_file(self, filename: str, since: datetime) -> str | None:
         """The id of an uploaded batch input file with this name, or None."""
         ...
 
-    def upload(self, filename: str, content: bytes) -> str:
-        """Upload a JSONL input file (``purpose="batch"``); its id."""
+    def upload(self, filename: str, content: bytes, expiry_seconds: int) -> str:
+        """Upload a JSONL input file (``purpose="batch"``, deleted by the service after
+        ``expiry_seconds``: files without an expiry count against a much smaller quota);
+        its id."""
         ...
 
-    def find_batch(self, input_file_id: str, excluding: frozenset[str]) -> RemoteBatch | None:
+    def file_status(self, file_id: str) -> str:
+        """``processed`` once the service has read the file (``pending``/``processing``
+        before; ``error`` when it cannot)."""
+        ...
+
+    def find_batch(
+        self, input_file_id: str, excluding: frozenset[str], since: datetime
+    ) -> RemoteBatch | None:
         """A batch created from this input file, other than those in ``excluding``."""
         ...
 

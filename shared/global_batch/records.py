@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.contracts import RequestMessage
+from shared.contracts import InlineText, RequestMessage
 
 
 class _Record(BaseModel):
@@ -51,8 +51,12 @@ class PendingRequest(_Record):
 
     def facts(self) -> MemberFacts:
         messages = self.line.get("body", {}).get("messages") or [{}]
+        # Inline text is in the line already; the facts keep the request without it.
+        request = self.request
+        if isinstance(request.input, InlineText):
+            request = request.model_copy(update={"input": InlineText(text="")})
         return MemberFacts(
-            request=self.request,
+            request=request,
             correlation_id=self.correlation_id,
             properties=self.properties,
             characters=len(str(messages[-1].get("content") or "")),
@@ -63,7 +67,8 @@ class PendingRequest(_Record):
 class MemberFacts(_Record):
     """What concluding needs of a member besides its answer: kept for a whole submission in
     one document (``members.jsonl``) when it is planned, so the conclusion reads one blob
-    instead of every staged line again."""
+    instead of every staged line again. An inline text input is left out (its line holds
+    it; a failed line sent to the queue lane takes the request from its staged line)."""
 
     request: RequestMessage
     correlation_id: str
@@ -99,7 +104,7 @@ class Submission(_Record):
     tenant_id: str
     deployment: str
     model: str
-    members: list[str]
+    requests: int = Field(ge=1)  # its members are in files/<id>/members.jsonl
     bytes: int = Field(ge=0)
     created_at: datetime
     updated_at: datetime
@@ -145,7 +150,7 @@ def ledger_entry(submission: Submission) -> LedgerEntry:
         model=submission.model,
         deployment=submission.deployment,
         batch_id=submission.batch_id,
-        requests=len(submission.members),
+        requests=submission.requests,
         bytes=submission.bytes,
         submitted_at=submission.submitted_at,
         outcomes=submission.outcomes,

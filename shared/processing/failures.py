@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from shared.clock import Clock, utc_now
 from shared.contracts import JobError, JobStatus, RequestMessage
-from shared.errors import TransientError
+from shared.errors import ClaimCheckInvalid, PermanentError, TransientError
 from shared.events.announcements import Announcer, announcement_for
 from shared.jobs import JobRepository, fail, transition
 from shared.messaging import MessageSender, OutgoingMessage
@@ -230,6 +230,21 @@ class Failures:
             )
         except Exception:
             log.warning("retry of %s: its job was not updated (%s)", request.request_id, settlement)
+
+    def give_up_on(
+        self,
+        message: InboundMessage,
+        request: RequestMessage,
+        settler: Settler,
+        error: PermanentError,
+    ) -> str:
+        """``give_up`` for a permanent error: a claim check that does not hold is
+        dead-lettered ``ClaimCheckInvalid``, anything else ``PermanentFailure``."""
+        if isinstance(error, ClaimCheckInvalid):
+            reason, code = DeadLetterReason.CLAIM_CHECK_INVALID, "claim_check_invalid"
+        else:
+            reason, code = DeadLetterReason.PERMANENT_FAILURE, error.code
+        return self.give_up(message, request, settler, reason, code, str(error))
 
     def give_up(
         self,

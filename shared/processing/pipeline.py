@@ -26,7 +26,6 @@ from shared.contracts import (
     RequestMessage,
 )
 from shared.errors import (
-    ClaimCheckInvalid,
     Conflict,
     InvalidInput,
     PermanentError,
@@ -345,16 +344,8 @@ class MessageProcessor:
                 )  # fmt: skip
         except PlatformUnavailable as outage:
             return self._failures.wait_out_outage(message, request, settler, outage.cause)
-        except ClaimCheckInvalid as error:
-            return self._failures.give_up(
-                message, request, settler, DeadLetterReason.CLAIM_CHECK_INVALID,
-                "claim_check_invalid", str(error),
-            )  # fmt: skip
         except PermanentError as error:
-            return self._failures.give_up(
-                message, request, settler, DeadLetterReason.PERMANENT_FAILURE,
-                error.code, str(error),
-            )  # fmt: skip
+            return self._failures.give_up_on(message, request, settler, error)
         settler.complete(message)
         return "staged"
 
@@ -404,20 +395,8 @@ class MessageProcessor:
         except PlatformUnavailable as outage:
             log.warning("message %s: storage failed (%s); retrying", message.message_id, outage)
             return self._failures.wait_out_outage(message, request, settler, outage.cause)
-        except ClaimCheckInvalid as error:
-            return self._failures.give_up(
-                message, request, settler, DeadLetterReason.CLAIM_CHECK_INVALID,
-                "claim_check_invalid", str(error),
-            )  # fmt: skip
         except PermanentError as error:
-            return self._failures.give_up(
-                message,
-                request,
-                settler,
-                DeadLetterReason.PERMANENT_FAILURE,
-                error.code,
-                str(error),
-            )
+            return self._failures.give_up_on(message, request, settler, error)
         except TransientError as error:
             return self._failures.retry(message, request, settler, error)
         try:

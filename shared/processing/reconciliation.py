@@ -69,7 +69,7 @@ TTL_EXPIRED = "TTLExpiredException"
 INVALID_PAYLOAD = DeadLetterReason.INVALID_PAYLOAD.value
 REPLAYED_SETTLEMENT = "replayed from the dead-letter queue"  # ops.servicebus_deadletters
 
-_COPY_SUFFIX = re.compile(r":(?:replay|retry):.*$")
+_COPY_SUFFIX = re.compile(r":(?:replay|retry|requeue):.*$")
 _REPLAY_NUMBER = re.compile(r":replay:(\d+)")
 _WORD = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 

@@ -37,7 +37,7 @@ from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from shared.clock import Clock, utc_now
-from shared.contracts import Job, JobStatus
+from shared.contracts import Job, JobStatus, ProcessingMode
 from shared.documents import JsonDocuments
 from shared.jobs import JobRepository
 from shared.processing.endings import DEADLINE_EXCEEDED, STALE_JOB, Ending, JobEndings
@@ -59,6 +59,19 @@ class DocumentListing(Protocol):
 class WatchdogPolicy:
     grace: timedelta
     stale: timedelta
+
+
+def in_a_global_batch(job: Job) -> bool:
+    """A job in a submission of the Global Batch lane: that submission's control plane
+    ends it (answered, resubmitted, failed, expired or cancelled), whatever its batch and
+    the enqueued-token quota take, which can be days; so the watchdog leaves it alone."""
+    membership = job.batch
+    return (
+        job.mode is ProcessingMode.BATCH
+        and job.status is JobStatus.RUNNING
+        and membership is not None
+        and membership.submission_id is not None
+    )
 
 
 def due_at(job: Job, policy: WatchdogPolicy) -> datetime:
@@ -167,6 +180,8 @@ class JobWatchdog:
         current = self._jobs.load(*ids)
         if current is None or current.job.status.is_terminal:
             return "finished", None
+        if in_a_global_batch(current.job):
+            return "in-a-batch", None  # its submission ends it; a later write brings it back
         when = due_at(current.job, self._policy)
         if when > now:
             return "watching", when

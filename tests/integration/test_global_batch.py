@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -20,6 +22,9 @@ from tests.integration.conftest import Call, MakeBatchLane, json_body
 from tests.support.global_batch import (
     DEPLOYMENT,
     BatchLane,
+    Crash,
+    CrashingDocuments,
+    members_of,
     statuses,
     submissions_of,
 )
@@ -57,7 +62,7 @@ def test_batch_requests_complete_through_upload_create_poll_download_join(
     first = batch_lane.run()
     assert len(first.planned) == 1
     (submission,) = submissions_of(batch_lane.services, tenant)
-    assert submission.members == ids  # oldest first, one file for the tenant
+    assert members_of(batch_lane.services, submission.id) == ids  # oldest first, one file
     view = status(call, ids[0])
     assert view["status"] == "running"
     assert view["mode"] == "batch"
@@ -127,7 +132,7 @@ def test_an_expired_batch_submits_again_what_it_did_not_answer(
     again = [i for i, s in states.items() if s is not JobStatus.COMPLETED]
     assert [states[i] for i in again] == [JobStatus.RUNNING] * 2
     (second,) = (s for s in submissions_of(batch_lane.services, tenant) if s.id != submission.id)
-    assert sorted(second.members) == sorted(again)
+    assert sorted(members_of(batch_lane.services, second.id)) == sorted(again)
     assert status(call, again[0])["batch"]["submission_id"] == second.id
     assert batch_lane.job(tenant, again[0]).batch.resubmissions == 1  # type: ignore[union-attr]
 
@@ -199,6 +204,9 @@ def test_a_line_the_service_could_not_answer_is_requeued_or_failed(
     assert "server_error" in job.last_error.message
     (requeued,) = lane.queue.sent[sent_before:]
     assert "mode" not in json.loads(requeued.body)  # a queue-lane message
+    (submission,) = submissions_of(lane.services, tenant)
+    # Not the intake message's id, which the queue's duplicate detection would drop.
+    assert requeued.message_id == f"{broken}:requeue:{submission.id}"
     assert lane.process_queue() == ["completed"]
     assert lane.job(tenant, broken).status is JobStatus.COMPLETED
 
@@ -260,3 +268,95 @@ def test_the_batch_door_refuses_what_the_lane_cannot_take(
     assert response.status_code == 400
     assert json_body(response)["errors"][0]["field"] == "mode"
     assert batch_lane.queue.sent == []
+
+
+def test_cancelling_a_batch_that_has_finished_keeps_its_answers(
+    batch_lane: BatchLane, call: Call, tenant: str
+) -> None:
+    answered, broken = submit(call, "Answered."), submit(call, "Broken [[fail-line]].")
+    batch_lane.process_queue()
+    batch_lane.run()
+    (submission,) = submissions_of(batch_lane.services, tenant)
+    batch_lane.emulator.advance(str(submission.batch_id), to="completed")  # not polled yet
+    path = f"/v1/batches/{submission.id}"
+    response = call("cancel_batch", "DELETE", path, route_params={"id": submission.id})
+    assert response.status_code == 202
+
+    batch_lane.run()  # the service refuses to cancel a finished batch: its status is read
+
+    assert batch_lane.job(tenant, answered).status is JobStatus.COMPLETED
+    # The tenant gave up on what was not answered: the failed line is not requeued.
+    assert batch_lane.job(tenant, broken).status is JobStatus.CANCELLED
+    assert batch_lane.queue.sent[2:] == []
+    (closed,) = submissions_of(batch_lane.services, tenant)
+    assert closed.outcomes == {"completed": 1, "cancelled": 1}
+
+
+@dataclass
+class CancelledWhileCreating:
+    """The tenant's DELETE lands while the control plane creates the batch: after the
+    service made it, before the control plane recorded it."""
+
+    real: Any
+    cancel: Callable[[], None]
+
+    def create_batch(self, *args: Any) -> Any:
+        created = self.real.create_batch(*args)
+        self.cancel()
+        return created
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_a_cancel_that_races_the_creation_of_its_batch_cancels_that_batch(
+    batch_lane: BatchLane, call: Call, tenant: str
+) -> None:
+    ids = [submit(call, f"Document {n}.") for n in range(2)]
+    batch_lane.process_queue()
+    submissions: list[str] = []
+
+    def cancel() -> None:
+        (planned,) = submissions_of(batch_lane.services, tenant)
+        submissions.append(planned.id)
+        path = f"/v1/batches/{planned.id}"
+        response = call("cancel_batch", "DELETE", path, route_params={"id": planned.id})
+        assert response.status_code == 202
+
+    racing = batch_lane.with_ports(
+        batch_service=CancelledWhileCreating(batch_lane.services.ports.batch_service, cancel)
+    )
+    racing.run()  # the batch exists; recording it lost to the cancellation
+    restarted = batch_lane.with_ports()
+    restarted.drive(tenant, ids)
+
+    assert set(statuses(restarted, tenant, ids).values()) == {JobStatus.CANCELLED}
+    (submission,) = submissions_of(restarted.services, tenant)
+    assert submission.batch_id is not None, "the batch the service made was recorded"
+    assert restarted.emulator.stats()["batches"][submission.batch_id]["status"] == "cancelled"
+    records = restarted.services.batch_records
+    assert records is not None
+    entries = records.ledger_entries(tenant, submission.created_at.date().isoformat())
+    assert [entry.batch_id for entry in entries] == [submission.batch_id]
+
+
+def test_a_step_the_service_refuses_for_good_fails_the_submission_and_its_requests(
+    batch_lane: BatchLane, call: Call, tenant: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ids = [submit(call, f"Document {n}.") for n in range(2)]
+    batch_lane.process_queue()
+    documents = batch_lane.services.ports.documents
+    crashing = batch_lane.with_ports(documents=CrashingDocuments(documents, "opened"))
+    with pytest.raises(Crash):
+        crashing.run()  # planned, not uploaded
+    (planned,) = submissions_of(batch_lane.services, tenant)
+    records = batch_lane.services.batch_records
+    assert records is not None
+    batch_lane.services.ports.blobs.delete(records.container, f"files/{planned.id}/input.jsonl")
+
+    with caplog.at_level("ERROR"):
+        batch_lane.with_ports().run()
+
+    assert f"submission {planned.id} ended failed" in caplog.text
+    assert set(statuses(batch_lane, tenant, ids).values()) == {JobStatus.FAILED}
+    assert batch_lane.failures(tenant) == {i: "batch_failed" for i in ids}

@@ -34,6 +34,7 @@ from tests.support.global_batch import (
     CrashingDocuments,
     CrashingPublisher,
     CrashingService,
+    members_of,
     statuses,
     submissions_of,
 )
@@ -114,7 +115,7 @@ def test_a_conclusion_that_dies_while_resubmitting_counts_each_resubmission_once
     assert set(statuses(restarted, tenant, ids).values()) == {JobStatus.COMPLETED}
     assert {restarted.job(tenant, i).batch.resubmissions for i in ids} == {1}  # type: ignore[union-attr]
     second = [s for s in submissions_of(restarted.services, tenant) if s.id != first.id]
-    assert [sorted(s.members) for s in second] == [sorted(ids)]
+    assert [sorted(members_of(restarted.services, s.id)) for s in second] == [sorted(ids)]
 
 
 def test_a_failed_line_whose_requeue_could_not_be_sent_is_sent_by_the_next_run(

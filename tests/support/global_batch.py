@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from openai_emulator.process import OpenAIEmulator
@@ -23,8 +23,7 @@ from shared.documents import Document, JsonDocuments
 from shared.events.announcements import COMPLETED, FAILED
 from shared.global_batch.control_plane import RunReport
 from shared.global_batch.ports import BatchService, RemoteBatch
-from shared.messaging import OutgoingMessage
-from shared.processing.inbound import InboundMessage
+from tests.support.wiring import delivered
 
 DEPLOYMENT = "gpt-4o-mini-batch"
 
@@ -70,14 +69,20 @@ class CrashingService:
             raise Crash(f"after {call}")
         return value
 
-    def find_file(self, filename: str) -> str | None:
-        return self.real.find_file(filename)
+    def find_file(self, filename: str, since: datetime) -> str | None:
+        return self.real.find_file(filename, since)
 
-    def upload(self, filename: str, content: bytes) -> str:
-        return self._then("upload", self.real.upload(filename, content))  # type: ignore[no-any-return]
+    def upload(self, filename: str, content: bytes, expiry_seconds: int) -> str:
+        uploaded = self.real.upload(filename, content, expiry_seconds)
+        return self._then("upload", uploaded)  # type: ignore[no-any-return]
 
-    def find_batch(self, input_file_id: str, excluding: frozenset[str]) -> RemoteBatch | None:
-        return self.real.find_batch(input_file_id, excluding)
+    def file_status(self, file_id: str) -> str:
+        return self.real.file_status(file_id)
+
+    def find_batch(
+        self, input_file_id: str, excluding: frozenset[str], since: datetime
+    ) -> RemoteBatch | None:
+        return self.real.find_batch(input_file_id, excluding, since)
 
     def create_batch(
         self, input_file_id: str, output_expiry_seconds: int, metadata: dict[str, str]
@@ -153,21 +158,6 @@ class CrashingPublisher:
         self.calls += 1
         if self.calls == self.after:
             raise Crash(f"after publication {self.calls}")
-
-
-def delivered(message: OutgoingMessage, sequence: int) -> InboundMessage:
-    """``message`` as the broker would deliver it (first delivery)."""
-    return InboundMessage(
-        body=message.body,
-        message_id=message.message_id,
-        sequence_number=sequence,
-        delivery_count=1,
-        enqueued_time=datetime.now(UTC),
-        correlation_id=message.correlation_id,
-        content_type=message.content_type,
-        subject=message.subject,
-        application_properties=dict(message.application_properties),
-    )
 
 
 @dataclass
@@ -259,6 +249,13 @@ def submissions_of(services: Services, tenant: str) -> Iterator[Any]:
         loaded = records.submission(name.removeprefix("submissions/").removesuffix(".json"))
         if loaded is not None and loaded[0].tenant_id == tenant:
             yield loaded[0]
+
+
+def members_of(services: Services, submission_id: str) -> list[str]:
+    """A submission's request ids, in the order they were planned."""
+    records = services.batch_records
+    assert records is not None
+    return list(records.kept_members(submission_id))
 
 
 def statuses(lane: BatchLane, tenant: str, ids: list[str]) -> dict[str, JobStatus]:

@@ -70,17 +70,22 @@ class Wired:
 
     def deliver(self, message: OutgoingMessage, sequence: int = 1) -> InboundMessage:
         """The message as the broker would deliver it to the processor."""
-        return InboundMessage(
-            body=message.body,
-            message_id=message.message_id,
-            sequence_number=sequence,
-            delivery_count=1,
-            enqueued_time=datetime.now(UTC),
-            correlation_id=message.correlation_id,
-            content_type=message.content_type,
-            subject=message.subject,
-            application_properties=dict(message.application_properties),
-        )
+        return delivered(message, sequence)
+
+
+def delivered(message: OutgoingMessage, sequence: int = 1) -> InboundMessage:
+    """``message`` as the broker would deliver it to the processor (first delivery)."""
+    return InboundMessage(
+        body=message.body,
+        message_id=message.message_id,
+        sequence_number=sequence,
+        delivery_count=1,
+        enqueued_time=datetime.now(UTC),
+        correlation_id=message.correlation_id,
+        content_type=message.content_type,
+        subject=message.subject,
+        application_properties=dict(message.application_properties),
+    )
 
 
 def wire(clock: Clock | None = None, ports: dict[str, Any] | None = None, **values: str) -> Wired:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from shared.contracts import Job, JobStatus
+from shared.contracts import BatchMembership, Job, JobStatus, ProcessingMode
 from shared.errors import ConfigurationError
 from shared.events.announcements import Announcer
 from shared.jobs import transition
@@ -180,3 +180,19 @@ def test_the_grace_period_covers_a_locked_model_call() -> None:
             {"JobWatchdogGraceSeconds": "60", "MaxLockRenewalSeconds": "600"},
             local_settings=None,
         )
+
+
+def test_a_job_in_a_global_batch_submission_is_left_to_its_control_plane(setup: Setup) -> None:
+    in_a_batch = BatchMembership(deployment="d", submission_id="s1", batch_id="batch_1")
+    setup.job("batched", deadline=None, mode=ProcessingMode.BATCH, status=JobStatus.RUNNING,
+              batch=in_a_batch)  # fmt: skip
+    setup.job("waiting", deadline=None, mode=ProcessingMode.BATCH,
+              batch=BatchMembership(deployment="d"))  # fmt: skip
+    setup.later(days=3)  # a quota wait and two expired 24-hour windows
+
+    assert setup.watchdog.watch().outcomes == {"in-a-batch": 1, "ended": 1}
+    assert setup.stored("batched").status is JobStatus.RUNNING
+    waiting = setup.stored("waiting")  # staged, never submitted: the watch still applies
+    assert waiting.status is JobStatus.FAILED
+    assert waiting.error is not None
+    assert waiting.error.code == "stale_job"

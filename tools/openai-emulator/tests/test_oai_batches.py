@@ -171,7 +171,10 @@ def test_expire_keeps_the_first_lines(client: AzureOpenAI, emulator: OpenAIEmula
     assert (counts.total, counts.completed, counts.failed) == (8, 3, 0)
     answered = {line["custom_id"] for line in results(client, expired.output_file_id)}
     assert answered == set(list(TEXTS)[:3])
-    assert expired.error_file_id is None
+    not_run = results(client, expired.error_file_id)
+    assert {line["custom_id"] for line in not_run} == set(list(TEXTS)[3:])
+    assert {line["error"]["code"] for line in not_run} == {"batch_expired"}
+    assert all(line["response"] is None for line in not_run)
 
 
 def test_bad_create_arguments_are_400_and_unknown_ids_404(client: AzureOpenAI) -> None:

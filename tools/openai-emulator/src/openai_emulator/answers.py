@@ -134,6 +134,21 @@ def answer(request: BatchRequest, model: str) -> Answer:
     return Answer(request.custom_id, _line(request, 200, body), True)
 
 
+def expired(request: BatchRequest) -> Answer:
+    """The error-file line of a request the batch's window ran out on (as the service
+    writes it: no response, error code ``batch_expired``)."""
+    line = {
+        "id": f"batch_req_{secrets.token_hex(16)}",
+        "custom_id": request.custom_id,
+        "response": None,
+        "error": {
+            "code": "batch_expired",
+            "message": "This request could not be executed before the completion window expired.",
+        },
+    }
+    return Answer(request.custom_id, line, False)
+
+
 def result_order(answers: list[Answer]) -> list[Answer]:
     """Answers in a deterministic order unrelated to the input's (by a hash of custom_id).
 

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .answers import Answer, answer, jsonl, result_order
+from .answers import Answer, answer, expired, jsonl, result_order
 from .files import FileStore
 from .input_file import InputFile, error
 
@@ -139,5 +139,6 @@ class BatchJob:
         answers = self.answer_lines(completed_lines)
         self.counts["total"] = len(self.plan.requests)
         self._count(answers)
-        self.write_results(files, answers)
+        unanswered = [expired(request) for request in self.plan.requests[completed_lines:]]
+        self.write_results(files, answers + unanswered)
         self._move("expired")

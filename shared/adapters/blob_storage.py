@@ -6,6 +6,7 @@ into the application's error tree.
 
 from __future__ import annotations
 
+import os
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +26,18 @@ from shared.errors import ConfigurationError, TransientError
 from shared.intake.claim_checks import BlobInfo
 from shared.settings import Settings
 
+# requests reads these when it trusts the environment (a custom CA bundle for TLS).
+CA_BUNDLE_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+
+
+def environment_matters() -> bool:
+    """Whether the storage transport must consult the environment on each call. Trusting
+    it, requests looks up proxy variables, a CA bundle and ~/.netrc on every call: 10-15%
+    of a storage call's CPU, measured. Only a configured proxy or CA bundle needs that;
+    storage authenticates by key or token, never by netrc."""
+    proxies = urllib.request.getproxies()
+    return bool(proxies) or any(os.environ.get(name) for name in CA_BUNDLE_VARIABLES)
+
 
 def blob_service_client(
     settings: Settings, transport: HttpTransport[Any, Any] | None = None
@@ -37,10 +50,7 @@ def blob_service_client(
         "retry_policy": LinearRetry(backoff=1, random_jitter_range=1, retry_total=2),
         "connection_timeout": 5,
         "read_timeout": 60,
-        # With env settings on, requests consults the environment on every call (proxy
-        # variables, and a look for ~/.netrc): 10-15% of a storage call's CPU, measured.
-        # Only a configured proxy needs that; storage authenticates by key or token.
-        "use_env_settings": bool(urllib.request.getproxies()),
+        "use_env_settings": environment_matters(),
     }
     if transport is not None:
         options["transport"] = transport

@@ -170,6 +170,9 @@ class GlobalBatchControlPlane:
                 changed, go_on = outcome
                 changed = changed.model_copy(update={"updated_at": self._clock()})
                 etag = self._records.save(changed, etag)
+                ended = SubmissionState.ENDED
+                if changed.state is ended and submission.state is not ended:
+                    _report_ending(changed)  # once: after the save that recorded it
                 submission = changed
                 if not go_on:
                     break
@@ -291,13 +294,6 @@ class GlobalBatchControlPlane:
         if batch.refused_for_quota:
             return self._wait_for_quota(observed, batch), False
         self._keep_files(submission, batch)
-        telemetry.count_batch_ended(batch.status, submission.deployment)
-        if batch.status in ("expired", "failed"):
-            log.error(
-                "Global Batch %s ended %s (submission %s, tenant %s): %d of %d answered; %s",
-                batch.id, batch.status, submission.id, submission.tenant_id,
-                batch.completed, batch.total, [e.code for e in batch.errors],
-            )  # fmt: skip
         return observed.model_copy(update={"state": SubmissionState.ENDED}), True
 
     def _conclude(self, submission: Submission) -> Step:
@@ -397,6 +393,20 @@ class GlobalBatchControlPlane:
                 self._service.delete_file(file_id)
             except InferbusError as error:
                 log.warning("could not delete %s from the service: %s", file_id, error)
+
+
+def _report_ending(submission: Submission) -> None:
+    """The metric (the Bicep alert reads it) and, for an expired or failed batch, the
+    ERROR log of a submission that just ended."""
+    status = submission.remote_status or "unknown"
+    telemetry.count_batch_ended(status, submission.deployment)
+    if status in ("expired", "failed"):
+        counts = submission.counts
+        log.error(
+            "Global Batch %s ended %s (submission %s, tenant %s): %d of %d answered; %s",
+            submission.batch_id, status, submission.id, submission.tenant_id,
+            counts.completed, counts.total, [e.code for e in submission.errors],
+        )  # fmt: skip
 
 
 def _observed(submission: Submission, batch: RemoteBatch, now: datetime) -> Submission:

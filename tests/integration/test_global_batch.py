@@ -360,3 +360,41 @@ def test_a_step_the_service_refuses_for_good_fails_the_submission_and_its_reques
     assert f"submission {planned.id} ended failed" in caplog.text
     assert set(statuses(batch_lane, tenant, ids).values()) == {JobStatus.FAILED}
     assert batch_lane.failures(tenant) == {i: "batch_failed" for i in ids}
+
+
+@dataclass
+class InvalidUploads:
+    """Uploads every file with its first line twice: the service's validation fails the
+    batch (duplicate ``custom_id``), as it would for any file it cannot run."""
+
+    real: Any
+
+    def upload(self, filename: str, content: bytes, expiry_seconds: int) -> str:
+        first = content.split(b"\n", 1)[0] + b"\n"
+        uploaded: str = self.real.upload(filename, first + content, expiry_seconds)
+        return uploaded
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_a_batch_the_service_fails_fails_its_requests_with_its_errors(
+    batch_lane: BatchLane, call: Call, tenant: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ids = [submit(call, f"Document {n}.") for n in range(2)]
+    batch_lane.process_queue()
+    invalid = batch_lane.with_ports(
+        batch_service=InvalidUploads(batch_lane.services.ports.batch_service)
+    )
+
+    with caplog.at_level("ERROR"):
+        invalid.drive(tenant, ids)
+
+    assert set(statuses(invalid, tenant, ids).values()) == {JobStatus.FAILED}
+    assert invalid.failures(tenant) == {i: "batch_failed" for i in ids}
+    job = invalid.job(tenant, ids[0])
+    assert job.error is not None
+    assert "custom_id" in job.error.message  # the service's own reason, passed on
+    (closed,) = submissions_of(invalid.services, tenant)
+    assert closed.remote_status == "failed"
+    assert f"Global Batch {closed.batch_id} ended failed" in caplog.text

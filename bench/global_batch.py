@@ -79,7 +79,6 @@ from shared.events.announcements import COMPLETED
 from shared.global_batch.control_plane import GlobalBatchControlPlane
 from shared.global_batch.files import encoded
 from shared.global_batch.records import Submission
-from shared.global_batch.staging import BatchStager, StagingPolicy
 from shared.global_batch.store import BatchRecords
 from shared.messaging import request_envelope
 from shared.request_ids import new_request_id
@@ -190,11 +189,8 @@ def stage(lane: Lane, count: int) -> tuple[list[str], float, float]:
     jobs_seconds = time.perf_counter() - began
     if any(job is None for job in created):
         raise RuntimeError("a job existed already (request ids collided)")
-    settings = lane.services.settings
-    stager = BatchStager(  # as composition builds the processor's
-        lane.records,
-        StagingPolicy(settings.batch_deployments, settings.global_batch_max_bytes_per_file),
-    )
+    stager = lane.services.batch_stager  # the processors' own
+    assert stager is not None
 
     def stage_one(number: int) -> bool:
         job = jobs[number]

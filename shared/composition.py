@@ -112,6 +112,7 @@ class Services:
     watchdog: JobWatchdog | None = None
     # The Global Batch lane (None when GlobalBatch__deployments is empty).
     batch_records: BatchRecords | None = None
+    batch_stager: BatchStager | None = None  # what the processors stage batch-mode work with
     global_batch: GlobalBatchControlPlane | None = None
 
 
@@ -276,6 +277,7 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         if isinstance(ports.documents, DocumentListing)
         else None,
         batch_records=batch_records,
+        batch_stager=stager,
         global_batch=global_batch_for(settings, ports, batch_records, jobs, endings, announcer),
     )
 

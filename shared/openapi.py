@@ -151,7 +151,6 @@ def _request_paths(settings: Settings) -> dict[str, Any]:
         "Location": {"description": "The status URL to poll", "schema": {"type": "string"}},
         "Retry-After": {"$ref": "#/components/headers/RetryAfter"},
     }
-    job = {"application/json": {"schema": _ref("JobView")}}
     return {
         "/v1/requests": {
             "post": {
@@ -175,62 +174,65 @@ def _request_paths(settings: Settings) -> dict[str, Any]:
         },
         "/v1/requests/{id}": {
             "parameters": [_JOB_ID, _TENANT],
-            "get": {
-                "operationId": "get_request",
-                "summary": "The request's job (Retry-After until it is terminal)",
-                "responses": {
-                    "200": {"description": "The job", "content": job},
-                    **_errors(*_JOB_ERRORS),
-                },
-            },
-            "delete": {
-                "operationId": "cancel_request",
-                "summary": "Cancel the request unless it has ended",
-                "responses": {
-                    "200": {"description": "Cancelled", "content": job},
-                    **_errors(*_JOB_ERRORS, "409"),
-                },
-            },
+            "get": _operation(
+                "get_request",
+                "The request's job (Retry-After until it is terminal)",
+                ("200", "The job", "JobView"),
+                _JOB_ERRORS,
+            ),
+            "delete": _operation(
+                "cancel_request",
+                "Cancel the request unless it has ended",
+                ("200", "Cancelled", "JobView"),
+                (*_JOB_ERRORS, "409"),
+            ),
         },
         "/v1/requests/{id}/result": {
             "parameters": [_JOB_ID, _TENANT],
-            "get": {
-                "operationId": "get_request_result",
-                "summary": "The result of a completed request (409 until it is ready)",
-                "responses": {
-                    "200": {
-                        "description": "The result",
-                        "content": {"application/json": {"schema": _ref("ResultDocument")}},
-                    },
-                    **_errors(*_JOB_ERRORS, "409"),
-                },
-            },
+            "get": _operation(
+                "get_request_result",
+                "The result of a completed request (409 until it is ready)",
+                ("200", "The result", "ResultDocument"),
+                (*_JOB_ERRORS, "409"),
+            ),
+        },
+    }
+
+
+def _operation(
+    operation_id: str, summary: str, answer: tuple[str, str, str], errors: tuple[str, ...]
+) -> dict[str, Any]:
+    """An operation that answers one JSON document (``answer``: status, description,
+    schema) or one of ``errors``."""
+    status, description, schema = answer
+    content = {"application/json": {"schema": _ref(schema)}}
+    return {
+        "operationId": operation_id,
+        "summary": summary,
+        "responses": {
+            status: {"description": description, "content": content},
+            **_errors(*errors),
         },
     }
 
 
 def _batch_paths() -> dict[str, Any]:
-    batch = {"application/json": {"schema": _ref("BatchView")}}
     errors = ("400", "401", "403", "404", "429", "503")
     return {
         "/v1/batches/{id}": {
             "parameters": [_JOB_ID, _TENANT],
-            "get": {
-                "operationId": "get_batch",
-                "summary": "A tenant's Global Batch submission (a request's batch.submission_id)",
-                "responses": {
-                    "200": {"description": "The batch", "content": batch},
-                    **_errors(*errors),
-                },
-            },
-            "delete": {
-                "operationId": "cancel_batch",
-                "summary": "Cancel a Global Batch submission and every request in it",
-                "responses": {
-                    "202": {"description": "Cancellation under way", "content": batch},
-                    **_errors(*errors, "409"),
-                },
-            },
+            "get": _operation(
+                "get_batch",
+                "A tenant's Global Batch submission (a request's batch.submission_id)",
+                ("200", "The batch", "BatchView"),
+                errors,
+            ),
+            "delete": _operation(
+                "cancel_batch",
+                "Cancel a Global Batch submission and every request in it",
+                ("202", "Cancellation under way", "BatchView"),
+                (*errors, "409"),
+            ),
         },
     }
 

@@ -249,9 +249,16 @@ def record_batch_answer(
         "inferbus.tenant": tenant,
         "inferbus.mode": "batch",
     }
+    _record_tokens(common, input_tokens, output_tokens)
+
+
+def _record_tokens(
+    attributes: Mapping[str, str], input_tokens: int | None, output_tokens: int | None
+) -> None:
+    """The ``gen_ai.client.token.usage`` points of one answer (a count not reported: none)."""
     for token_type, count in (("input", input_tokens), ("output", output_tokens)):
         if count is not None:
-            instruments().tokens.record(count, {**common, "gen_ai.token.type": token_type})
+            instruments().tokens.record(count, {**attributes, "gen_ai.token.type": token_type})
 
 
 def record_model_call(
@@ -271,11 +278,7 @@ def record_model_call(
         "gen_ai.request.model": model,
     }
     instruments().model_duration.record(seconds, {**common, "inferbus.outcome": outcome})
-    for token_type, count in (("input", input_tokens), ("output", output_tokens)):
-        if count is not None:
-            instruments().tokens.record(
-                count, {**common, "gen_ai.token.type": token_type, "inferbus.tenant": tenant}
-            )
+    _record_tokens({**common, "inferbus.tenant": tenant}, input_tokens, output_tokens)
 
 
 QueueCounts = Callable[[], Mapping[str, Mapping[str, float]]]

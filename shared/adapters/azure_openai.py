@@ -50,6 +50,17 @@ COGNITIVE_SERVICES_SCOPE = "https://cognitiveservices.azure.com/.default"
 SYSTEM = "az.ai.openai"
 
 
+def status_error(who: str, error: APIStatusError) -> TransientError | PermanentError:
+    """An Azure OpenAI answer sorted for the app: throttling (408, 409, 429) and server
+    errors are transient, with the service's wait as the floor; any other 4xx is permanent."""
+    status = error.status_code
+    if status in (408, 409, 429) or status >= 500:
+        return TransientError(
+            f"{who} answered {status}", retry_after_seconds(error.response.headers)
+        )
+    return PermanentError(f"{who} answered {status}: {error.message}")
+
+
 def retry_after_seconds(headers: Any) -> float | None:
     """The wait the service asked for, from ``retry-after-ms`` or ``retry-after``."""
     if headers is None:
@@ -95,12 +106,7 @@ class AzureOpenAIModel:
                 ) from error
             raise PermanentError(f"the model refused the request: {error.message}") from error
         except APIStatusError as error:
-            status = error.status_code
-            if status in (408, 409, 429) or status >= 500:
-                raise TransientError(
-                    f"the model answered {status}", retry_after_seconds(error.response.headers)
-                ) from error
-            raise PermanentError(f"the model answered {status}: {error.message}") from error
+            raise status_error("the model", error) from error
         except APIConnectionError as error:
             raise TransientError(f"the model is unreachable: {type(error).__name__}") from error
 

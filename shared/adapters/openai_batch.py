@@ -17,9 +17,9 @@ from typing import Any
 
 from openai import APIConnectionError, APIStatusError, AzureOpenAI, NotFoundError
 
-from shared.adapters.azure_openai import COGNITIVE_SERVICES_SCOPE, retry_after_seconds
+from shared.adapters.azure_openai import COGNITIVE_SERVICES_SCOPE, status_error
 from shared.adapters.identity import azure_credential
-from shared.errors import ConfigurationError, NotFound, PermanentError, TransientError
+from shared.errors import ConfigurationError, NotFound, TransientError
 from shared.global_batch.files import CHAT_COMPLETIONS_URL
 from shared.global_batch.ports import BatchError, RemoteBatch
 from shared.settings import Settings
@@ -36,13 +36,7 @@ def service_errors(what: str) -> Iterator[None]:
     except NotFoundError as error:
         raise NotFound(f"{what}: not found on the service") from error
     except APIStatusError as error:
-        status = error.status_code
-        if status in (408, 409, 429) or status >= 500:
-            raise TransientError(
-                f"{what}: the service answered {status}",
-                retry_after_seconds(error.response.headers),
-            ) from error
-        raise PermanentError(f"{what}: the service answered {status}: {error.message}") from error
+        raise status_error(f"{what}: the service", error) from error
     except APIConnectionError as error:
         raise TransientError(
             f"{what}: the service is unreachable ({type(error).__name__})"

@@ -96,10 +96,10 @@ class Conclusion:
     def conclude(
         self,
         submission: Submission,
-        request_id: str,
-        member: MemberFacts | None,
+        member: MemberFacts,
         line: dict[str, Any] | None,
     ) -> Concluded:
+        request_id = member.request.request_id
         current = self._jobs.load(submission.tenant_id, request_id)
         if current is None:
             log.warning("batch member %s has no job (retired?); skipped", request_id)
@@ -107,9 +107,6 @@ class Conclusion:
         job = current.job
         if job.status.is_terminal:
             return self._ended_before(submission, job, member)
-        if member is None:
-            lost = "the request was not in its submission's list of members"
-            return self._end(current, None, JobStatus.FAILED, BATCH_FAILED, lost)
         if submission.remote_status == "failed":
             why = "; ".join(f"{e.code}: {e.message}" for e in submission.errors) or "no reason"
             return self._end(current, member, JobStatus.FAILED, BATCH_FAILED,
@@ -232,7 +229,7 @@ class Conclusion:
         if job.status is JobStatus.ACCEPTED and membership and membership.submission_id is None:
             # An earlier conclusion of this submission resubmitted it (the job says how
             # often) and died before it was closed: finish that, count nothing twice.
-            return self._resubmitted(submission, current, membership.resubmissions)
+            return self._resubmitted(submission, current, member, membership.resubmissions)
         if member.resubmissions >= self._policy.max_resubmissions:
             why = (
                 f"its batch {submission.batch_id} ended {submission.remote_status} without "
@@ -251,16 +248,18 @@ class Conclusion:
             )  # fmt: skip
         except (Conflict, NotFound):
             return Concluded("ended_before")
-        return self._resubmitted(submission, current, again)
+        return self._resubmitted(submission, current, member, again)
 
-    def _resubmitted(self, submission: Submission, current: Versioned, times: int) -> Concluded:
+    def _resubmitted(
+        self, submission: Submission, current: Versioned, member: MemberFacts, times: int
+    ) -> Concluded:
         """The staged line stays (a later file carries it), counting its resubmissions as
         the job does: the job is written first, so it is the count that holds."""
         job = current.job
         staged = self._records.pending(submission.deployment, job.tenant_id, job.id)
         if staged is None:
             lost = "its staged line was gone when its batch had to be submitted again"
-            return self._end(current, None, JobStatus.FAILED, BATCH_FAILED, lost)
+            return self._end(current, member, JobStatus.FAILED, BATCH_FAILED, lost)
         if staged.resubmissions != times:
             self._records.restage(staged.model_copy(update={"resubmissions": times}))
         return Concluded("resubmitted", finished=False)
@@ -268,7 +267,7 @@ class Conclusion:
     def _end(
         self,
         current: Versioned,
-        member: MemberFacts | None,
+        member: MemberFacts,
         status: JobStatus,
         code: str,
         message: str,
@@ -276,22 +275,19 @@ class Conclusion:
         ended = self._endings.end(current, Ending(status, code, message, BATCH_SETTLEMENT))
         if ended is None:
             return Concluded("ended_before")
-        self._endings.announce(ended, member.properties if member else None)
-        if member is not None:
-            telemetry.record_batch_answer(
-                model=ended.model, tenant=ended.tenant_id, outcome=status.value,
-                input_tokens=None, output_tokens=None,
-            )  # fmt: skip
+        self._endings.announce(ended, member.properties)
+        telemetry.record_batch_answer(
+            model=ended.model, tenant=ended.tenant_id, outcome=status.value,
+            input_tokens=None, output_tokens=None,
+        )  # fmt: skip
         return Concluded(status.value)
 
-    def _ended_before(
-        self, submission: Submission, job: Job, member: MemberFacts | None
-    ) -> Concluded:
+    def _ended_before(self, submission: Submission, job: Job, member: MemberFacts) -> Concluded:
         """A job already terminal: when this submission completed it (a run that died
         before closing), announce it again; anything else ended it, and stays."""
         ours = job.batch is not None and job.batch.submission_id == submission.id
         completed_here = job.status is JobStatus.COMPLETED and job.settlement == BATCH_SETTLEMENT
-        if completed_here and ours and member is not None and job.result is not None:
+        if completed_here and ours and job.result is not None:
             self._announce_result(job, member)
             usage = job.result.result.usage if job.result.result else None
             if usage is None:

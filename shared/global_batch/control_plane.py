@@ -304,9 +304,7 @@ class GlobalBatchControlPlane:
         with ThreadPoolExecutor(max_workers=READERS) as pool:
             concluded = list(
                 pool.map(
-                    lambda rid: self._conclusion.conclude(
-                        submission, rid, facts.get(rid), lines.get(rid)
-                    ),
+                    lambda rid: self._conclusion.conclude(submission, facts[rid], lines.get(rid)),
                     chunk,
                 )
             )
@@ -380,10 +378,8 @@ class GlobalBatchControlPlane:
 
     def _cancelled_before_submission(self, submission: Submission) -> Step:
         """Cancelled before any batch existed: every member ends cancelled now."""
-        cancelled = submission.model_copy(
-            update={"remote_status": "cancelled", "cancel_requested": True}
-        )
-        return cancelled.model_copy(update={"state": SubmissionState.ENDED}), True
+        update = {"remote_status": "cancelled", "state": SubmissionState.ENDED}
+        return submission.model_copy(update=update), True
 
     def _delete_service_files(self, submission: Submission) -> None:
         for file_id in (submission.file_id, submission.output_file_id, submission.error_file_id):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from devtools.appinsights import IngestionRecorder, LinePrinter
 from devtools.stack import local_telemetry_settings
@@ -81,6 +82,22 @@ class Stack:
                 return response.status, dict(response.headers), response.read()
         except urllib.error.HTTPError as error:
             return error.code, dict(error.headers), error.read()
+
+    def produce(self, queue: str, body: dict[str, Any], **properties: str) -> None:
+        """Send a request message straight to ``queue``, as a direct producer does (the
+        message id is the request id; ``properties``: its application properties)."""
+        with (
+            ServiceBusClient.from_connection_string(self.servicebus_connection_string) as bus,
+            bus.get_queue_sender(queue) as sender,
+        ):
+            sender.send_messages(
+                ServiceBusMessage(
+                    json.dumps(body),
+                    message_id=str(body["request_id"]),
+                    content_type="application/json",
+                    application_properties=dict(properties) or None,
+                )
+            )
 
 
 def write_stack_settings(

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 import uuid
 from typing import Any
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
+from openai_emulator.process import OpenAIEmulator
 from tests.e2e.conftest import Stack
 from tests.e2e.test_journeys import job, poll, submit, tenant, text_request
 
@@ -36,16 +35,6 @@ def wait_for_batch(stack: Stack, who: str, request_id: str) -> str:
     raise AssertionError(f"request {request_id} never went out in a batch")
 
 
-def expire(stack: Stack, batch_id: str, completed_lines: int) -> None:
-    body = json.dumps({"completed_lines": completed_lines}).encode()
-    url = f"{stack.openai_endpoint}/_emulator/batches/{batch_id}/expire"
-    assert url.startswith("http://127.0.0.1:")
-    request = urllib.request.Request(url, data=body, method="POST")  # noqa: S310 (loopback)
-    request.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(request, timeout=10):  # noqa: S310 (loopback)
-        pass
-
-
 def test_batch_requests_from_every_door_complete_through_the_control_plane(stack: Stack) -> None:
     who = tenant()
     ids = [submit(stack, who, batch_request(f"Batch document {n}. It is short.")) for n in range(3)]
@@ -63,18 +52,7 @@ def test_batch_requests_from_every_door_complete_through_the_control_plane(stack
         "input": {"text": "A producer's batch document. Sent to the queue."},
         "mode": "batch",
     }
-    with (
-        ServiceBusClient.from_connection_string(stack.servicebus_connection_string) as bus,
-        bus.get_queue_sender("inference-requests") as sender,
-    ):
-        sender.send_messages(
-            ServiceBusMessage(
-                json.dumps(message),
-                message_id=produced,
-                content_type="application/json",
-                application_properties={"tenant": who},
-            )
-        )
+    stack.produce("inference-requests", message, tenant=who)
 
     finished = [poll(stack, who, i, timeout=BATCH_TIMEOUT) for i in [*ids, produced]]
 
@@ -101,7 +79,8 @@ def test_an_expired_batch_is_submitted_again(stack: Stack) -> None:
     who = tenant()
     ids = [submit(stack, who, batch_request(f"Expiring document {n}.")) for n in range(2)]
     batch_id = wait_for_batch(stack, who, ids[0])
-    expire(stack, batch_id, completed_lines=1)
+    # The emulator's own control client (the key opens only the service's API).
+    OpenAIEmulator(stack.openai_endpoint, api_key="").expire(batch_id, completed_lines=1)
 
     finished = [poll(stack, who, i, timeout=BATCH_TIMEOUT) for i in ids]
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import datetime
 from typing import Any
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from tests.e2e.conftest import Stack
 from tests.e2e.test_journeys import poll, submit, tenant, text_request
@@ -69,15 +67,7 @@ def test_a_producer_sending_straight_to_the_queue_gets_its_job_and_result(stack:
         "input": {"text": "Invoice 8. Total amount due: 40 EUR. Payment within 7 days."},
         "priority": "high",
     }
-    with (
-        ServiceBusClient.from_connection_string(stack.servicebus_connection_string) as bus,
-        bus.get_queue_sender("inference-priority") as sender,
-    ):
-        sender.send_messages(
-            ServiceBusMessage(
-                json.dumps(body), message_id=request_id, content_type="application/json"
-            )
-        )
+    stack.produce("inference-priority", body)
     finished = poll(stack, who, request_id)
     assert finished["status"] == "completed"
     assert finished["result"]["document_type"] == "invoice"

@@ -1,11 +1,14 @@
 """The worker's side of the FunctionRpc stream: requests in, runtime verbs, responses out.
 
-One event loop, as in the platform's worker: each request becomes a task, so a long
-invocation never holds up another (sync functions run in the runtime's thread pool,
-``PYTHON_THREADPOOL_THREAD_COUNT``; async ones on this loop). Responses carry the
-request's ``request_id``; the stream is written by one task only, as gRPC requires.
-Logs of the app and of the runtime go to the host as ``RpcLog`` messages, tagged with the
-invocation they belong to, so the host prints them the way it prints a worker's logs.
+The threading model is the platform's proxy worker's: the stream is a synchronous gRPC
+call served by a thread of its own, which hands each request to the event loop as a task
+(so a long invocation never holds up another: sync functions run in the runtime's thread
+pool, ``PYTHON_THREADPOOL_THREAD_COUNT``; async ones on the loop). Everything the worker
+sends (responses, ``RpcLog`` lines) goes through one thread-safe queue that the gRPC call
+drains, so a log line written in a pool thread costs a ``put``, not a wake-up of the loop,
+and the stream has a single writer, as gRPC requires. Responses carry the request's
+``request_id``; logs are tagged with the invocation they belong to, so the host prints
+them the way it prints a worker's logs.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import queue
 import sys
+import threading
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import azure_functions_runtime as runtime
@@ -25,6 +30,7 @@ from azure_functions_runtime import invocation_id_cv
 from functions_host.protos import EVENT_STREAM_METHOD, messages
 
 log = logging.getLogger("functions_host.worker")
+STREAM_CLOSE_TIMEOUT_S = 5.0  # for the host to close its side once ours is closed
 Verb = Callable[[Any], Awaitable[Any]]
 
 # Request field -> (response field, runtime verb). Everything a worker decides happens in these.
@@ -93,48 +99,58 @@ class RpcLogHandler(logging.Handler):
 class WorkerSession:
     """One connection to the host, from StartStream to the end of the stream."""
 
-    def __init__(self, call: Any, host: str, loop: asyncio.AbstractEventLoop) -> None:
-        self._call = call
+    def __init__(self, host: str, loop: asyncio.AbstractEventLoop) -> None:
         self._host = host
         self._loop = loop
-        self._outgoing: asyncio.Queue[Any] = asyncio.Queue()
+        self._outgoing: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._tasks: set[asyncio.Task[None]] = set()
-        self.terminated = asyncio.Event()
+        self._call: Any = None
+        self._thread: threading.Thread | None = None
+        self.ended = asyncio.Event()  # the host closed the stream, or asked us to stop
+        self.failure: str | None = None
 
     def send(self, message: Any) -> None:
-        """Queue a message for the host; safe from any thread. Once the session's loop
-        has closed (the worker is shutting down; a telemetry flush may still log) the
-        message is dropped: there is no stream left to write it to."""
-        if self._loop.is_closed():
-            return
-        try:
-            self._loop.call_soon_threadsafe(self._outgoing.put_nowait, message)
-        except RuntimeError:  # closed between the check and the call
-            return
+        """Queue a message for the host; safe from any thread. After the stream has
+        ended (a telemetry flush may still log on the way down) it is never written."""
+        self._outgoing.put(message)
 
-    async def write_loop(self) -> None:
+    def start(self, target: str, options: list[tuple[str, Any]]) -> None:
+        """Open the stream on its own thread; requests arrive as tasks on the loop."""
+        self._thread = threading.Thread(
+            target=self._serve, args=(target, options), name="grpc-stream", daemon=True
+        )
+        self._thread.start()
+
+    def _messages(self) -> Iterator[Any]:
         while True:
-            message = await self._outgoing.get()
+            message = self._outgoing.get()
             if message is None:
                 return
-            try:
-                await self._call.write(message)
-            except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
-                # The host closed the stream (after WorkerTerminate, or on its way down)
-                # while a last message, usually a log line, was still queued: nobody is
-                # left to tell. The read side reports a stream that ended unexpectedly.
-                return
+            yield message
 
-    async def read_loop(self) -> None:
-        while True:
-            message = await self._call.read()
-            if message is grpc.aio.EOF:
-                return
-            task = asyncio.create_task(self._handle(message))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            if self.terminated.is_set():
-                return
+    def _serve(self, target: str, options: list[tuple[str, Any]]) -> None:
+        with grpc.insecure_channel(target, options=options) as channel:
+            event_stream = channel.stream_stream(
+                EVENT_STREAM_METHOD,
+                request_serializer=messages.StreamingMessage.SerializeToString,
+                response_deserializer=messages.StreamingMessage.FromString,
+            )
+            self._call = event_stream(self._messages())
+            try:
+                for message in self._call:
+                    self._loop.call_soon_threadsafe(self._dispatch, message)
+            except grpc.RpcError as error:
+                if error.code() != grpc.StatusCode.CANCELLED:
+                    self.failure = f"{error.code().name}: {error.details()}"
+            finally:
+                self._loop.call_soon_threadsafe(self.ended.set)
+
+    def _dispatch(self, message: Any) -> None:
+        if self.ended.is_set():
+            return
+        task = asyncio.create_task(self._handle(message))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _handle(self, message: Any) -> None:
         kind = message.WhichOneof("content")
@@ -157,7 +173,7 @@ class WorkerSession:
             )
         elif kind == "worker_terminate":
             log.info("worker terminating at the host's request")
-            self.terminated.set()
+            self.ended.set()
         elif kind == "invocation_cancel":
             # As in the platform's Python worker: a running Python call cannot be interrupted.
             log.info("cancel of invocation %s noted", message.invocation_cancel.invocation_id)
@@ -177,9 +193,17 @@ class WorkerSession:
             return _failure_response(kind, message, error)
 
     async def finish(self) -> None:
+        """Let running requests answer, then end our half of the stream and its thread."""
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._outgoing.put_nowait(None)
+        self._outgoing.put(None)
+        thread = self._thread
+        if thread is None:
+            return
+        await asyncio.to_thread(thread.join, STREAM_CLOSE_TIMEOUT_S)
+        if thread.is_alive() and self._call is not None:
+            self._call.cancel()  # the host kept its side open: hang up
+            await asyncio.to_thread(thread.join, STREAM_CLOSE_TIMEOUT_S)
 
 
 def _failure_response(kind: str, message: Any, error: Exception) -> Any:
@@ -224,32 +248,23 @@ def _configure_logging(handler: logging.Handler) -> None:
 async def run_worker(
     host: str, port: int, worker_id: str, request_id: str, max_message_length: int
 ) -> int:
-    options = [
+    options: list[tuple[str, Any]] = [
         ("grpc.max_send_message_length", max_message_length),
         ("grpc.max_receive_message_length", max_message_length),
     ]
-    async with grpc.aio.insecure_channel(f"{host}:{port}", options=options) as channel:
-        event_stream = channel.stream_stream(
-            EVENT_STREAM_METHOD,
-            request_serializer=messages.StreamingMessage.SerializeToString,
-            response_deserializer=messages.StreamingMessage.FromString,
+    session = WorkerSession(host, asyncio.get_running_loop())
+    # StartStream must be the stream's first message: queued before any log line can be.
+    session.send(
+        messages.StreamingMessage(
+            request_id=request_id, start_stream=messages.StartStream(worker_id=worker_id)
         )
-        call = event_stream()
-        session = WorkerSession(call, host, asyncio.get_running_loop())
-        _configure_logging(RpcLogHandler(session.send))
-        runtime.start_threadpool_executor()
-        session.send(
-            messages.StreamingMessage(
-                request_id=request_id, start_stream=messages.StartStream(worker_id=worker_id)
-            )
-        )
-        writer = asyncio.create_task(session.write_loop())
-        try:
-            await session.read_loop()
-        except grpc.aio.AioRpcError as error:
-            if error.code() != grpc.StatusCode.CANCELLED:
-                print(f"worker {worker_id}: stream to the host ended: {error}", file=sys.stderr)
-        await session.finish()
-        await writer
-        runtime.stop_threadpool_executor()
+    )
+    _configure_logging(RpcLogHandler(session.send))
+    runtime.start_threadpool_executor()
+    session.start(f"{host}:{port}", options)
+    await session.ended.wait()
+    if session.failure:
+        print(f"worker {worker_id}: stream to the host ended: {session.failure}", file=sys.stderr)
+    await session.finish()
+    runtime.stop_threadpool_executor()
     return 0

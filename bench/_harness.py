@@ -964,20 +964,29 @@ def servicebus_ceiling(
 
 
 def send_latencies(
-    connection_string: str, queue: str, shape: MessageShape, count: int
+    connection_string: str,
+    queue: str,
+    shape: MessageShape,
+    count: int,
+    meter: CpuMeter | None = None,
 ) -> list[float]:
-    """Seconds per single send of a request-shaped message (sender opened beforehand)."""
+    """Seconds per single send of a request-shaped message (sender opened beforehand);
+    ``meter``, when given, runs over the ``count`` sends only (not the opening)."""
     latencies = []
     with (
         ServiceBusClient.from_connection_string(connection_string) as client,
         client.get_queue_sender(queue) as sender,
     ):
         sender.send_messages(shape.message())
+        if meter is not None:
+            meter.start()
         for _ in range(count):
             message = shape.message()
             began = time.perf_counter()
             sender.send_messages(message)
             latencies.append(time.perf_counter() - began)
+        if meter is not None:
+            meter.stop()
     return latencies
 
 
@@ -1478,6 +1487,39 @@ def replay(
     ops, unexpected, latencies = phase(lambda t: [op for op in t if op.phase in timed], record=True)
     seconds = time.perf_counter() - began
     return Replay(ops, seconds, latencies, unexpected, meter.stop())
+
+
+def intake_sequence_latencies(
+    storage: str,
+    servicebus: str,
+    queue: str,
+    templates: Sequence[Sequence[TemplateOp]],
+    shape: MessageShape,
+    count: int,
+) -> list[float]:
+    """Seconds per intake of the intake's own calls alone, in its order, on the services
+    the app uses (so against the same number of blobs): its storage operations, with the
+    request message sent before the last one (the job is recorded after the broker took
+    the message). One thread, clients opened beforehand; blobs under a prefix of their own."""
+    run_id = uuid.uuid4().hex[:8]
+    blobs = BlobServiceClient.from_connection_string(storage)
+    latencies = []
+    with (
+        ServiceBusClient.from_connection_string(servicebus) as client,
+        client.get_queue_sender(queue) as sender,
+    ):
+        sender.send_messages(shape.message())
+        for index in range(count):
+            ops = [op for op in templates[index % len(templates)] if op.phase == "intake"]
+            prefix = f"sequence-{run_id}-{index}"
+            etags: dict[int, str] = {}
+            message = shape.message()
+            began = time.perf_counter()
+            _run_ops(blobs, ops[:-1], prefix, etags)
+            sender.send_messages(message)
+            _run_ops(blobs, ops[-1:], prefix, etags)
+            latencies.append(time.perf_counter() - began)
+    return latencies
 
 
 def storage_replay(

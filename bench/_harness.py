@@ -87,6 +87,7 @@ SAMPLE_SETTINGS = REPO / "local.settings.sample.json"
 APP_FILES = ("function_app.py", "host.json", "triggers", "shared")
 BENCH_SUBSCRIPTION = "bench-outcomes"
 TENANT = "bench"
+PING_APP = REPO / "tools" / "functions-host" / "bench" / "ping_app"  # one empty HTTP function
 PROCESSOR = "process_requests"  # the request queue's batch trigger (checked at calibration)
 TEXT = (
     "Invoice 2291 for consulting services. The total amount due is 4,200 EUR, payable within "
@@ -647,6 +648,26 @@ def post_request(key: str) -> Callable[[http.client.HTTPConnection], int]:
     return post
 
 
+def ping(connection: http.client.HTTPConnection) -> int:
+    """A ``closed_loop`` request to the ping app (``PING_APP``): ``GET /api/ping``."""
+    connection.request("GET", "/api/ping")
+    response = connection.getresponse()
+    response.read()
+    return response.status
+
+
+def host_round_trip_cpu(stack: Services, work: Path, name: str, callers: int) -> float:
+    """CPU ms of the host and its worker per call of an empty function: the ping app on
+    its own host, a closed loop of ``callers`` for 2 s."""
+    with running_host(PING_APP, stack.values(), work, name) as pinger:
+        closed_loop(pinger.port, ping, 2, 0.5)  # warm-up
+        meter = stack.cpu_meter(pinger.pid)
+        meter.start()
+        loop = closed_loop(pinger.port, ping, callers, 2.0)
+        used = meter.stop()
+    return used["host+worker"] * 1000 / max(1, len(loop.latencies))
+
+
 def run_threads(target: Callable[[], None], count: int) -> None:
     """``count`` threads running ``target``, until all of them return."""
     threads = [threading.Thread(target=target) for _ in range(count)]
@@ -927,7 +948,12 @@ def send_messages(
 
 
 def servicebus_ceiling(
-    connection_string: str, queue: str, shape: MessageShape, count: int, batch: BatchSettings
+    connection_string: str,
+    queue: str,
+    shape: MessageShape,
+    count: int,
+    batch: BatchSettings,
+    meter: CpuMeter | None = None,
 ) -> float:
     """Receive+complete msgs/s of ``count`` messages shaped like the app's, through the SDK,
     received the way the Service Bus extension (and the local host) receives for a batch
@@ -936,7 +962,8 @@ def servicebus_ceiling(
     calls, as the local host makes them: one call would keep collecting for 200 ms); then
     each message completed on its own (the settle round trip). With a full queue the batch
     minimum is always met, so ``minMessageBatchSize`` plays no part. The queue is filled
-    first (not timed), and the link is opened on a first message before the clock starts."""
+    first (not timed), and the link is opened on a first message before the clock starts;
+    ``meter``, when given, runs while the clock does."""
     send_messages(connection_string, queue, [shape.message() for _ in range(count + 1)])
     with (
         ServiceBusClient.from_connection_string(connection_string) as client,
@@ -947,6 +974,8 @@ def servicebus_ceiling(
         for message in receiver.receive_messages(max_message_count=1, max_wait_time=10):
             receiver.complete_message(message)
         done = 0
+        if meter is not None:
+            meter.start()
         began = time.perf_counter()
         while done < count:
             limit = min(batch.max_batch, count - done)
@@ -960,7 +989,10 @@ def servicebus_ceiling(
             for message in messages:
                 receiver.complete_message(message)
             done += len(messages)
-        return done / (time.perf_counter() - began)
+        seconds = time.perf_counter() - began
+        if meter is not None:
+            meter.stop()
+        return done / seconds
 
 
 def send_latencies(
@@ -1359,6 +1391,10 @@ class Replay:
     @property
     def templates_per_second(self) -> float:
         return len(self.latencies) / self.seconds if self.seconds else 0.0
+
+    def cpu_per_template(self, names: Sequence[str]) -> float:
+        """CPU ms per replayed request (its timed phases) of the named processes."""
+        return sum(self.cpu[name] for name in names) * 1000 / max(1, len(self.latencies))
 
 
 _PAYLOADS: dict[int, bytes] = {}

@@ -37,10 +37,16 @@ Calibration also counts operations per request under load (16 callers, processor
 running) to show that concurrency adds no conflict retries.
 
 Also: CPU per request of the host and its worker process, of Azurite, of the emulator and
-of this client (from /proc), and lone-request latency on an idle stack: one request at a
-time, submit -> its result message (median/p90 of ``--lone``; target 400 ms), then one
-``GET`` of its status right after the result message (not polled): how often the API
-already says ``completed`` when the announcement arrives.
+of this client (from /proc), with what it allows on this machine's cores; the same for a
+floor: the calls a request makes, each timed in this run with no app code around them
+(the storage op mix replayed with the SDK, Azurite and client; receive+complete as the
+ceiling above, emulator and client; two single sends, the request and its result; the
+host's round trip of an empty HTTP function, host and worker), so it leaves out the app's
+code, its model, its events and the trigger's own invocation and settlement: the most
+any app built on these SDKs and this host could reach here. And lone-request latency on
+an idle stack: one request at a time, submit -> its result message (median/p90 of
+``--lone``; target 400 ms), then one ``GET`` of its status right after the result message
+(not polled): how often the API already says ``completed`` when the announcement arrives.
 
 Run: ``.venv/bin/python bench/end_to_end.py [--requests 300] [--callers 16] [--repeats 5]
 [--lone 30] [--calibration 20]`` (``make bench`` runs the defaults: a few minutes on 2
@@ -64,12 +70,14 @@ from pathlib import Path
 from _harness import (
     FALLBACK_SHAPE,
     BatchSettings,
+    CpuMeter,
     Services,
     app_snapshot,
     argument_parser,
     calibrate,
     connect,
     create_containers,
+    host_round_trip_cpu,
     job_status,
     load_to_outcomes,
     machine,
@@ -80,6 +88,7 @@ from _harness import (
     ratio,
     running_host,
     sample_values,
+    send_latencies,
     servicebus_ceiling,
     services,
     spread,
@@ -89,6 +98,7 @@ from _harness import (
 )
 
 LONE_TARGET_MS = 400.0
+THROUGHPUT_TARGET = 0.8
 
 
 @dataclass
@@ -104,12 +114,32 @@ class Run:
 
 
 @dataclass
+class FloorCpu:
+    """CPU ms per request of the calls a request makes, timed with no app code around
+    them, per repeat (see the module docstring)."""
+
+    parts: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, name: str, ms: float) -> None:
+        self.parts.setdefault(name, []).append(ms)
+
+    def totals(self) -> list[float]:
+        repeats = min(len(values) for values in self.parts.values())
+        return [sum(values[i] for values in self.parts.values()) for i in range(repeats)]
+
+
+def per_call_ms(used: dict[str, float], names: tuple[str, ...], calls: int) -> float:
+    return sum(used[name] for name in names) * 1000 / max(1, calls)
+
+
+@dataclass
 class Limits:
     servicebus: list[float] = field(default_factory=list)
     storage_ops: list[float] = field(default_factory=list)
     storage_requests: list[float] = field(default_factory=list)
     local: list[float] = field(default_factory=list)
     binding: Counter[str] = field(default_factory=Counter)
+    floor_cpu: FloorCpu = field(default_factory=FloorCpu)
 
 
 def end_to_end(
@@ -233,14 +263,31 @@ def main() -> int:
             replayed = storage_replay(
                 work, f"replay-{repeat}", templates, args.requests, args.callers
             )
+            floor = limits.floor_cpu
+            floor.add("storage calls", replayed.cpu_per_template(("azurite", "bench client")))
             with services(work, f"run-{repeat}") as stack:
                 values = stack.values()
                 create_containers(stack.storage, values)
+                queue = values["RequestsQueueName"]
+                ceiling_meter = CpuMeter({"emulator": stack.emulator_pid})
                 ceiling = servicebus_ceiling(
-                    stack.servicebus, values["RequestsQueueName"], shape, args.ceiling_messages,
-                    batch,
+                    stack.servicebus, queue, shape, args.ceiling_messages, batch, ceiling_meter
+                )
+                floor.add(
+                    "receive+complete",
+                    per_call_ms(ceiling_meter.used, ("emulator", "bench client"),
+                                args.ceiling_messages),
                 )  # fmt: skip
+                floor.add(
+                    "host round trip",
+                    host_round_trip_cpu(stack, work, f"ping-{repeat}", args.callers),
+                )
                 run = end_to_end(stack, root, work, f"host-{repeat}", args.requests, args.callers)
+                # After the run (its host is gone): nobody processes these messages.
+                send_meter = CpuMeter({"emulator": stack.emulator_pid})
+                sends = send_latencies(stack.servicebus, queue, shape, 100, send_meter)
+                one_send = per_call_ms(send_meter.used, ("emulator", "bench client"), len(sends))
+                floor.add("2 sends", 2 * one_send)
             storage_limit = replayed.ops_per_second / per_request
             local = min(ceiling, storage_limit)
             limits.servicebus.append(ceiling)
@@ -308,6 +355,17 @@ def print_summary(
     print(
         f"  host+worker+azurite+emulator {spread(total_ms, 1)} ms per request: on {cores} "
         f"cores at most ~{cores * 1000 / median(total_ms):.0f} req/s from CPU alone"
+    )
+    floor = limits.floor_cpu
+    floor_ms = floor.totals()
+    floor_cap = [cores * 1000 / ms for ms in floor_ms]
+    floor_parts = "; ".join(f"{name} {spread(ms, 2)}" for name, ms in floor.parts.items())
+    print(f"  the floor (the same calls, no app code): {floor_parts} ms")
+    print(
+        f"    = {spread(floor_ms, 1)} ms per request -> at most {spread(floor_cap)} req/s on "
+        f"{cores} cores = "
+        + spread([ratio(c, lim) for c, lim in zip(floor_cap, limits.local, strict=True)], 2)
+        + f" x the local limit (the target asks {THROUGHPUT_TARGET})"
     )
 
 

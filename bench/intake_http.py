@@ -57,8 +57,8 @@ from pathlib import Path
 
 from _harness import (
     FALLBACK_SHAPE,
+    PING_APP,
     PROCESSOR,
-    REPO,
     CpuMeter,
     Host,
     Loop,
@@ -72,6 +72,7 @@ from _harness import (
     intake_sequence_latencies,
     machine,
     now_stamp,
+    ping,
     post_request,
     quantile,
     ratio,
@@ -82,18 +83,10 @@ from _harness import (
     work_folder,
 )
 
-PING_APP = REPO / "tools" / "functions-host" / "bench" / "ping_app"
 LATENCY_TARGET = 1.5
 THROUGHPUT_TARGET = 0.8
 SLICES = 3  # slices of the 1-caller loop, each after a slice of its floor's calls
 SEQUENCE_INTAKES = 90  # intakes of the floor's calls per repeat
-
-
-def ping(connection: http.client.HTTPConnection) -> int:
-    connection.request("GET", "/api/ping")
-    response = connection.getresponse()
-    response.read()
-    return response.status
 
 
 @dataclass

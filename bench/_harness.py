@@ -224,6 +224,29 @@ class CpuMeter:
         return self.used
 
 
+@dataclass
+class CpuParts:
+    """CPU ms per request of named parts (processes, or calls), one figure per repeat."""
+
+    parts: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, name: str, ms: float) -> None:
+        self.parts.setdefault(name, []).append(ms)
+
+    def totals(self) -> list[float]:
+        """Per repeat, the sum of the parts."""
+        repeats = min((len(values) for values in self.parts.values()), default=0)
+        return [sum(values[i] for values in self.parts.values()) for i in range(repeats)]
+
+    def text(self, digits: int = 2) -> str:
+        return "; ".join(f"{name} {spread(ms, digits)}" for name, ms in self.parts.items())
+
+
+def per_call_ms(used: dict[str, float], names: Sequence[str], calls: int) -> float:
+    """CPU ms per call of the named processes, from a ``CpuMeter``'s seconds."""
+    return sum(used[name] for name in names) * 1000 / max(1, calls)
+
+
 # --- the stack ----------------------------------------------------------------------------
 
 

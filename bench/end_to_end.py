@@ -71,6 +71,7 @@ from _harness import (
     FALLBACK_SHAPE,
     BatchSettings,
     CpuMeter,
+    CpuParts,
     Services,
     app_snapshot,
     argument_parser,
@@ -84,6 +85,7 @@ from _harness import (
     median,
     now_stamp,
     outcome_text,
+    per_call_ms,
     quantile,
     ratio,
     running_host,
@@ -114,32 +116,13 @@ class Run:
 
 
 @dataclass
-class FloorCpu:
-    """CPU ms per request of the calls a request makes, timed with no app code around
-    them, per repeat (see the module docstring)."""
-
-    parts: dict[str, list[float]] = field(default_factory=dict)
-
-    def add(self, name: str, ms: float) -> None:
-        self.parts.setdefault(name, []).append(ms)
-
-    def totals(self) -> list[float]:
-        repeats = min(len(values) for values in self.parts.values())
-        return [sum(values[i] for values in self.parts.values()) for i in range(repeats)]
-
-
-def per_call_ms(used: dict[str, float], names: tuple[str, ...], calls: int) -> float:
-    return sum(used[name] for name in names) * 1000 / max(1, calls)
-
-
-@dataclass
 class Limits:
     servicebus: list[float] = field(default_factory=list)
     storage_ops: list[float] = field(default_factory=list)
     storage_requests: list[float] = field(default_factory=list)
     local: list[float] = field(default_factory=list)
     binding: Counter[str] = field(default_factory=Counter)
-    floor_cpu: FloorCpu = field(default_factory=FloorCpu)
+    floor_cpu: CpuParts = field(default_factory=CpuParts)
 
 
 def end_to_end(
@@ -359,8 +342,7 @@ def print_summary(
     floor = limits.floor_cpu
     floor_ms = floor.totals()
     floor_cap = [cores * 1000 / ms for ms in floor_ms]
-    floor_parts = "; ".join(f"{name} {spread(ms, 2)}" for name, ms in floor.parts.items())
-    print(f"  the floor (the same calls, no app code): {floor_parts} ms")
+    print(f"  the floor (the same calls, no app code): {floor.text()} ms")
     print(
         f"    = {spread(floor_ms, 1)} ms per request -> at most {spread(floor_cap)} req/s on "
         f"{cores} cores = "

@@ -60,6 +60,7 @@ from _harness import (
     PING_APP,
     PROCESSOR,
     CpuMeter,
+    CpuParts,
     Host,
     Loop,
     Services,
@@ -72,6 +73,7 @@ from _harness import (
     intake_sequence_latencies,
     machine,
     now_stamp,
+    per_call_ms,
     ping,
     post_request,
     quantile,
@@ -98,14 +100,11 @@ class Figures:
     sequence_p50: list[float] = field(default_factory=list)  # the floor, ms
     storage_p50: list[float] = field(default_factory=list)  # the calls apart, ms
     send_p50: list[float] = field(default_factory=list)
-    cpu: dict[str, list[float]] = field(default_factory=dict)  # the app, ms per intake
-    floor_cpu: dict[str, list[float]] = field(default_factory=dict)  # its calls, ms
+    cpu: CpuParts = field(default_factory=CpuParts)  # the app's processes
+    floor_cpu: CpuParts = field(default_factory=CpuParts)  # its calls alone
 
     def add_loop(self, name: str, loop: Loop) -> None:
         self.loops.setdefault(name, []).append(loop)
-
-    def add_cpu(self, figures: dict[str, list[float]], name: str, ms: float) -> None:
-        figures.setdefault(name, []).append(ms)
 
 
 def main() -> int:
@@ -149,11 +148,9 @@ def main() -> int:
                     sends = send_latencies(
                         stack.servicebus, values["RequestsQueueName"], shape, 100, send_meter
                     )
-                    used = send_meter.used
-                    figures.add_cpu(
-                        figures.floor_cpu,
+                    figures.floor_cpu.add(
                         "Service Bus send",
-                        (used["emulator"] + used["bench client"]) * 1000 / len(sends),
+                        per_call_ms(send_meter.used, ("emulator", "bench client"), len(sends)),
                     )
                     figures.send_p50.append(quantile(sends, 0.5) * 1000)
                 finally:
@@ -196,16 +193,16 @@ def measure_loops(
     ping_loop = closed_loop(pinger.port, ping, args.callers, args.duration)
     used = ping_meter.stop()
     figures.add_loop(f"ping c={args.callers}", ping_loop)
-    figures.add_cpu(
-        figures.floor_cpu,
+    figures.floor_cpu.add(
         "host round trip",
-        (used["host+worker"] + used["bench client"]) * 1000 / max(1, len(ping_loop.latencies)),
+        per_call_ms(used, ("host+worker", "bench client"), len(ping_loop.latencies)),
     )
     meter = stack.cpu_meter(app.pid)
     meter.start()
     loop = closed_loop(app.port, post, args.callers, args.duration)
-    for name, seconds in meter.stop().items():
-        figures.add_cpu(figures.cpu, name, seconds * 1000 / max(1, len(loop.latencies)))
+    used = meter.stop()
+    for name in used:
+        figures.cpu.add(name, per_call_ms(used, (name,), len(loop.latencies)))
     figures.add_loop(f"POST c={args.callers}", loop)
 
 
@@ -243,13 +240,7 @@ def measure_storage_alone(
         work, f"replay-{repeat}", templates, 400, args.callers, timed=("intake",)
     )
     figures.limit_rate.append(replayed.templates_per_second)
-    figures.add_cpu(
-        figures.floor_cpu,
-        "storage calls",
-        (replayed.cpu["azurite"] + replayed.cpu["bench client"])
-        * 1000
-        / max(1, len(replayed.latencies)),
-    )
+    figures.floor_cpu.add("storage calls", replayed.cpu_per_template(("azurite", "bench client")))
     alone = storage_replay(work, f"alone-{repeat}", templates, 100, 1, timed=("intake",))
     figures.storage_p50.append(quantile(alone.latencies, 0.5) * 1000)
 
@@ -285,10 +276,7 @@ def report(args: argparse.Namespace, figures: Figures, per_intake: float) -> Non
         + f"   (target >= {THROUGHPUT_TARGET})"
     )
     print(f"  host alone (GET /api/ping): {spread(rates(f'ping {many}'))} req/s")
-    print(
-        "  CPU ms per intake: "
-        + "; ".join(f"{name} {spread(values, 2)}" for name, values in figures.cpu.items())
-    )
+    print("  CPU ms per intake: " + figures.cpu.text())
     print("intake latency at 1 caller:")
     print(f"  POST p50:               {spread(single)} ms (p99 {spread(p('POST c=1', 0.99))} ms)")
     print(
@@ -312,9 +300,8 @@ def report(args: argparse.Namespace, figures: Figures, per_intake: float) -> Non
 def report_cpu_caps(args: argparse.Namespace, figures: Figures) -> None:
     """What CPU allows on this machine: the app's cap and the floor's (module docstring)."""
     cores = os.cpu_count() or 1
-    repeats = range(len(figures.limit_rate))
-    app_ms = [sum(values[i] for values in figures.cpu.values()) for i in repeats]
-    floor_ms = [sum(values[i] for values in figures.floor_cpu.values()) for i in repeats]
+    app_ms = figures.cpu.totals()
+    floor_ms = figures.floor_cpu.totals()
     app_cap = [cores * 1000 / ms for ms in app_ms]
     floor_cap = [cores * 1000 / ms for ms in floor_ms]
     rates = [loop.rate for loop in figures.loops[f"POST c={args.callers}"]]
@@ -324,8 +311,7 @@ def report_cpu_caps(args: argparse.Namespace, figures: Figures) -> None:
         "intakes/s; measured / that: "
         + spread([ratio(r, c) for r, c in zip(rates, app_cap, strict=True)], 2)
     )
-    parts = "; ".join(f"{name} {spread(values, 2)}" for name, values in figures.floor_cpu.items())
-    print(f"  the floor (the same calls, no app code): {parts} ms")
+    print(f"  the floor (the same calls, no app code): {figures.floor_cpu.text()} ms")
     limits = figures.limit_rate
     print(
         f"    = {spread(floor_ms, 2)} ms per intake -> at most {spread(floor_cap)} intakes/s "

@@ -14,6 +14,7 @@ them the way it prints a worker's logs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import queue
@@ -138,12 +139,18 @@ class WorkerSession:
             self._call = event_stream(self._messages())
             try:
                 for message in self._call:
-                    self._loop.call_soon_threadsafe(self._dispatch, message)
+                    self._to_loop(self._dispatch, message)
             except grpc.RpcError as error:
                 if error.code() != grpc.StatusCode.CANCELLED:
                     self.failure = f"{error.code().name}: {error.details()}"
             finally:
-                self._loop.call_soon_threadsafe(self.ended.set)
+                self._to_loop(self.ended.set)
+
+    def _to_loop(self, callback: Callable[..., None], *args: Any) -> None:
+        """Run ``callback`` on the loop, unless the worker is already past it (shutting
+        down: the loop has closed while the host was still closing the stream)."""
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(callback, *args)
 
     def _dispatch(self, message: Any) -> None:
         if self.ended.is_set():

@@ -22,16 +22,17 @@ from datetime import timedelta
 
 from shared import telemetry
 from shared.clock import Clock, utc_now
-from shared.documents import JsonDocuments
+from shared.documents import DocumentListing, JsonDocuments, ListedDocuments
 from shared.events.announcements import Announcer, EventPublisher
 from shared.events.intake import EventIntake
 from shared.events.pull import EventQueue, PullDoor, PullPolicy
 from shared.events.webhook_auth import TokenValidator
 from shared.global_batch.conclusion import Conclusion, ConclusionPolicy
 from shared.global_batch.control_plane import ControlPolicy, GlobalBatchControlPlane
+from shared.global_batch.planning import PlanningPolicy
 from shared.global_batch.ports import BatchService
 from shared.global_batch.staging import BatchStager, StagingPolicy
-from shared.global_batch.store import BatchRecords, ListedDocuments
+from shared.global_batch.store import BatchRecords
 from shared.inference import ModelClient
 from shared.intake.backpressure import BacklogGate, BacklogProbe
 from shared.intake.claim_checks import BlobStore, ClaimChecks
@@ -53,7 +54,7 @@ from shared.processing.deferral import (
 from shared.processing.endings import JobEndings
 from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
 from shared.processing.reconciliation import DeadLetterReconciler
-from shared.processing.watchdog import DocumentListing, JobWatchdog, WatchdogPolicy
+from shared.processing.watchdog import JobWatchdog, WatchdogPolicy
 from shared.settings import Settings, get_settings
 
 QueueObserverFactory = Callable[[str], QueueObserver]  # by queue name
@@ -311,10 +312,12 @@ def global_batch_for(
             clock=ports.clock,
         ),
         policy=ControlPolicy(
-            max_lines_per_file=settings.global_batch_max_lines_per_file,
-            max_bytes_per_file=settings.global_batch_max_bytes_per_file,
-            submit_at_lines=settings.global_batch_submit_at_lines,
-            submit_after=timedelta(seconds=settings.global_batch_submit_after_seconds),
+            planning=PlanningPolicy(
+                max_lines_per_file=settings.global_batch_max_lines_per_file,
+                max_bytes_per_file=settings.global_batch_max_bytes_per_file,
+                submit_at_lines=settings.global_batch_submit_at_lines,
+                submit_after=timedelta(seconds=settings.global_batch_submit_after_seconds),
+            ),
             output_expiry_seconds=settings.global_batch_output_expiry_days * 86_400,
             quota_retry=timedelta(seconds=settings.global_batch_quota_retry_seconds),
             quota_retry_max=timedelta(seconds=settings.global_batch_quota_retry_max_seconds),

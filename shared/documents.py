@@ -15,7 +15,8 @@ benchmarks).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
 
 Document = dict[str, Any]
 
@@ -50,3 +51,17 @@ class JsonDocuments(Protocol):
     def list_names(self, container: str, prefix: str) -> list[str]:
         """Names of the documents under ``prefix``, in name order."""
         ...
+
+
+@runtime_checkable
+class DocumentListing(Protocol):
+    """Document names with their last-modified times (``BlobJsonDocuments``): the
+    watchdog, the usage report and the batch lane's pending listing read no document to
+    find the ones they want."""
+
+    def list_modified(self, container: str, prefix: str) -> list[tuple[str, datetime]]: ...
+
+
+@runtime_checkable
+class ListedDocuments(JsonDocuments, DocumentListing, Protocol):
+    """Documents whose listing carries last-modified times."""

@@ -133,7 +133,7 @@ def reconcile_dead_letters(provider: ServicesProvider) -> None:
             log.debug("no dead-letter queues configured")
             return
         queues = LaneQueues.from_settings(services.settings)
-        services.reconciler.reconcile([queues.standard, queues.priority, queues.ordered])
+        services.reconciler.reconcile(queues.queue(lane) for lane in Lane)
 
     _scheduled_run("dead-letter reconciliation", provider, reconcile)
 

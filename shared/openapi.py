@@ -33,7 +33,8 @@ from shared.events.intake import InferenceRequestedData
 from shared.events.webhook import DeliveryReport
 from shared.intake.http import ApiRequest, ApiResponse, json_response
 from shared.intake.problems import PROBLEM_CONTENT_TYPE
-from shared.model_parameters import PARAMETERS_BY_PROVIDER
+from shared.intake.tenancy import TENANT_ID_PATTERN
+from shared.model_parameters import PARAMETERS_BY_PROVIDER, parameters_model_for
 from shared.settings import Settings
 
 OPENAPI_VERSION: Final = "3.1.0"
@@ -107,7 +108,7 @@ _TENANT = _header(
     "X-Tenant-Id",
     "Development stacks only (AllowTenantHeader): the caller's tenant. In Azure the tenant "
     "comes from App Service authentication (x-ms-client-principal).",
-    pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$",
+    pattern=TENANT_ID_PATTERN.pattern,
 )
 _JOB_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
 _JOB_ERRORS = ("400", "401", "403", "404", "410", "429", "503")
@@ -320,9 +321,8 @@ def _event_paths() -> dict[str, Any]:
     }
 
 
-def _tailored(schemas: dict[str, Any], settings: Settings) -> dict[str, Any]:
+def _tailored(schemas: dict[str, Any], settings: Settings, declaration: str) -> dict[str, Any]:
     """The contracts narrowed to this deployment: its models and their parameters."""
-    declaration = PARAMETERS_BY_PROVIDER[settings.model_provider].__name__
     submit = schemas["SubmitRequestBody"]
     submit["properties"]["model"] = {
         **submit["properties"]["model"],
@@ -330,14 +330,14 @@ def _tailored(schemas: dict[str, Any], settings: Settings) -> dict[str, Any]:
     }
     submit["properties"]["parameters"] = {
         **_ref(declaration),
-        "description": ("The model's parameters (model_parameters): see x-model-parameters"),
+        "description": "The model's parameters (model_parameters): see x-model-parameters",
     }
     return schemas
 
 
 @lru_cache(maxsize=8)
 def _document(settings: Settings) -> dict[str, Any]:
-    declaration = PARAMETERS_BY_PROVIDER[settings.model_provider].__name__
+    declaration = parameters_model_for(settings.model_provider).__name__
     return {
         "openapi": OPENAPI_VERSION,
         "info": {
@@ -351,7 +351,7 @@ def _document(settings: Settings) -> dict[str, Any]:
         "security": [{"functionKey": []}, {"functionKeyQuery": []}],
         "paths": {**_request_paths(settings), **_batch_paths(), **_event_paths()},
         "components": {
-            "schemas": _tailored(_component_schemas(), settings),
+            "schemas": _tailored(_component_schemas(), settings, declaration),
             "securitySchemes": {
                 "functionKey": {"type": "apiKey", "in": "header", "name": "x-functions-key"},
                 "functionKeyQuery": {"type": "apiKey", "in": "query", "name": "code"},
@@ -373,5 +373,5 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
 
 
 def serve_openapi(services: Services, request: ApiRequest) -> ApiResponse:
-    """``GET /api/openapi.json``."""
-    return json_response(200, openapi_document(services.settings))
+    """``GET /api/openapi.json`` (serialized from the cached document: no copy needed)."""
+    return json_response(200, _document(services.settings))

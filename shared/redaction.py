@@ -38,7 +38,7 @@ def is_secret_parameter(name: str) -> bool:
     lowered = name.lower()
     return (
         lowered in _SECRET_QUERY_NAMES
-        or lowered.endswith(("key", "_key", "-key"))
+        or lowered.endswith("key")
         or any(part in lowered for part in _SECRET_NAME_PARTS)
     )
 

@@ -15,7 +15,6 @@ outcome, not an error; a failure marks the span failed and still records its dur
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any
@@ -51,25 +50,46 @@ def run_model(
         attempt=attempt,
     )
     completed_at = clock().isoformat()
-    common = {
+    answer = _observed_infer(model, model_input, request.tenant_id)
+    if isinstance(answer, PolicyRefusal):
+        category = answer.category or "content_policy"
+        return refused_result(request, category, str(answer), completed_at)
+    return completed_result(request, answer, completed_at)
+
+
+def completed_result(
+    request: RequestMessage, result: InferenceResult, completed_at: str
+) -> ResultDocument:
+    """The result document of a model's answer (either lane)."""
+    return ResultDocument.model_validate(
+        {
+            **_result_ids(request, completed_at),
+            "outcome": "completed",
+            "result": result.model_dump(mode="json"),
+        }
+    )
+
+
+def refused_result(
+    request: RequestMessage, category: str, message: str, completed_at: str
+) -> ResultDocument:
+    """The result document of a content-policy refusal (either lane)."""
+    return ResultDocument.model_validate(
+        {
+            **_result_ids(request, completed_at),
+            "outcome": "refused",
+            "refusal": {"category": category, "message": message},
+        }
+    )
+
+
+def _result_ids(request: RequestMessage, completed_at: str) -> dict[str, str]:
+    return {
         "request_id": request.request_id,
         "tenant_id": request.tenant_id,
         "model": request.model,
         "completed_at": completed_at,
     }
-    answer = _observed_infer(model, model_input, request.tenant_id)
-    if isinstance(answer, PolicyRefusal):
-        category = answer.category or "content_policy"
-        return ResultDocument.model_validate(
-            {
-                **common,
-                "outcome": "refused",
-                "refusal": {"category": category, "message": str(answer)},
-            }
-        )
-    return ResultDocument.model_validate(
-        {**common, "outcome": "completed", "result": json.loads(answer.model_dump_json())}
-    )
 
 
 def system_of(model: ModelClient) -> str:

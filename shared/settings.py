@@ -330,7 +330,7 @@ class Settings(BaseModel):
             raise ValueError(
                 f"GlobalBatch__deployments names models not in AllowedModels: {unknown}"
             )
-        if deployments and not (self.global_batch_endpoint or self.azure_openai_endpoint):
+        if deployments and not self.batch_endpoint:
             raise ValueError("GlobalBatch__deployments needs GlobalBatch__endpoint")
         if self.global_batch_quota_retry_seconds > self.global_batch_quota_retry_max_seconds:
             raise ValueError(

@@ -19,7 +19,7 @@ anyone reported and are not rows. Everything here is pure: no storage, no SDK.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import UTC, date, datetime, time, timedelta
 
 from shared.contracts import Job, ProcessingMode, TokenUsage
@@ -105,7 +105,7 @@ class UsageCounts:
         )
 
     def as_json(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return asdict(self)
 
 
 @dataclass(frozen=True)

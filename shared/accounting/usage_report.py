@@ -3,7 +3,7 @@
 Jobs are documents ``<JobsContainer>/<tenant>/<id>.json`` and there is no index of them
 by day (one written at intake would cost every accepted request a storage operation).
 The listing, though, carries each document's last-modified time without reading it
-(``watchdog.DocumentListing``), and a job's last write is the one that finished it: a
+(``documents.DocumentListing``), and a job's last write is the one that finished it: a
 document last modified before the range starts cannot hold a job that finished in the
 range, so it is not read. ``CLOCK_SKEW`` widens that cut, because the app stamps
 ``completed_at`` with its own clock and storage stamps the write with its own.
@@ -22,15 +22,14 @@ import json
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
 from pydantic import ValidationError
 
 from shared.accounting.usage import DayRange, UsageCounts, UsageLedger, UsageRow, as_utc
 from shared.contracts import JOB_SCHEMA, Job
-from shared.documents import JsonDocuments
-from shared.processing.watchdog import DocumentListing
+from shared.documents import DocumentListing, JsonDocuments
 
 CLOCK_SKEW = timedelta(minutes=5)
 # The Storage client keeps 10 HTTP connections per host (azure-core's requests transport):
@@ -58,15 +57,7 @@ class DocumentTally:
     not_jobs: list[NotAJob] = field(default_factory=list)
 
     def as_json(self) -> dict[str, object]:
-        return {
-            "listed": self.listed,
-            "skipped_by_last_modified": self.skipped_by_last_modified,
-            "read": self.read,
-            "unfinished": self.unfinished,
-            "ended_without_result": self.ended_without_result,
-            "vanished": list(self.vanished),
-            "not_jobs": [{"name": item.name, "reason": item.reason} for item in self.not_jobs],
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -111,20 +111,41 @@ class AzureOpenAIModel:
             raise TransientError(f"the model is unreachable: {type(error).__name__}") from error
 
 
-def azure_openai_model(settings: Settings) -> AzureOpenAIModel:
-    if not settings.azure_openai_endpoint:
-        raise ConfigurationError("ModelProvider=azure_openai needs AzureOpenAI__endpoint")
+def azure_openai_client(
+    endpoint: str,
+    api_version: str,
+    timeout_seconds: float,
+    api_key: str | None,
+    client_id: str | None,
+) -> AzureOpenAI:
+    """A client of one Azure OpenAI resource: Microsoft Entra ID (``client_id``: a
+    user-assigned identity) or, for a local emulator, ``api_key``. Its own retries are
+    off: the caller's schedule is the retry, visibly."""
     common: dict[str, Any] = {
-        "azure_endpoint": settings.azure_openai_endpoint,
-        "api_version": settings.azure_openai_api_version,
-        "timeout": settings.azure_openai_timeout_seconds,
+        "azure_endpoint": endpoint,
+        "api_version": api_version,
+        "timeout": timeout_seconds,
         "max_retries": 0,
     }
-    if settings.azure_openai_api_key:
-        return AzureOpenAIModel(AzureOpenAI(api_key=settings.azure_openai_api_key, **common))
+    if api_key:
+        return AzureOpenAI(api_key=api_key, **common)
     from azure.identity import get_bearer_token_provider
 
     token_provider = get_bearer_token_provider(
-        azure_credential(settings.azure_openai_client_id), COGNITIVE_SERVICES_SCOPE
+        azure_credential(client_id), COGNITIVE_SERVICES_SCOPE
     )
-    return AzureOpenAIModel(AzureOpenAI(azure_ad_token_provider=token_provider, **common))
+    return AzureOpenAI(azure_ad_token_provider=token_provider, **common)
+
+
+def azure_openai_model(settings: Settings) -> AzureOpenAIModel:
+    if not settings.azure_openai_endpoint:
+        raise ConfigurationError("ModelProvider=azure_openai needs AzureOpenAI__endpoint")
+    return AzureOpenAIModel(
+        azure_openai_client(
+            settings.azure_openai_endpoint,
+            settings.azure_openai_api_version,
+            settings.azure_openai_timeout_seconds,
+            settings.azure_openai_api_key,
+            settings.azure_openai_client_id,
+        )
+    )

@@ -90,13 +90,11 @@ class BlobJsonDocuments:
             raise ConcurrencyConflict(f"{container}/{name} changed since it was read") from error
 
     def list_names(self, container: str, prefix: str) -> list[str]:
-        with storage_errors(f"listing {container}/{prefix}"):
-            client = self._client.get_container_client(container)
-            return [blob.name for blob in client.list_blobs(name_starts_with=prefix)]
+        return [name for name, _ in self.list_modified(container, prefix)]
 
     def list_modified(self, container: str, prefix: str) -> list[tuple[str, datetime]]:
         """Names under ``prefix`` with their last-modified times, from the listing alone
-        (``watchdog.DocumentListing``: no document is read)."""
+        (``documents.DocumentListing``: no document is read)."""
         with storage_errors(f"listing {container}/{prefix}"):
             client = self._client.get_container_client(container)
             return [

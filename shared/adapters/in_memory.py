@@ -142,7 +142,7 @@ class InMemoryDocuments:
         return self.blobs.list_names(container, prefix)
 
     def list_modified(self, container: str, prefix: str) -> list[tuple[str, datetime]]:
-        """Implements ``watchdog.DocumentListing``."""
+        """Implements ``documents.DocumentListing``."""
         with self.blobs.lock:
             return sorted(
                 (name, blob.modified)

@@ -10,15 +10,14 @@ schedule is the retry, visibly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 from openai import APIConnectionError, APIStatusError, AzureOpenAI, NotFoundError
 
-from shared.adapters.azure_openai import COGNITIVE_SERVICES_SCOPE, status_error
-from shared.adapters.identity import azure_credential
+from shared.adapters.azure_openai import azure_openai_client, status_error
 from shared.errors import ConfigurationError, NotFound, TransientError
 from shared.global_batch.files import CHAT_COMPLETIONS_URL
 from shared.global_batch.ports import BatchError, RemoteBatch
@@ -142,17 +141,12 @@ def openai_batch_service(settings: Settings) -> OpenAIBatchService:
     endpoint = settings.batch_endpoint
     if not endpoint:
         raise ConfigurationError("GlobalBatch__deployments needs GlobalBatch__endpoint")
-    common: dict[str, Any] = {
-        "azure_endpoint": endpoint,
-        "api_version": settings.global_batch_api_version,
-        "timeout": settings.global_batch_timeout_seconds,
-        "max_retries": 0,
-    }
-    if settings.global_batch_api_key:
-        return OpenAIBatchService(AzureOpenAI(api_key=settings.global_batch_api_key, **common))
-    from azure.identity import get_bearer_token_provider
-
-    token_provider: Callable[[], str] = get_bearer_token_provider(
-        azure_credential(settings.global_batch_client_id), COGNITIVE_SERVICES_SCOPE
+    return OpenAIBatchService(
+        azure_openai_client(
+            endpoint,
+            settings.global_batch_api_version,
+            settings.global_batch_timeout_seconds,
+            settings.global_batch_api_key,
+            settings.global_batch_client_id,
+        )
     )
-    return OpenAIBatchService(AzureOpenAI(azure_ad_token_provider=token_provider, **common))

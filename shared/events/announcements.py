@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from shared import telemetry
-from shared.contracts import RequestMessage, ResultDocument
+from shared.contracts import Job, RequestMessage, ResultDocument
 from shared.messaging import MessageSender, OutgoingMessage
 
 EVENT_SOURCE = "/inferbus/processor"
@@ -132,6 +132,26 @@ def topic_message(announcement: Announcement) -> OutgoingMessage:
         correlation_id=announcement.correlation_id or announcement.request_id,
         subject=event_type,
         application_properties=properties,
+    )
+
+
+def result_announcement(
+    request: RequestMessage,
+    job: Job,
+    properties: Mapping[str, object],
+    api_base_url: str | None,
+) -> Announcement:
+    """The announcement of a completed job's stored result (either lane), with the URL it
+    is served at under the API's public base URL, when one is configured."""
+    assert job.result is not None
+    result_url = f"{api_base_url}/api/v1/requests/{job.id}/result" if api_base_url else None
+    return announcement_for(
+        request,
+        job.result.outcome,
+        properties=properties,
+        correlation_id=job.correlation_id,
+        result=job.result,
+        result_url=result_url,
     )
 
 

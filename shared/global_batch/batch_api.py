@@ -20,7 +20,7 @@ from shared.errors import ConcurrencyConflict, Conflict, NotFound
 from shared.global_batch.records import Submission, SubmissionState
 from shared.global_batch.store import BatchRecords
 from shared.intake.http import ApiRequest, ApiResponse, json_response
-from shared.intake.tenancy import resolve_tenant
+from shared.intake.tenancy import caller_tenant
 
 MAX_CAS_ATTEMPTS = 8
 
@@ -67,9 +67,8 @@ def batch_progress(services: Services, job: Job) -> BatchProgress | None:
     membership = job.batch
     if membership is None or membership.submission_id is None:
         return BatchProgress(status="waiting")
-    loaded = services.batch_records.submission(membership.submission_id) if (
-        services.batch_records is not None
-    ) else None  # fmt: skip
+    records = services.batch_records
+    loaded = records.submission(membership.submission_id) if records is not None else None
     if loaded is None:
         return BatchProgress(
             status="submitted",
@@ -97,10 +96,7 @@ def forget_staged(services: Services, job: Job) -> None:
 
 
 def _owned(services: Services, request: ApiRequest) -> tuple[Submission, str]:
-    settings = services.settings
-    tenant_id = resolve_tenant(
-        request.headers, settings.tenant_claim_types, settings.allow_tenant_header
-    )
+    tenant_id = caller_tenant(request.headers, services.settings)
     submission_id = request.route_params.get("id", "")
     loaded = _records(services).submission(submission_id)
     if loaded is None or loaded[0].tenant_id != tenant_id:

@@ -33,16 +33,16 @@ from shared.contracts import (
     JobError,
     JobStatus,
     ProcessingMode,
-    ResultDocument,
 )
 from shared.errors import Conflict, NotFound
-from shared.events.announcements import Announcer, announcement_for
+from shared.events.announcements import Announcer, result_announcement
 from shared.global_batch.files import Answered, LineFailed, NotAnswered, Refused, answer
 from shared.global_batch.records import MemberFacts, Submission
 from shared.global_batch.store import BatchRecords
 from shared.jobs import JobRepository, Versioned, transition
 from shared.messaging import MessageSender, request_envelope
 from shared.processing.endings import Ending, JobEndings
+from shared.results import completed_result, refused_result
 from shared.tracing import continue_or_start
 
 log = logging.getLogger(__name__)
@@ -126,21 +126,11 @@ class Conclusion:
         self, current: Versioned, member: MemberFacts, meaning: Answered | Refused
     ) -> Concluded:
         request = member.request
-        common = {
-            "request_id": request.request_id,
-            "tenant_id": request.tenant_id,
-            "model": request.model,
-            "completed_at": self._clock().isoformat(),
-        }
+        completed_at = self._clock().isoformat()
         if isinstance(meaning, Answered):
-            document = ResultDocument.model_validate(
-                {**common, "outcome": "completed", "result": meaning.result.model_dump(mode="json")}
-            )
+            document = completed_result(request, meaning.result, completed_at)
         else:
-            refusal = {"category": meaning.categories, "message": meaning.reason}
-            document = ResultDocument.model_validate(
-                {**common, "outcome": "refused", "refusal": refusal}
-            )
+            document = refused_result(request, meaning.categories, meaning.reason, completed_at)
         try:
             completed = self._jobs.advance(
                 current,
@@ -296,15 +286,6 @@ class Conclusion:
         return Concluded("ended_before")
 
     def _announce_result(self, job: Job, member: MemberFacts) -> None:
-        assert job.result is not None
-        base = self._policy.api_base_url
         self._announcer.announce(
-            announcement_for(
-                member.request,
-                job.result.outcome,
-                properties=member.properties,
-                correlation_id=job.correlation_id,
-                result=job.result,
-                result_url=f"{base}/api/v1/requests/{job.id}/result" if base else None,
-            )
+            result_announcement(member.request, job, member.properties, self._policy.api_base_url)
         )

@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -53,7 +52,7 @@ from shared.global_batch.records import (
     SubmissionState,
     ledger_entry,
 )
-from shared.global_batch.store import READERS, BatchRecords
+from shared.global_batch.store import BatchRecords, concurrently
 from shared.jobs import JobRepository
 
 log = logging.getLogger(__name__)
@@ -61,10 +60,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ControlPolicy:
-    max_lines_per_file: int
-    max_bytes_per_file: int
-    submit_at_lines: int
-    submit_after: timedelta
+    planning: PlanningPolicy  # how requests are packed into files, and when one goes out
     output_expiry_seconds: int
     quota_retry: timedelta
     quota_retry_max: timedelta
@@ -108,16 +104,7 @@ class GlobalBatchControlPlane:
         self._jobs = jobs
         self._conclusion = conclusion
         self._policy = policy
-        self._planner = Planner(
-            records,
-            PlanningPolicy(
-                max_lines_per_file=policy.max_lines_per_file,
-                max_bytes_per_file=policy.max_bytes_per_file,
-                submit_at_lines=policy.submit_at_lines,
-                submit_after=policy.submit_after,
-            ),
-            clock,
-        )
+        self._planner = Planner(records, policy.planning, clock)
         self._clock = clock
         self._monotonic = monotonic
         self._stop_at = 0.0
@@ -301,13 +288,9 @@ class GlobalBatchControlPlane:
         lines, facts = self._answers_of(submission), self._members_of(submission)
         start = submission.concluded
         chunk = list(facts)[start : start + self._policy.chunk]
-        with ThreadPoolExecutor(max_workers=READERS) as pool:
-            concluded = list(
-                pool.map(
-                    lambda rid: self._conclusion.conclude(submission, facts[rid], lines.get(rid)),
-                    chunk,
-                )
-            )
+        concluded = concurrently(
+            lambda rid: self._conclusion.conclude(submission, facts[rid], lines.get(rid)), chunk
+        )
         finished = [rid for rid, c in zip(chunk, concluded, strict=True) if c.finished]
         self._records.unstage(submission.deployment, submission.tenant_id, finished)
         outcomes = dict(submission.outcomes)

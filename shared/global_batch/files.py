@@ -115,12 +115,14 @@ def answer_lines(output: bytes | None, errors: bytes | None) -> dict[str, dict[s
 def answer(line: dict[str, Any], characters: int) -> Answer:
     """What one answer line means for its request (``characters``: its input's length,
     a statistic of the result)."""
-    response = line.get("response") or {}
+    response = line.get("response")
+    if not isinstance(response, dict):
+        response = {}
     error = line.get("error")
     if isinstance(error, dict) and error.get("code") in NOT_RUN:
         return NotAnswered(str(error["code"]))
-    status = response.get("status_code") if isinstance(response, dict) else None
-    body = response.get("body") if isinstance(response, dict) else None
+    status = response.get("status_code")
+    body = response.get("body")
     if status == 200 and isinstance(body, dict):
         try:
             return Answered(read_completion(body, characters))

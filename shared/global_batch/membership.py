@@ -3,13 +3,11 @@ submission and the service batch), so a caller polling the request sees where it
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 from shared.clock import Clock, utc_now
 from shared.contracts import BatchMembership, Job, JobStatus
 from shared.errors import Conflict, NotFound
 from shared.global_batch.records import Submission
-from shared.global_batch.store import READERS
+from shared.global_batch.store import concurrently
 from shared.jobs import JobRepository, transition
 
 
@@ -45,5 +43,4 @@ def mark_members(
         except (Conflict, NotFound):
             return
 
-    with ThreadPoolExecutor(max_workers=READERS) as pool:
-        list(pool.map(mark, chunk))
+    concurrently(mark, chunk)

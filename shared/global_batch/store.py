@@ -18,28 +18,26 @@ a marker, which never went out (its members are planned again).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
 
-from shared.documents import JsonDocuments
+from shared.documents import ListedDocuments
 from shared.errors import PermanentError
 from shared.global_batch.records import LedgerEntry, MemberFacts, PendingRequest, Submission
 from shared.intake.claim_checks import BlobStore
 
 JSONL = "application/jsonl"
 # Documents read (or jobs changed) at once when a run needs many (a planned file, a join):
-# below the storage client's connection pool (10 per host), so no connection is dropped.
+# within the storage client's connection pool, so no connection is dropped.
 READERS = 8
 
 
-@runtime_checkable
-class ListedDocuments(JsonDocuments, Protocol):
-    def list_modified(self, container: str, prefix: str) -> list[tuple[str, datetime]]:
-        """Names under ``prefix`` with their last-modified times (the listing alone)."""
-        ...
+def concurrently[T, R](work: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``work`` done for each of ``items``, ``READERS`` at a time; the results in order."""
+    with ThreadPoolExecutor(max_workers=READERS) as pool:
+        return list(pool.map(work, items))
 
 
 @dataclass(frozen=True)
@@ -93,22 +91,16 @@ class BatchRecords:
         self, deployment: str, tenant_id: str, request_ids: Iterable[str]
     ) -> dict[str, PendingRequest]:
         """The staged requests that still exist, read concurrently."""
-        ids = list(request_ids)
-        with ThreadPoolExecutor(max_workers=READERS) as pool:
-            found = pool.map(lambda rid: self.pending(deployment, tenant_id, rid), ids)
-            return {pending.request_id: pending for pending in found if pending is not None}
+        found = concurrently(lambda rid: self.pending(deployment, tenant_id, rid), request_ids)
+        return {pending.request_id: pending for pending in found if pending is not None}
 
     def unstage(self, deployment: str, tenant_id: str, request_ids: Iterable[str]) -> None:
-        ids = list(request_ids)
-        with ThreadPoolExecutor(max_workers=READERS) as pool:
-            list(
-                pool.map(
-                    lambda rid: self._documents.delete(
-                        self.container, pending_name(deployment, tenant_id, rid)
-                    ),
-                    ids,
-                )
-            )
+        concurrently(
+            lambda rid: self._documents.delete(
+                self.container, pending_name(deployment, tenant_id, rid)
+            ),
+            request_ids,
+        )
 
     # --- submissions -------------------------------------------------------------------
 
@@ -120,9 +112,8 @@ class BatchRecords:
         raise PermanentError(f"submission {submission.id} exists already")
 
     def open_ids(self) -> list[str]:
-        return [name.removeprefix("open/") for name in self._documents.list_names(
-            self.container, "open/"
-        )]  # fmt: skip
+        names = self._documents.list_names(self.container, "open/")
+        return [name.removeprefix("open/") for name in names]
 
     def submission(self, submission_id: str) -> tuple[Submission, str] | None:
         if not submission_id or "/" in submission_id:

@@ -45,7 +45,7 @@ from shared.errors import (
 from shared.global_batch.batch_api import batch_progress, forget_staged
 from shared.intake.http import ApiRequest, ApiResponse, json_response
 from shared.intake.submissions import BlobReference, InlineContent, Submission
-from shared.intake.tenancy import resolve_tenant
+from shared.intake.tenancy import caller_tenant
 from shared.jobs import transition
 from shared.request_ids import is_retired
 from shared.tracing import continue_or_start
@@ -72,13 +72,6 @@ def _validation_error(error: ValidationError, prefix: str = "") -> InvalidInput:
     )
     summary = "; ".join(f"{f.field}: {f.message}" for f in fields[:5])
     return InvalidInput(f"the request is invalid: {summary}", fields)
-
-
-def _tenant(request: ApiRequest, services: Services) -> str:
-    settings = services.settings
-    return resolve_tenant(
-        request.headers, settings.tenant_claim_types, settings.allow_tenant_header
-    )
 
 
 def _collection_url(request: ApiRequest) -> str:
@@ -196,7 +189,7 @@ def _upload_submission(request: ApiRequest, services: Services, tenant_id: str) 
 
 def submit_request(services: Services, request: ApiRequest) -> ApiResponse:
     """``POST /api/v1/requests``: a JSON body, or a raw document with ``?model=``."""
-    tenant_id = _tenant(request, services)
+    tenant_id = caller_tenant(request.headers, services.settings)
     media_type = request.media_type
     if media_type == "application/json":
         submission = _json_submission(request, services, tenant_id)
@@ -232,7 +225,7 @@ def _not_found(services: Services, job_id: str) -> NotFound:
 
 def _job(services: Services, request: ApiRequest) -> Job:
     job_id = request.route_params.get("id", "")
-    job = services.jobs.find(_tenant(request, services), job_id)
+    job = services.jobs.find(caller_tenant(request.headers, services.settings), job_id)
     if job is None:
         raise _not_found(services, job_id)
     return job
@@ -267,7 +260,7 @@ def get_result(services: Services, request: ApiRequest) -> ApiResponse:
 
 def cancel_request(services: Services, request: ApiRequest) -> ApiResponse:
     """``DELETE /api/v1/requests/{id}``: cancel unless already terminal (then 409)."""
-    tenant_id = _tenant(request, services)
+    tenant_id = caller_tenant(request.headers, services.settings)
     job_id = request.route_params.get("id", "")
     try:
         job = services.jobs.update(

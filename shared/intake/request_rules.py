@@ -54,24 +54,6 @@ MAX_REQUEST_MESSAGE_BYTES = 256 * 1024
 FIXED_MESSAGE_BYTES = 16_384
 
 
-def _check_message_size(parameters: Mapping[str, Any], metadata: Mapping[str, str]) -> None:
-    """PayloadTooLarge (413) for work whose request message the broker would refuse,
-    checked before anything is stored: the input itself always goes in a claim check, so
-    only parameters and metadata can make a message too large."""
-    variable = json.dumps(
-        {"parameters": dict(parameters), "metadata": dict(metadata)},
-        ensure_ascii=False,
-        default=str,
-    ).encode("utf-8", "surrogatepass")
-    size = len(variable) + FIXED_MESSAGE_BYTES
-    if size > MAX_REQUEST_MESSAGE_BYTES:
-        raise PayloadTooLarge(
-            f"the request message would be about {size} bytes; a queue message is at most "
-            f"{MAX_REQUEST_MESSAGE_BYTES}: send less in parameters and metadata",
-            (FieldError("parameters", "too large"),),
-        )
-
-
 _METADATA = TypeAdapter(dict[MetadataKey, MetadataValue])
 
 
@@ -173,7 +155,21 @@ class RequestRules:
 
     @staticmethod
     def check_message_size(parameters: Mapping[str, Any], metadata: Mapping[str, str]) -> None:
-        _check_message_size(parameters, metadata)
+        """PayloadTooLarge (413) for work whose request message the broker would refuse,
+        checked before anything is stored: the input itself always goes in a claim check, so
+        only parameters and metadata can make a message too large."""
+        variable = json.dumps(
+            {"parameters": dict(parameters), "metadata": dict(metadata)},
+            ensure_ascii=False,
+            default=str,
+        ).encode("utf-8", "surrogatepass")
+        size = len(variable) + FIXED_MESSAGE_BYTES
+        if size > MAX_REQUEST_MESSAGE_BYTES:
+            raise PayloadTooLarge(
+                f"the request message would be about {size} bytes; a queue message is at most "
+                f"{MAX_REQUEST_MESSAGE_BYTES}: send less in parameters and metadata",
+                (FieldError("parameters", "too large"),),
+            )
 
     def deadline_seconds(self, requested: int | None) -> int:
         """The deadline a request gets: its own, within the maximum, or the default."""

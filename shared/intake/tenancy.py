@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from shared.bounded_json import parse_json
 from shared.errors import InvalidInput, Unauthenticated
+from shared.settings import Settings
 
 PRINCIPAL_HEADER = "x-ms-client-principal"
 TENANT_HEADER = "x-tenant-id"
@@ -63,3 +64,9 @@ def resolve_tenant(
     if allow_tenant_header and headers.get(TENANT_HEADER):
         return _checked(headers[TENANT_HEADER], "X-Tenant-Id")
     raise Unauthenticated("no authenticated caller: sign in through App Service authentication")
+
+
+def caller_tenant(headers: Mapping[str, str], settings: Settings) -> str:
+    """The caller's tenant id under the app's settings (its claim types, and whether the
+    ``X-Tenant-Id`` header is trusted), or Unauthenticated."""
+    return resolve_tenant(headers, settings.tenant_claim_types, settings.allow_tenant_header)

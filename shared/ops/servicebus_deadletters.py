@@ -46,6 +46,8 @@ from shared.processing.inbound import OUTAGE_RETRY_COUNT, OUTAGE_SINCE, InboundM
 from shared.processing.request_parsing import InvalidPayload, parse_request
 
 MARKER_PREFIX = "sb-replays/"
+# The settlement of a job a replay reopened (``... of <queue>``).
+REPLAYED_SETTLEMENT = "replayed from the dead-letter queue"
 
 
 # --- replay ------------------------------------------------------------------------------------
@@ -54,10 +56,14 @@ _REPLAY_SUFFIX = re.compile(r":(?:replay|retry):.*$")
 _REPLAY_NUMBER = re.compile(r":replay:(\d+)")
 
 
+def replay_generation(message_id: str | None) -> int:
+    """0 for an original or a retry copy, n for the n-th replay (and its retry copies)."""
+    return max((int(n) for n in _REPLAY_NUMBER.findall(message_id or "")), default=0)
+
+
 def replay_message_id(original: str) -> str:
     """``R`` -> ``R:replay:1``; ``R:replay:1:retry:2`` (a retry of a replay) -> ``R:replay:2``."""
-    numbers = [int(n) for n in _REPLAY_NUMBER.findall(original)]
-    return f"{_REPLAY_SUFFIX.sub('', original)}:replay:{max(numbers, default=0) + 1}"
+    return f"{_REPLAY_SUFFIX.sub('', original)}:replay:{replay_generation(original) + 1}"
 
 
 def replay_copy(
@@ -114,6 +120,18 @@ def _belongs(marker: Document, item: DeadLetteredMessage) -> bool:
     return same_message and marker.get("enqueued_time") == _iso(item.enqueued_time)
 
 
+def replay_marker_name(item: DeadLetteredMessage) -> str:
+    return f"{MARKER_PREFIX}{item.queue}/{item.sequence_number}.json"
+
+
+def replay_marker(
+    documents: JsonDocuments, container: str, item: DeadLetteredMessage
+) -> Document | None:
+    """The replay marker of ``item`` (``status`` sending or sent), or None."""
+    found = documents.load(container, replay_marker_name(item))
+    return found[0] if found and _belongs(found[0], item) else None
+
+
 class DeadLetterOperations:
     """List, show, replay and purge over ``DeadLetterQueues`` and a sender per queue."""
 
@@ -138,14 +156,9 @@ class DeadLetterOperations:
     def messages(self, queues: Iterable[str]) -> list[DeadLetteredMessage]:
         return [item for queue in queues for item in self._queues.peek(queue)]
 
-    @staticmethod
-    def _marker_name(item: DeadLetteredMessage) -> str:
-        return f"{MARKER_PREFIX}{item.queue}/{item.sequence_number}.json"
-
     def marker(self, item: DeadLetteredMessage) -> Document | None:
         """The replay marker of ``item`` (``status`` sending or sent), or None."""
-        found = self._documents.load(self._markers, self._marker_name(item))
-        return found[0] if found and _belongs(found[0], item) else None
+        return replay_marker(self._documents, self._markers, item)
 
     def _claim(self, name: str, marker: Document, item: DeadLetteredMessage) -> bool:
         """Create ``item``'s marker; False when one exists (another run made it)."""
@@ -165,7 +178,7 @@ class DeadLetterOperations:
         for queue in {i.queue for i in items}:
             names = set(self._documents.list_names(self._markers, f"{MARKER_PREFIX}{queue}/"))
             for item in (i for i in items if i.queue == queue):
-                if self._marker_name(item) in names and (document := self.marker(item)):
+                if replay_marker_name(item) in names and (document := self.marker(item)):
                     marked[(queue, item.sequence_number)] = document
         return marked
 
@@ -222,7 +235,7 @@ class DeadLetterOperations:
         if outcome.status != "replay" or request is None or outcome.replay_message_id is None:
             return outcome
         item, now = outcome.item, self.clock()
-        name = self._marker_name(item)
+        name = replay_marker_name(item)
         marker: Document = plan.marker or {
             "queue": item.queue,
             "sequence_number": item.sequence_number,
@@ -237,7 +250,7 @@ class DeadLetterOperations:
         if plan.marker is None and not self._claim(name, marker, item):
             return self._replay_one(self._plan(item))  # another run got there first
         if plan.job is not None and plan.job.job.status in REOPENABLE:
-            settlement = f"replayed from the dead-letter queue of {item.queue}"
+            settlement = f"{REPLAYED_SETTLEMENT} of {item.queue}"
             try:
                 self._jobs.advance(plan.job, lambda job: reopen(job, settlement, self.clock))
             except Conflict:  # someone else reopened it (go on), or it ended meanwhile
@@ -262,6 +275,6 @@ class DeadLetterOperations:
             mine = [i for i in items if i.queue == queue]
             gone = set(self._queues.remove(queue, [i.sequence_number for i in mine]))
             for item in (i for i in mine if i.sequence_number in gone):
-                self._documents.delete(self._markers, self._marker_name(item))
+                self._documents.delete(self._markers, replay_marker_name(item))
                 removed.append(item)
         return removed

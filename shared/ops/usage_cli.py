@@ -25,9 +25,9 @@ from typing import Any
 from shared.accounting.usage import DayRange, UsageCounts, UsageRow, as_utc
 from shared.accounting.usage_report import UsageReader, UsageReport
 from shared.composition import Services
+from shared.documents import DocumentListing
 from shared.errors import ConfigurationError
 from shared.intake.tenancy import TENANT_ID_PATTERN
-from shared.processing.watchdog import DocumentListing
 
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 COLUMNS = ("day", "tenant", "model", "mode", "requests", "input", "output", "total", "no usage")
@@ -66,16 +66,8 @@ def chosen_days(args: argparse.Namespace, today: date) -> DayRange:
 
 
 def _counts(counts: UsageCounts) -> list[str]:
-    return [
-        f"{value:,}"
-        for value in (
-            counts.requests,
-            counts.input_tokens,
-            counts.output_tokens,
-            counts.total_tokens,
-            counts.requests_without_usage,
-        )
-    ]
+    """The counts in field order, which is the order of the number columns."""
+    return [f"{value:,}" for value in counts.as_json().values()]
 
 
 def _cells(row: UsageRow) -> list[str]:

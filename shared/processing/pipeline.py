@@ -31,7 +31,7 @@ from shared.errors import (
     PermanentError,
     TransientError,
 )
-from shared.events.announcements import Announcer, announcement_for
+from shared.events.announcements import Announcer, result_announcement
 from shared.global_batch.staging import BatchStager
 from shared.inference import ModelClient
 from shared.intake.claim_checks import ClaimChecks
@@ -407,16 +407,9 @@ class MessageProcessor:
         return document.outcome
 
     def _announce_result(self, message: InboundMessage, request: RequestMessage, job: Job) -> None:
-        assert job.result is not None
-        base = self._policy.api_base_url
         self._announcer.announce(
-            announcement_for(
-                request,
-                job.result.outcome,
-                properties=message.application_properties,
-                correlation_id=job.correlation_id,
-                result=job.result,
-                result_url=f"{base}/api/v1/requests/{job.id}/result" if base else None,
+            result_announcement(
+                request, job, message.application_properties, self._policy.api_base_url
             )
         )
 

@@ -50,6 +50,13 @@ from shared.documents import Document, JsonDocuments
 from shared.errors import InvalidInput, TransientError
 from shared.jobs import JobRepository, Versioned
 from shared.ops.servicebus_deadletter_queues import DeadLetteredMessage, DeadLetterQueues
+from shared.ops.servicebus_deadletters import MARKER_PREFIX as REPLAY_MARKER_PREFIX
+from shared.ops.servicebus_deadletters import (
+    REPLAYED_SETTLEMENT,
+    replay_generation,
+    replay_marker,
+    replay_marker_name,
+)
 from shared.processing.adopted_jobs import job_from_message
 from shared.processing.endings import (
     DEADLINE_EXCEEDED,
@@ -64,13 +71,10 @@ log = logging.getLogger(__name__)
 MARKER_PREFIX = "sb-reconciled/"
 DONE_SUFFIX = ".json"
 CLAIM_SUFFIX = ".ending.json"
-REPLAY_MARKER_PREFIX = "sb-replays/"  # ops.servicebus_deadletters writes these
 TTL_EXPIRED = "TTLExpiredException"
 INVALID_PAYLOAD = DeadLetterReason.INVALID_PAYLOAD.value
-REPLAYED_SETTLEMENT = "replayed from the dead-letter queue"  # ops.servicebus_deadletters
 
 _COPY_SUFFIX = re.compile(r":(?:replay|retry|requeue):.*$")
-_REPLAY_NUMBER = re.compile(r":replay:(\d+)")
 _WORD = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
@@ -98,11 +102,6 @@ def request_message(item: DeadLetteredMessage) -> RequestMessage | None:
         return RequestMessage.model_validate(document)
     except (InvalidInput, ValidationError):
         return None
-
-
-def replay_generation(message_id: str | None) -> int:
-    """0 for an original or a retry copy, n for the n-th replay (and its retry copies)."""
-    return max((int(n) for n in _REPLAY_NUMBER.findall(message_id or "")), default=0)
 
 
 def error_code(reason: str) -> str:
@@ -142,11 +141,6 @@ def skip_reason(item: DeadLetteredMessage, job: Job | None, replayed: bool) -> s
 
 def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
-
-
-def _belongs(marker: Document, item: DeadLetteredMessage) -> bool:
-    same_message = marker.get("message_id") == item.message_id
-    return same_message and marker.get("enqueued_time") == _iso(item.enqueued_time)
 
 
 def marker_stem(item: DeadLetteredMessage) -> str:
@@ -203,11 +197,9 @@ class DeadLetterReconciler:
 
     def _replayed(self, item: DeadLetteredMessage, replayed: set[str]) -> bool:
         """Whether the operator replayed ``item`` (the replay marker names this message)."""
-        name = f"{REPLAY_MARKER_PREFIX}{item.queue}/{item.sequence_number}.json"
-        if name not in replayed:
+        if replay_marker_name(item) not in replayed:
             return False
-        found = self._documents.load(self._container, name)
-        return found is not None and _belongs(found[0], item)
+        return replay_marker(self._documents, self._container, item) is not None
 
     def _reconcile_one(
         self, item: DeadLetteredMessage, marked: set[str], replayed: set[str]

@@ -34,11 +34,10 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
 
 from shared.clock import Clock, utc_now
 from shared.contracts import Job, JobStatus, ProcessingMode
-from shared.documents import JsonDocuments
+from shared.documents import DocumentListing, JsonDocuments
 from shared.jobs import JobRepository
 from shared.processing.endings import DEADLINE_EXCEEDED, STALE_JOB, Ending, JobEndings
 
@@ -46,13 +45,6 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT = "watchdog/checkpoint.json"
 SETTLEMENT = "ended by the job watchdog"
-
-
-@runtime_checkable
-class DocumentListing(Protocol):
-    """Document names with their last-modified times (``BlobJsonDocuments``)."""
-
-    def list_modified(self, container: str, prefix: str) -> list[tuple[str, datetime]]: ...
 
 
 @dataclass(frozen=True)

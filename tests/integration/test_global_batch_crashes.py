@@ -25,6 +25,7 @@ from shared.errors import TransientError
 from shared.events.announcements import Announcer
 from shared.global_batch.conclusion import Conclusion, ConclusionPolicy
 from shared.global_batch.control_plane import ControlPolicy, GlobalBatchControlPlane
+from shared.global_batch.planning import PlanningPolicy
 from shared.processing.endings import JobEndings
 from tests.integration.conftest import Call
 from tests.support.global_batch import (
@@ -172,10 +173,12 @@ def test_a_run_stops_when_its_time_is_up_and_the_next_goes_on(
             policy=ConclusionPolicy(failed_lines="queue", max_resubmissions=2),
         ),
         policy=ControlPolicy(
-            max_lines_per_file=100,
-            max_bytes_per_file=1_000_000,
-            submit_at_lines=1,
-            submit_after=timedelta(0),
+            planning=PlanningPolicy(
+                max_lines_per_file=100,
+                max_bytes_per_file=1_000_000,
+                submit_at_lines=1,
+                submit_after=timedelta(0),
+            ),
             output_expiry_seconds=1_209_600,
             quota_retry=timedelta(seconds=1),
             quota_retry_max=timedelta(seconds=1),

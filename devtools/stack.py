@@ -1,17 +1,18 @@
 """``python -m devtools.stack`` (``make run``): Azurite, the emulators and the app.
 
-The emulators are the Service Bus emulator and the Event Grid namespace emulator (the pull
-door's namespace, at ``EventGridPull__namespaceEndpoint``).
+The emulators are the Service Bus emulator, the Event Grid namespace emulator (the pull
+door's namespace, at ``EventGridPull__namespaceEndpoint``) and the Azure OpenAI batch
+emulator (the Global Batch lane's service, at ``GlobalBatch__endpoint``).
 
 Ports come from the local settings connection strings (``AzureWebJobsStorage``/``Storage``
 endpoints, ``ServiceBusConnection``). A port that already answers is probed: Azurite (HTTP
-with an ``x-ms-request-id`` or ``Server: Azurite-*`` header) or an AMQP listener (the
-emulator) (or the Event Grid emulator's ``/health``) is reused, anything else stops the launch with
-a message naming the port.
+with an ``x-ms-request-id`` or ``Server: Azurite-*`` header), an AMQP listener (the
+Service Bus emulator) or an HTTP emulator answering ``/health`` is reused, anything else
+stops the launch with a message naming the port.
 Azurite keeps its data in ``.local/azurite`` so jobs and blobs survive a restart
 (``--in-memory`` to start clean).
 Child processes run in their own sessions: Ctrl-C reaches only this launcher, which drains
-the host first, then stops the emulator and Azurite it started, and nothing else.
+the host first, then stops the emulators and Azurite it started, and nothing else.
 
 Telemetry takes the one path it takes in Azure: the worker runtime configures Azure Monitor
 when ``PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY`` is true and exports to
@@ -147,13 +148,18 @@ def ensure_emulator(
     return admin_url
 
 
-def eventgrid_port(values: dict[str, str]) -> int | None:
-    """The local namespace emulator's port from ``EventGridPull__namespaceEndpoint``, or None
-    when the pull door is off or points elsewhere than this machine."""
-    endpoint = urlsplit(values.get("EventGridPull__namespaceEndpoint", ""))
+def _loopback_port(url: str) -> int | None:
+    """The port of ``url`` when it points at this machine, else None."""
+    endpoint = urlsplit(url)
     if endpoint.hostname not in ("127.0.0.1", "localhost"):
         return None
     return endpoint.port or 80
+
+
+def eventgrid_port(values: dict[str, str]) -> int | None:
+    """The local namespace emulator's port from ``EventGridPull__namespaceEndpoint``, or None
+    when the pull door is off or points elsewhere than this machine."""
+    return _loopback_port(values.get("EventGridPull__namespaceEndpoint", ""))
 
 
 def _is_local_emulator(port: int) -> bool:
@@ -219,10 +225,7 @@ def openai_port(values: dict[str, str]) -> int | None:
     when the batch lane is off or points elsewhere than this machine."""
     if not values.get("GlobalBatch__deployments", "").strip():
         return None
-    endpoint = urlsplit(values.get("GlobalBatch__endpoint", ""))
-    if endpoint.hostname not in ("127.0.0.1", "localhost"):
-        return None
-    return endpoint.port or 80
+    return _loopback_port(values.get("GlobalBatch__endpoint", ""))
 
 
 def ensure_openai(port: int, api_key: str, started: list[Child]) -> None:

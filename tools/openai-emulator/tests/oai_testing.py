@@ -10,10 +10,9 @@ from typing import Any
 from openai import AzureOpenAI
 from openai.types import Batch
 
-from openai_emulator.process import OpenAIEmulator
+from openai_emulator.process import API_VERSION, OpenAIEmulator
 
 MODEL = "gpt-4o-mini-batch"
-API_VERSION = "2025-04-01-preview"
 
 
 def azure_client(emulator: OpenAIEmulator, api_key: str | None = None) -> AzureOpenAI:

@@ -9,7 +9,7 @@ import openai
 import pytest
 from openai import AzureOpenAI
 
-from oai_testing import MODEL, request_line, results, submit, upload, wait_until
+from oai_testing import MODEL, azure_client, request_line, results, submit, upload, wait_until
 from openai_emulator.process import OpenAIEmulator
 from openai_emulator.pytest_plugin import OpenAIEmulatorFactory
 
@@ -203,12 +203,7 @@ def test_bad_create_arguments_are_400_and_unknown_ids_404(client: AzureOpenAI) -
 
 def test_auto_advance_reaches_completed(openai_emulator_factory: OpenAIEmulatorFactory) -> None:
     emulator = openai_emulator_factory(auto_advance=0.1)
-    with openai.AzureOpenAI(
-        azure_endpoint=emulator.endpoint,
-        api_key=emulator.api_key,
-        api_version="2025-04-01-preview",
-        max_retries=0,
-    ) as client:
+    with azure_client(emulator) as client:
         batch = submit(client, lines())
         seen = set()
 

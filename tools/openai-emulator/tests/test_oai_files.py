@@ -11,7 +11,7 @@ import pytest
 from openai import AzureOpenAI, OpenAI
 
 from oai_testing import azure_client, request_line, to_jsonl, upload
-from openai_emulator.process import OpenAIEmulator
+from openai_emulator.process import API_VERSION, OpenAIEmulator
 
 
 def test_upload_retrieve_content_and_delete(client: AzureOpenAI) -> None:
@@ -70,7 +70,7 @@ def test_wrong_key_is_401_and_bearer_is_accepted(emulator: OpenAIEmulator) -> No
     token_client = openai.AzureOpenAI(
         azure_endpoint=emulator.endpoint,
         azure_ad_token="an-entra-token",
-        api_version="2025-04-01-preview",
+        api_version=API_VERSION,
         max_retries=0,
     )
     with token_client:
@@ -98,7 +98,7 @@ def test_missing_api_version_unknown_route_and_controls_without_key(
     code, body = status("/openai/files", {"api-key": emulator.api_key})
     assert code == 400
     assert "api-version" in str(body["error"])
-    code, body = status("/openai/models?api-version=2025-04-01-preview", {"api-key": "x"})
+    code, body = status(f"/openai/models?api-version={API_VERSION}", {"api-key": "x"})
     assert code == 404
     assert "error" in body
     code, body = status("/_emulator/stats", {})

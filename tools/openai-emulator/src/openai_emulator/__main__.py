@@ -13,10 +13,9 @@ import threading
 from collections.abc import Callable
 
 from .batches import Limits
-from .server import Emulator, ServerOptions
+from .server import DEFAULT_KEY, Emulator, ServerOptions
 
 DEFAULT_PORT = 5390
-DEFAULT_KEY = "local-openai-key"
 
 
 def _number(kind: type[int] | type[float], minimum: float) -> Callable[[str], int | float]:

@@ -16,7 +16,6 @@ import logging
 import re
 import socket
 import urllib.parse
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -36,6 +35,15 @@ _CONTROL = re.compile(
     r"^/_emulator/(?:batches/(?P<id>[^/]+)/(?P<action>advance|expire)|(?P<name>quota|stats|reset))$"
 )
 
+# The method each control operation answers to (any other: 405).
+_CONTROL_METHODS = {
+    "advance": "POST",
+    "expire": "POST",
+    "quota": "PUT",
+    "stats": "GET",
+    "reset": "POST",
+}
+
 Reply = tuple[int, Any]  # status and a JSON document, or bytes sent as they are
 
 
@@ -54,11 +62,6 @@ def _json(body: bytes) -> Any:
         return json.loads(body or b"{}")
     except ValueError as error:
         raise bad_request("The request body is not valid JSON.") from error
-
-
-def _reset(service: BatchService) -> dict[str, bool]:
-    service.reset()
-    return {"reset": True}
 
 
 def _first(query: dict[str, list[str]], name: str, default: str | None = None) -> str | None:
@@ -239,20 +242,19 @@ class ApiHandler(BaseHTTPRequestHandler):
 
     def _control(self, match: re.Match[str], body: bytes) -> Reply:
         service = self.server.service
-        wanted: dict[tuple[str, str], Callable[[], Any]] = {
-            ("advance", "POST"): lambda: service.advance(match["id"], _json(body).get("to")),
-            ("expire", "POST"): lambda: service.expire(
-                match["id"], _json(body).get("completed_lines")
-            ),
-            ("quota", "PUT"): lambda: service.set_quota(
-                _required(_json(body), "enqueued_token_limit")
-            ),
-            ("stats", "GET"): service.stats,
-            ("reset", "POST"): lambda: _reset(service),
-        }
-        operation = wanted.get((match["action"] or match["name"], self.command))
-        if operation is None:
+        operation = match["action"] or match["name"]
+        if _CONTROL_METHODS[operation] != self.command:
             raise self._method_not_allowed()
-        if self.command != "GET" and not isinstance(_json(body), dict):
+        if operation == "stats":
+            return 200, service.stats()
+        document = _json(body)
+        if not isinstance(document, dict):
             raise bad_request("The request body must be a JSON object.")
-        return 200, operation()
+        if operation == "advance":
+            return 200, service.advance(match["id"], document.get("to"))
+        if operation == "expire":
+            return 200, service.expire(match["id"], document.get("completed_lines"))
+        if operation == "quota":
+            return 200, service.set_quota(_required(document, "enqueued_token_limit"))
+        service.reset()
+        return 200, {"reset": True}

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from local_processes import Child
+from openai_emulator.server import DEFAULT_KEY
 
 STARTUP_TIMEOUT_S = 30.0
-DEFAULT_KEY = "local-openai-key"
-API_VERSION = "2025-04-01-preview"
+API_VERSION = "2025-04-01-preview"  # what clients send (GlobalBatch__apiVersion); any is accepted
 READY = re.compile(r"ready http=(?P<endpoint>http://[\d.]+:\d+) auto-advance=(?P<auto>\S+)")
 
 

@@ -14,13 +14,14 @@ from .batches import BatchService, Limits
 from .http_api import ApiServer
 
 log = logging.getLogger("openai_emulator")
+DEFAULT_KEY = "local-openai-key"  # the api-key requests must send unless told otherwise
 
 
 @dataclass(frozen=True)
 class ServerOptions:
     host: str = "127.0.0.1"
     port: int = 0
-    api_key: str = "local-openai-key"
+    api_key: str = DEFAULT_KEY
     auto_advance: float = 0.0  # seconds between a batch's automatic steps; 0 = off
     limits: Limits = field(default_factory=Limits)
 

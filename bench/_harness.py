@@ -688,7 +688,7 @@ def host_round_trip_cpu(stack: Services, work: Path, name: str, callers: int) ->
         meter.start()
         loop = closed_loop(pinger.port, ping, callers, 2.0)
         used = meter.stop()
-    return used["host+worker"] * 1000 / max(1, len(loop.latencies))
+    return per_call_ms(used, ("host+worker",), len(loop.latencies))
 
 
 def run_threads(target: Callable[[], None], count: int) -> None:
@@ -1417,7 +1417,7 @@ class Replay:
 
     def cpu_per_template(self, names: Sequence[str]) -> float:
         """CPU ms per replayed request (its timed phases) of the named processes."""
-        return sum(self.cpu[name] for name in names) * 1000 / max(1, len(self.latencies))
+        return per_call_ms(self.cpu, names, len(self.latencies))
 
 
 _PAYLOADS: dict[int, bytes] = {}

@@ -51,7 +51,7 @@ class Stack:
     log_path: Path
     telemetry: IngestionRecorder
     telemetry_log_path: Path
-    openai_endpoint: str = ""  # the Azure OpenAI batch emulator the Global Batch lane uses
+    openai_endpoint: str  # the Azure OpenAI batch emulator the Global Batch lane uses
 
     def request(
         self,

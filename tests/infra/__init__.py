@@ -30,15 +30,24 @@ INFRA = REPO_ROOT / "infra"
 MODULES = INFRA / "modules"
 CATALOG = MODULES / "catalog.json"
 ROLE_DEFINITIONS = MODULES / "role-definitions.json"
+MAIN = INFRA / "main.bicep"
+FUNCTION_APP = MODULES / "function-app.bicep"
+DATA_STORAGE = MODULES / "storage-data.bicep"
+ALERTS = MODULES / "alerts.bicep"
 
 __all__ = [
+    "ALERTS",
     "CATALOG",
+    "DATA_STORAGE",
+    "FUNCTION_APP",
     "INFRA",
+    "MAIN",
     "MODULES",
     "REPO_ROOT",
     "ROLE_DEFINITIONS",
     "BicepElement",
     "Unresolved",
+    "app_settings",
     "bicep_files",
     "constants",
     "declares_target_scope",
@@ -60,6 +69,7 @@ __all__ = [
     "template",
     "variables",
     "walk",
+    "without_comments",
 ]
 
 
@@ -68,6 +78,13 @@ def read(path: Path) -> str:
     if not path.is_file():
         raise FileNotFoundError(path)
     return path.read_text(encoding="utf-8")
+
+
+@cache
+def without_comments(text: str) -> str:
+    """Bicep or KQL text without its ``//`` comments (comments may name what the code must
+    not use, or what it must use, not only mention)."""
+    return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
 
 
 @cache
@@ -122,6 +139,13 @@ def decorator(param: dict[str, Any], kind: str) -> Any:
 def variables(path: Path) -> dict[str, Any]:
     """``var`` statements: name -> value."""
     return {name: var["value"] for name, var in template(path).get("variables", {}).items()}
+
+
+def app_settings() -> dict[str, Any]:
+    """The app settings object the Function App module deploys (its ``appSettings`` var)."""
+    settings = variables(FUNCTION_APP)["appSettings"]
+    assert isinstance(settings, dict)
+    return settings
 
 
 def outputs(path: Path) -> dict[str, Any]:

@@ -5,16 +5,18 @@ setting added to the model without being provisioned fails here.
 """
 
 import json
-from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from shared.settings import Settings, setting_names_for
 from tests.infra import (
-    MODULES,
+    DATA_STORAGE,
+    FUNCTION_APP,
+    MAIN,
     REPO_ROOT,
     Unresolved,
+    app_settings,
     constants,
     is_reference,
     module,
@@ -27,9 +29,6 @@ from tests.infra import (
     variables,
 )
 
-FUNCTION_APP = MODULES / "function-app.bicep"
-DATA_STORAGE = MODULES / "storage-data.bicep"
-MAIN = REPO_ROOT / "infra" / "main.bicep"
 LOCAL_SAMPLE = REPO_ROOT / "local.settings.sample.json"
 
 # Settings Flex Consumption rejects or ignores: the runtime lives in functionAppConfig and
@@ -55,13 +54,6 @@ FLEX_DEPRECATED = {
 }
 
 
-def bicep_app_settings() -> dict[str, Any]:
-    """The app settings object the Function App module deploys, as pycep reads it."""
-    settings: dict[str, Any] = variables(FUNCTION_APP)["appSettings"]
-    assert isinstance(settings, dict)
-    return settings
-
-
 def test_function_app_deploys_the_app_settings_object() -> None:
     (config,) = resources_of_type(FUNCTION_APP, "Microsoft.Web/sites/config").values()
     body = resource_body(config)
@@ -80,7 +72,7 @@ def test_function_app_deploys_the_app_settings_object() -> None:
 
 @pytest.mark.parametrize("name", setting_names_for("azure"))
 def test_every_azure_setting_is_in_bicep(name: str) -> None:
-    assert name in bicep_app_settings(), f"{name} is read by the app but not set in Bicep"
+    assert name in app_settings(), f"{name} is read by the app but not set in Bicep"
 
 
 def test_local_sample_has_every_local_setting() -> None:
@@ -95,7 +87,7 @@ def test_literal_bicep_values_mean_the_model_defaults() -> None:
     known = constants(FUNCTION_APP)
     fields = {field.alias: name for name, field in Settings.model_fields.items()}
     checked = []
-    for setting, raw in bicep_app_settings().items():
+    for setting, raw in app_settings().items():
         if setting not in fields:
             continue
         try:
@@ -123,7 +115,7 @@ def test_literal_bicep_values_mean_the_model_defaults() -> None:
 
 
 def test_tenant_header_is_off_in_azure() -> None:
-    value = bicep_app_settings()["AllowTenantHeader"]
+    value = app_settings()["AllowTenantHeader"]
     assert value == "false"
     assert not is_reference(value)
 
@@ -133,7 +125,7 @@ def test_tenant_header_is_off_in_azure() -> None:
     ["AzureWebJobsStorage", "Storage", "ServiceBusConnection", "EventGridTopic", "AzureOpenAI"],
 )
 def test_connections_use_the_user_assigned_identity(connection: str) -> None:
-    settings = bicep_app_settings()
+    settings = app_settings()
     assert settings[f"{connection}__credential"] == "managedidentity"
     assert not is_reference(settings[f"{connection}__credential"])
     assert is_reference(settings[f"{connection}__clientId"], "appIdentityClientId")
@@ -151,12 +143,12 @@ def test_no_key_alternatives_in_azure() -> None:
         and "key" in field.alias.lower()
     ]
     assert key_settings, "the model is expected to name its key-based alternatives"
-    present = set(key_settings) & set(bicep_app_settings())
+    present = set(key_settings) & set(app_settings())
     assert not present, f"key-based settings in Bicep: {sorted(present)}"
 
 
 def test_identity_endpoints_come_from_the_deployment() -> None:
-    settings = bicep_app_settings()
+    settings = app_settings()
     assert is_reference(settings["AzureWebJobsStorage__accountName"], "hostStorageAccountName")
     assert is_reference(settings["Storage__blobServiceUri"], "dataBlobEndpoint")
     assert is_reference(
@@ -167,7 +159,7 @@ def test_identity_endpoints_come_from_the_deployment() -> None:
 
 
 def test_application_insights_is_wired() -> None:
-    settings = bicep_app_settings()
+    settings = app_settings()
     assert (
         render(settings["APPLICATIONINSIGHTS_CONNECTION_STRING"])
         == "appInsights.properties.ConnectionString"
@@ -186,7 +178,7 @@ def test_blob_trigger_connection_names_the_blob_and_queue_services() -> None:
     setting: the app's own blob client reads the blob endpoint alone).
     https://learn.microsoft.com/azure/azure-functions/functions-bindings-storage-blob-trigger#identity-based-connections
     """
-    settings = bicep_app_settings()
+    settings = app_settings()
     assert is_reference(settings["Storage__blobServiceUri"], "dataBlobEndpoint")
     assert is_reference(settings["Storage__queueServiceUri"], "dataQueueEndpoint")
     passed = module(MAIN, "functionApp")["params"]
@@ -211,11 +203,11 @@ def test_local_storage_connection_string_reaches_blobs_and_queues_of_one_account
 
 def test_no_dependency_isolation_setting_on_313() -> None:
     """Python 3.13 isolates the app's dependencies by default; the 3.11 switch is gone."""
-    assert "PYTHON_ISOLATE_WORKER_DEPENDENCIES" not in bicep_app_settings()
+    assert "PYTHON_ISOLATE_WORKER_DEPENDENCIES" not in app_settings()
 
 
 def test_no_flex_deprecated_settings() -> None:
-    present = FLEX_DEPRECATED & set(bicep_app_settings())
+    present = FLEX_DEPRECATED & set(app_settings())
     assert not present, f"not valid on Flex Consumption: {sorted(present)}"
 
 
@@ -234,5 +226,5 @@ def test_runtime_is_python_313_in_function_app_config() -> None:
 
 def test_readme_documents_every_bicep_setting() -> None:
     readme = read(REPO_ROOT / "infra" / "README.md")
-    undocumented = [name for name in bicep_app_settings() if f"| `{name}` |" not in readme]
+    undocumented = [name for name in app_settings() if f"| `{name}` |" not in readme]
     assert not undocumented, f"infra/README.md settings table lacks {undocumented}"

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from tests.infra import (
+    FUNCTION_APP,
     INFRA,
-    MODULES,
+    MAIN,
     REPO_ROOT,
     constants,
     declares_target_scope,
@@ -37,9 +38,7 @@ from tests.infra import (
 )
 
 AZURE_YAML = REPO_ROOT / "azure.yaml"
-MAIN = INFRA / "main.bicep"
 BICEPPARAM = INFRA / "main.bicepparam"
-FUNCTION_APP = MODULES / "function-app.bicep"
 SECOND_STAGE = INFRA / "eventgrid-subscriptions.bicep"
 TAG = "azd-service-name"
 

@@ -19,8 +19,11 @@ from typing import Any
 from shared.settings import Settings
 from tests.infra import (
     CATALOG,
+    FUNCTION_APP,
     INFRA,
+    MAIN,
     MODULES,
+    app_settings,
     bicep_files,
     constants,
     decorator,
@@ -37,12 +40,11 @@ from tests.infra import (
     resources,
     resources_of_type,
     variables,
+    without_comments,
 )
 
 NAMESPACE = MODULES / "eventgrid-namespace.bicep"
 SUBSCRIPTIONS = MODULES / "eventgrid-namespace-subscriptions.bicep"
-FUNCTION_APP = MODULES / "function-app.bicep"
-MAIN = INFRA / "main.bicep"
 SECOND_STAGE = INFRA / "eventgrid-subscriptions.bicep"
 LOCAL_CONFIG = INFRA / "local" / "eventgrid-namespace.json"
 
@@ -369,9 +371,9 @@ def test_namespace_keys_are_never_read_or_configured() -> None:
     """The namespace keys cannot be disabled (no disableLocalAuth on namespaces): nothing
     reads them, and no key-based pull setting reaches Azure."""
     for path in (NAMESPACE, SUBSCRIPTIONS, MAIN):
-        code = re.sub(r"//[^\n]*", "", read(path))  # comments may name what they forbid
+        code = without_comments(read(path))
         assert "listKeys" not in code, path.name
-    settings: dict[str, Any] = variables(FUNCTION_APP)["appSettings"]
+    settings = app_settings()
     key_settings = [
         name for name in settings if name.startswith("EventGridPull__") and "key" in name.lower()
     ]
@@ -390,7 +392,7 @@ def test_second_stage_subscribes_no_namespace_topic() -> None:
 
 
 def test_pull_settings_come_from_the_namespace_module_outputs() -> None:
-    settings: dict[str, Any] = variables(FUNCTION_APP)["appSettings"]
+    settings = app_settings()
     assert is_reference(
         settings["EventGridPull__namespaceEndpoint"], "eventGridPullNamespaceEndpoint"
     )
@@ -442,7 +444,7 @@ def test_results_go_to_the_custom_topic_unless_the_namespace_is_chosen() -> None
     assert render(passed["eventGridNamespaceTopic"]) == (
         "(publishResultsToNamespace ? eventGridNamespace.outputs.resultsTopicName : '')"
     )
-    settings: dict[str, Any] = variables(FUNCTION_APP)["appSettings"]
+    settings = app_settings()
     assert is_reference(settings["EventGridTopic__namespaceTopic"], "eventGridNamespaceTopic")
     assert params(FUNCTION_APP)["eventGridNamespaceTopic"]["default"] == ""
 

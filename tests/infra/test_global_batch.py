@@ -17,9 +17,14 @@ from annotated_types import Le
 from shared import telemetry
 from shared.settings import Settings
 from tests.infra import (
+    ALERTS,
     CATALOG,
+    DATA_STORAGE,
+    FUNCTION_APP,
     INFRA,
+    MAIN,
     MODULES,
+    app_settings,
     bicep_files,
     constants,
     decorator,
@@ -36,14 +41,11 @@ from tests.infra import (
     resources,
     resources_of_type,
     variables,
+    without_comments,
 )
 
-MAIN = INFRA / "main.bicep"
 BATCH = MODULES / "openai-batch.bicep"
 ACCOUNT = MODULES / "openai-account.bicep"
-FUNCTION_APP = MODULES / "function-app.bicep"
-DATA_STORAGE = MODULES / "storage-data.bicep"
-ALERTS = MODULES / "alerts.bicep"
 BATCH_ALERT_QUERY = MODULES / "queries" / "alert-batch-ended.kql"
 COGNITIVE_API_VERSION = "2024-10-01"
 
@@ -51,11 +53,6 @@ COGNITIVE_API_VERSION = "2024-10-01"
 def _only(path: Any, resource_type: str) -> dict[str, Any]:
     (resource,) = resources_of_type(path, resource_type).values()
     return resource
-
-
-def _app_settings() -> dict[str, Any]:
-    settings: dict[str, Any] = variables(FUNCTION_APP)["appSettings"]
-    return settings
 
 
 # --- the account: Entra ID only --------------------------------------------------------------
@@ -171,7 +168,7 @@ def test_role_constant_is_the_documented_openai_user_id() -> None:
 
 
 def test_batch_settings_come_from_the_deployment_and_the_app_identity() -> None:
-    settings = _app_settings()
+    settings = app_settings()
     assert is_reference(settings["GlobalBatch__deployments"], "globalBatchDeployments")
     assert is_reference(settings["GlobalBatch__endpoint"], "globalBatchEndpoint")
     assert is_reference(settings["GlobalBatch__clientId"], "appIdentityClientId")
@@ -194,7 +191,7 @@ def test_every_batch_setting_of_the_model_is_deployed() -> None:
         and (field.alias.startswith("GlobalBatch") or field.alias == "BatchContainer")
     }
     assert len(names) >= 19
-    assert names - {"GlobalBatch__apiKey"} <= set(_app_settings())
+    assert names - {"GlobalBatch__apiKey"} <= set(app_settings())
 
 
 def _enabled(value: Any, known: dict[str, Any]) -> Any:
@@ -217,7 +214,7 @@ def test_enabled_defaults_make_a_valid_batch_lane() -> None:
         "globalBatchEndpoint": "https://oai-test.openai.azure.com/",
     }
     values = {}
-    for name, raw in _app_settings().items():
+    for name, raw in app_settings().items():
         if name.startswith(("GlobalBatch", "Batch", "AllowedModels")):
             values[name] = resolve(raw, {**app_known, "appIdentityClientId": "client"})
     settings = Settings.model_validate(values)
@@ -234,7 +231,7 @@ def test_batches_container_is_an_app_container_of_the_catalogue() -> None:
     catalog = read(CATALOG)
     assert '"batches": "batches"' in catalog
     known = constants(FUNCTION_APP)
-    assert resolve(_app_settings()["BatchContainer"], known) == Settings().batch_container
+    assert resolve(app_settings()["BatchContainer"], known) == Settings().batch_container
     app_containers = resolve(variables(DATA_STORAGE)["appContainerNames"], constants(DATA_STORAGE))
     assert "batches" in app_containers  # so the app identity is Blob Data Contributor there
 
@@ -267,10 +264,6 @@ def test_output_copies_outlive_the_services_own_copy() -> None:
 # --- the alert on expired or failed batches -------------------------------------------------------
 
 
-def _code(text: str) -> str:
-    return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
-
-
 def test_alert_fires_on_expired_or_failed_batches() -> None:
     alert = modules(ALERTS)["batchEnded"]
     assert alert["detail"]["path"] == "log-alert.bicep"
@@ -289,7 +282,7 @@ def test_alert_fires_on_expired_or_failed_batches() -> None:
 
 
 def test_alert_query_counts_the_ended_metric_by_status() -> None:
-    query = _code(read(BATCH_ALERT_QUERY))
+    query = without_comments(read(BATCH_ALERT_QUERY))
     assert f'"{telemetry.BATCH_ENDED}"' in query
     assert 'customDimensions["inferbus.batch.status"]' in query
     assert re.search(r'status in \("expired", "failed"\)', query)

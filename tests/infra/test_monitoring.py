@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +21,13 @@ import pytest
 
 from shared import telemetry
 from tests.infra import (
+    ALERTS,
+    FUNCTION_APP,
     INFRA,
+    MAIN,
     MODULES,
     REPO_ROOT,
+    app_settings,
     constants,
     is_reference,
     literal,
@@ -36,14 +39,12 @@ from tests.infra import (
     resource_body,
     resources_of_type,
     variables,
+    without_comments,
 )
 
-MAIN = INFRA / "main.bicep"
-ALERTS = MODULES / "alerts.bicep"
 LOG_ALERT = MODULES / "log-alert.bicep"
 WORKBOOK = MODULES / "workbook.bicep"
 MONITORING = MODULES / "monitoring.bicep"
-FUNCTION_APP = MODULES / "function-app.bicep"
 QUERIES = MODULES / "queries"
 HOST_JSON = REPO_ROOT / "host.json"
 SHARED = REPO_ROOT / "shared"
@@ -65,15 +66,10 @@ def test_host_exports_opentelemetry() -> None:
     assert "applicationInsights" not in host.get("logging", {})
 
 
-def _app_settings() -> dict[str, Any]:
-    settings: dict[str, Any] = variables(FUNCTION_APP)["appSettings"]
-    return settings
-
-
 def test_the_worker_exports_the_apps_telemetry_with_the_app_identity() -> None:
     """The worker configures the Azure Monitor distro itself when the switch is true; its
     exporter reads the connection string and, for Entra ID, the authentication string."""
-    settings = _app_settings()
+    settings = app_settings()
     switch = settings["PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY"]
     assert switch == "true"
     assert not is_reference(switch)
@@ -137,12 +133,6 @@ def _query(value: Any) -> str:
     return read(_loaded_file(value))
 
 
-@cache
-def _code(text: str) -> str:
-    """KQL without its ``//`` comments (names must be used, not only mentioned)."""
-    return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
-
-
 def test_every_query_file_is_used_by_an_alert_or_the_workbook() -> None:
     used = {path.name for path in _alert_query_files().values()} | {
         path.name for path in _chart_query_files().values()
@@ -152,7 +142,7 @@ def test_every_query_file_is_used_by_an_alert_or_the_workbook() -> None:
 
 
 def _dimension_keys(text: str) -> set[str]:
-    return set(re.findall(r'customDimensions\["([^"]+)"\]', _code(text)))
+    return set(re.findall(r'customDimensions\["([^"]+)"\]', without_comments(text)))
 
 
 def _app_source() -> str:
@@ -176,7 +166,8 @@ def test_queries_name_the_apps_outcomes() -> None:
     contracts = read(SHARED / "contracts.py")
     used = set()
     for path in QUERIES.glob("*.kql"):
-        used |= set(re.findall(r'"(completed|refused|dead-lettered|expired)"', _code(read(path))))
+        code = without_comments(read(path))
+        used |= set(re.findall(r'"(completed|refused|dead-lettered|expired)"', code))
     assert used == {"completed", "refused", "dead-lettered", "expired"}
     for outcome in used:
         assert f'"{outcome}"' in source or f'"{outcome}"' in contracts, outcome
@@ -262,7 +253,7 @@ def test_log_alert(symbol: str) -> None:
     file, measure, aggregation, dimension, threshold, names = LOG_ALERTS[symbol]
     alert = _log_alerts()[symbol]
     assert _loaded_file(alert["query"]).name == file
-    query = _code(_query(alert["query"]))
+    query = without_comments(_query(alert["query"]))
     assert alert["measureColumn"] == measure
     assert alert["timeAggregation"] == aggregation
     assert alert["operator"] == "GreaterThan"
@@ -282,7 +273,7 @@ def test_log_alert(symbol: str) -> None:
 @pytest.mark.parametrize("symbol", sorted(LOG_ALERTS))
 def test_alerts_read_telemetry_not_log_lines(symbol: str) -> None:
     """Alerts on metrics and spans, never on parsed log text."""
-    query = _code(_query(_log_alerts()[symbol]["query"]))
+    query = without_comments(_query(_log_alerts()[symbol]["query"]))
     assert "traces" not in query
     assert "extract(" not in query
     assert "parse " not in query
@@ -295,7 +286,7 @@ def test_the_backlog_log_line_alert_is_gone() -> None:
 
 
 def test_the_function_failure_alert_leaves_the_apps_process_spans_out() -> None:
-    query = _code(_query(_log_alerts()["functionFailures"]["query"]))
+    query = without_comments(_query(_log_alerts()["functionFailures"]["query"]))
     assert f"not({PROCESS_SPANS})" in query
     assert "success == false" in query
 
@@ -419,13 +410,13 @@ def test_workbook_chart(chart: str) -> None:
     assert content["timeContextFromParameter"] == "TimeRange"
     assert content["resourceType"] == "microsoft.insights/components"
     assert content["title"]
-    query = _code(content["query"])
+    query = without_comments(content["query"])
     for name in names:
         assert f'"{name}"' in query, f"{chart} does not read {name}"
 
 
 def test_latency_runs_from_intake_to_the_final_process_span_per_trace() -> None:
-    query = _code(read(_chart_query_files()["latency"]))
+    query = without_comments(read(_chart_query_files()["latency"]))
     assert "dependencies" in query
     assert f'name == "{telemetry.SPAN_INTAKE}"' in query
     assert "requests" in query
@@ -436,7 +427,7 @@ def test_latency_runs_from_intake_to_the_final_process_span_per_trace() -> None:
 
 
 def test_dead_letters_by_reason_come_from_the_process_spans() -> None:
-    query = _code(read(_chart_query_files()["deadletters"]))
+    query = without_comments(read(_chart_query_files()["deadletters"]))
     assert "requests" in query
     assert PROCESS_SPANS in query
     assert 'customDimensions["inferbus.outcome"]) == "dead-lettered"' in query
@@ -446,7 +437,7 @@ def test_dead_letters_by_reason_come_from_the_process_spans() -> None:
 
 def test_charts_and_alerts_on_spans_count_sampled_items() -> None:
     for path in QUERIES.glob("*.kql"):
-        query = _code(read(path))
+        query = without_comments(read(path))
         if re.search(r"^\s*requests\b", query, re.MULTILINE) and "summarize" in query:
             assert "count()" not in query, f"{path.name}: count() ignores sampling"
 

@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from tests.infra import (
-    INFRA,
-    MODULES,
+    ALERTS,
+    FUNCTION_APP,
+    MAIN,
     decorator,
     has_default,
     is_reference,
@@ -17,10 +18,6 @@ from tests.infra import (
     resource_body,
     resources_of_type,
 )
-
-MAIN = INFRA / "main.bicep"
-FUNCTION_APP = MODULES / "function-app.bicep"
-ALERTS = MODULES / "alerts.bicep"
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,12 @@ import pytest
 
 from tests.infra import (
     CATALOG,
+    DATA_STORAGE,
+    FUNCTION_APP,
     INFRA,
-    MODULES,
+    MAIN,
     REPO_ROOT,
+    app_settings,
     bicep_files,
     constants,
     decorator,
@@ -33,12 +36,8 @@ from tests.infra import (
     resolve,
     resource_body,
     resources_of_type,
-    variables,
 )
 
-MAIN = INFRA / "main.bicep"
-DATA_STORAGE = MODULES / "storage-data.bicep"
-FUNCTION_APP = MODULES / "function-app.bicep"
 DAY_SECONDS = 86_400
 
 # Container role (catalog.json dataContainers) -> lifecycle rule, the days parameter of
@@ -93,7 +92,7 @@ def _container_role(rule: dict[str, Any]) -> str:
 
 
 def _max_deadline_seconds() -> int:
-    settings = variables(FUNCTION_APP)["appSettings"]
+    settings = app_settings()
     return int(resolve(settings["MaxDeadlineSeconds"], constants(FUNCTION_APP)))
 
 
@@ -198,7 +197,7 @@ def test_replay_markers_outlive_the_dead_letters_they_guard() -> None:
 
 def test_job_retention_setting_is_the_jobs_rule_parameter() -> None:
     """JobRetentionDays and the jobs rule read one parameter of main.bicep."""
-    settings = variables(FUNCTION_APP)["appSettings"]
+    settings = app_settings()
     assert render(settings["JobRetentionDays"]) == "string(jobsRetentionDays)"
     app_params = module(MAIN, "functionApp")["params"]
     storage_params = module(MAIN, "dataStorage")["params"]
@@ -222,7 +221,7 @@ def test_no_results_container() -> None:
     assert "results" not in catalog["dataContainers"].values()
     assert "results" not in catalog["appContainerNames"]
     assert "expire-results" not in _rules()
-    assert "ResultsContainer" not in variables(FUNCTION_APP)["appSettings"]
+    assert "ResultsContainer" not in app_settings()
     for path in (MAIN, DATA_STORAGE, FUNCTION_APP):
         assert "resultsRetentionDays" not in params(path)
 

@@ -21,6 +21,7 @@ from tests.infra import (
     render,
     resource_body,
     resources_of_type,
+    without_comments,
 )
 
 SECOND_STAGE = INFRA / "eventgrid-subscriptions.bicep"
@@ -39,21 +40,16 @@ _SECRET_TEXT = re.compile(
 )
 
 
-def _code(text: str) -> str:
-    """Template text without comments (comments may name what they forbid)."""
-    return re.sub(r"//[^\n]*", "", text)
-
-
 @pytest.mark.parametrize("path", [*bicep_files(), CATALOG, ROLE_DEFINITIONS], ids=lambda p: p.name)
 def test_no_connection_string_or_key_text(path: Path) -> None:
-    assert not _SECRET_TEXT.search(_code(read(path)))
+    assert not _SECRET_TEXT.search(without_comments(read(path)))
 
 
 @pytest.mark.parametrize(
     "path", [p for p in bicep_files() if p != SECOND_STAGE], ids=lambda p: p.name
 )
 def test_keys_are_read_only_in_the_second_stage(path: Path) -> None:
-    assert not _SECRET_FUNCTIONS.search(_code(read(path)))
+    assert not _SECRET_FUNCTIONS.search(without_comments(read(path)))
 
 
 def test_second_stage_hands_keys_to_secure_parameters_only() -> None:
@@ -66,7 +62,7 @@ def test_second_stage_hands_keys_to_secure_parameters_only() -> None:
             f"{name} receives a key but is not @secure()"
         )
     # Nothing else of the second stage reads a key, and it outputs nothing.
-    code = _code(read(SECOND_STAGE))
+    code = without_comments(read(SECOND_STAGE))
     assert len(_SECRET_FUNCTIONS.findall(code)) == len(keyed)
     assert not outputs(SECOND_STAGE)
 
@@ -133,7 +129,7 @@ def test_event_grid_topic_accepts_only_entra_id() -> None:
 def test_app_insights_connection_string_is_read_where_it_is_used() -> None:
     """It is wired from the resource into the app settings, never passed around or output."""
     for path in bicep_files():
-        text = _code(read(path))
+        text = without_comments(read(path))
         uses = re.findall(r"\.ConnectionString\b", text)
         if path.name == "function-app.bicep":
             assert len(uses) == 1

@@ -1,11 +1,19 @@
-"""Inferbus: the composition root. Creates the FunctionApp and registers the Blueprints."""
+"""Inferbus: the composition root. Creates the FunctionApp and registers the Blueprints.
+
+The model catalog is checked first (``models.json``, or ``ModelCatalog``): a catalog that
+cannot be served stops the indexing here, with the file, the alias and the field named,
+instead of failing every request later.
+"""
 
 import azure.functions as func
 
+from shared.composition import verify_model_catalog
 from triggers.event_doors import bp as event_doors
 from triggers.http_api import bp as http_api
 from triggers.maintenance import bp as maintenance
 from triggers.servicebus import bp as servicebus
+
+verify_model_catalog()
 
 app = func.FunctionApp()
 app.register_functions(http_api)

@@ -87,12 +87,13 @@ param webhookTokenIssuer string = ''
 @maxValue(256)
 param modelConcurrency int = 16
 
-@description('Model client: local (deterministic stand-in) or azure_openai.')
+@description('ModelProvider, the one-provider shorthand of the model catalog with allowedModels: azure_openai, or empty (or local) for the deterministic local stand-in.')
 @allowed([
+  ''
   'local'
   'azure_openai'
 ])
-param modelProvider string = 'local'
+param modelProvider string = ''
 
 @description('Azure OpenAI endpoint when modelProvider is azure_openai (grant the app identity Cognitive Services OpenAI User on that resource).')
 param azureOpenAIEndpoint string = ''

@@ -19,7 +19,7 @@ param allowedModels = readEnvironmentVariable('INFERBUS_ALLOWED_MODELS', 'local-
 param defaultModel = readEnvironmentVariable('INFERBUS_DEFAULT_MODEL', '')
 
 // Only the exact value azure_openai selects Azure OpenAI; anything else keeps the local model.
-param modelProvider = readEnvironmentVariable('INFERBUS_MODEL_PROVIDER', 'local') == 'azure_openai' ? 'azure_openai' : 'local'
+param modelProvider = readEnvironmentVariable('INFERBUS_MODEL_PROVIDER', '') == 'azure_openai' ? 'azure_openai' : ''
 param azureOpenAIEndpoint = readEnvironmentVariable('INFERBUS_AZURE_OPENAI_ENDPOINT', '')
 
 // The postdeploy hook passes the same audience to stage 2 (webhookEntraApplicationIdOrUri).

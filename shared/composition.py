@@ -14,8 +14,9 @@ complete, so nothing is built at import time); tests install their own with
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,8 +24,10 @@ from datetime import timedelta
 from shared import telemetry
 from shared.clock import Clock, utc_now
 from shared.documents import DocumentListing, JsonDocuments, ListedDocuments
+from shared.errors import ConfigurationError
 from shared.events.announcements import Announcer, EventPublisher
-from shared.events.intake import EventIntake
+from shared.events.intake import BLOB_DOOR, EventIntake
+from shared.events.pull import SOURCE as PULL_DOOR
 from shared.events.pull import EventQueue, PullDoor, PullPolicy
 from shared.events.webhook_auth import TokenValidator
 from shared.global_batch.conclusion import Conclusion, ConclusionPolicy
@@ -33,7 +36,8 @@ from shared.global_batch.planning import PlanningPolicy
 from shared.global_batch.ports import BatchService
 from shared.global_batch.staging import BatchStager, StagingPolicy
 from shared.global_batch.store import BatchRecords
-from shared.inference import ModelClient
+from shared.inference.catalog import ModelCatalog, catalog_for
+from shared.inference.served import ServedModels
 from shared.intake.backpressure import BacklogGate, BacklogProbe
 from shared.intake.claim_checks import BlobStore, ClaimChecks
 from shared.intake.idempotency import DocumentIdempotencyStore, IdempotencyGuard
@@ -70,7 +74,7 @@ class Ports:
     results_topic: MessageSender | None
     events: EventPublisher | None
     backlog: BacklogProbe | None  # None: no backpressure
-    model: ModelClient
+    models: ServedModels  # the catalog's aliases and their clients
     deferred_source: DeferredSources  # by queue name
     queue_observer: QueueObserverFactory
     webhook_tokens: TokenValidator | None  # None: no bearer tokens required
@@ -97,6 +101,7 @@ class LaneServices:
 class Services:
     settings: Settings
     ports: Ports
+    models: ServedModels
     blobs: BlobStore
     jobs: JobRepository
     intake: Intake
@@ -123,10 +128,23 @@ ServicesProvider = Callable[[], Services]
 def build_services(settings: Settings, ports: Ports) -> Services:
     """The object graph of the use cases over ``ports``; no adapter is chosen here."""
     clock = ports.clock
+    models = ports.models
+    catalog = models.catalog
+    _check_models(settings, catalog)
+    untagged = models.alias_for("DefaultModel", settings.default_model)
+    door_models = {
+        door: models.alias_for(setting, chosen or settings.default_model)
+        for door, setting, chosen in (
+            (BLOB_DOOR, "IncomingBlobModel", settings.incoming_blob_model),
+            ("eventgrid", "WebhookModel", settings.webhook_model),
+            ("webhook", "WebhookModel", settings.webhook_model),
+            (PULL_DOOR, "EventGridPull__model", settings.eventgrid_pull_model),
+        )
+    }
     jobs = JobRepository(DocumentJobStore(ports.documents, settings.jobs_container), clock)
     claim_checks = ClaimChecks.from_settings(ports.blobs, settings)
     intake = Intake(
-        policy=RequestRules.from_settings(settings),
+        policy=RequestRules.from_settings(settings, catalog),
         jobs=jobs,
         claim_checks=claim_checks,
         idempotency=IdempotencyGuard(
@@ -149,13 +167,13 @@ def build_services(settings: Settings, ports: Ports) -> Services:
     endings = JobEndings(jobs, announcer, clock)
     batch_records = (
         BatchRecords(ports.documents, ports.blobs, settings.batch_container)
-        if settings.batch_deployments and isinstance(ports.documents, ListedDocuments)
+        if catalog.batch_deployments and isinstance(ports.documents, ListedDocuments)
         else None
     )
     stager = (
         BatchStager(
             batch_records,
-            StagingPolicy(settings.batch_deployments, settings.global_batch_max_bytes_per_file),
+            StagingPolicy(models, settings.global_batch_max_bytes_per_file),
             clock,
         )
         if batch_records is not None
@@ -166,7 +184,7 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         processor = MessageProcessor(
             policy=ProcessingPolicy(
                 queue_name=queues.queue(lane),
-                allowed_models=settings.allowed_models,
+                aliases=catalog.aliases,
                 max_retries=settings.max_retries,
                 retry_base_seconds=settings.retry_base_seconds,
                 retry_max_seconds=settings.retry_max_seconds,
@@ -174,10 +192,12 @@ def build_services(settings: Settings, ports: Ports) -> Services:
                 ordered=lane.is_ordered,
                 lane=lane.value,
                 retry_jitter_floor=settings.retry_jitter_floor,
+                invalid_output_retries=settings.invalid_output_retries,
+                faults_allowed=settings.local_model_faults,
             ),
             jobs=jobs,
             claim_checks=claim_checks,
-            model=ports.model,
+            models=models,
             announcer=announcer,
             retry_sender=ports.requests,
             ledger=ledger,
@@ -219,12 +239,14 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         blobs=ports.blobs,
         claim_checks=claim_checks,
         incoming_container=settings.incoming_container,
-        default_model=settings.model_for_untagged_work,
+        default_model=untagged,
         max_inline_text_bytes=settings.max_inline_text_bytes,
+        door_models=door_models,
     )
     return Services(
         settings=settings,
         ports=ports,
+        models=models,
         blobs=ports.blobs,
         jobs=jobs,
         intake=intake,
@@ -283,6 +305,17 @@ def build_services(settings: Settings, ports: Ports) -> Services:
     )
 
 
+def _check_models(settings: Settings, catalog: ModelCatalog) -> None:
+    """What the catalog asks of the other settings: a batch deployment needs the batch
+    lane's Azure OpenAI resource."""
+    if catalog.batch_deployments and not settings.batch_endpoint:
+        aliases = ", ".join(catalog.batch_deployments)
+        raise ConfigurationError(
+            f"{catalog.source}: {aliases} take mode=batch (batch_deployment), which needs "
+            "GlobalBatch__endpoint (or AzureOpenAI__endpoint)"
+        )
+
+
 def global_batch_for(
     settings: Settings,
     ports: Ports,
@@ -309,6 +342,7 @@ def global_batch_for(
                 max_resubmissions=settings.global_batch_max_resubmissions,
                 api_base_url=settings.api_base_url,
             ),
+            catalog=ports.models.catalog,
             clock=ports.clock,
         ),
         policy=ControlPolicy(
@@ -331,24 +365,41 @@ def global_batch_for(
 # --- choosing adapters -------------------------------------------------------------------
 
 
-def model_client_for(settings: Settings) -> ModelClient:
-    """The configured model: the local analyzer, or Azure OpenAI."""
-    if settings.model_provider == "azure_openai":
-        from shared.adapters.azure_openai import azure_openai_model
+def served_models(settings: Settings) -> ServedModels:
+    """The catalog of this deployment with the clients of its aliases."""
+    from shared.adapters.models import serve_catalog
 
-        return azure_openai_model(settings)
-    return local_model_for(settings)
+    return serve_catalog(catalog_for(settings), settings)
 
 
-def local_model_for(settings: Settings) -> ModelClient:
-    from shared.adapters.local_model import LocalModel
+def verify_model_catalog(environ: Mapping[str, str] | None = None) -> None:
+    """Stop the app's start on a catalog that cannot be served: a file that does not read
+    or parse, an unknown task or provider, a schema that is not JSON Schema, a handler
+    that does not import. ``function_app.py`` calls it, so the Functions host (and the
+    local host) refuse to index the app, with the file, the alias and the field named.
 
-    return LocalModel(
-        refusal_terms=settings.local_model_refusal_terms,
-        latency_ms=settings.local_model_latency_ms,
-        transient_rate=settings.local_model_transient_rate,
-        simulate_on_request=settings.simulated_faults_allowed,
+    The app settings are the environment, as the host hands them to the worker. They may
+    still change before the services are built (they are not read otherwise at import
+    time), so a ``%Name%`` that is unset now is checked then.
+    """
+    from shared.adapters.models import check_catalog
+
+    values = os.environ if environ is None else environ
+    settings = Settings.model_validate(
+        {name: values[name] for name in CATALOG_SETTINGS if values.get(name, "").strip()}
     )
+    check_catalog(catalog_for(settings, values.get), settings_complete=False)
+
+
+# The settings that choose the catalog (shared/inference/catalog.py: catalog_for).
+CATALOG_SETTINGS = (
+    "ModelCatalog",
+    "AllowedModels",
+    "ModelProvider",
+    "GlobalBatch__deployments",
+    "GlobalBatch__endpoint",
+    "AzureOpenAI__endpoint",
+)
 
 
 def webhook_tokens_for(settings: Settings) -> TokenValidator | None:
@@ -381,6 +432,7 @@ def azure_ports(settings: Settings) -> Ports:
     from shared.adapters.servicebus_inbound import deferred_source
 
     storage = blob_service_client(settings)
+    models = served_models(settings)
     bus = _Lazy(lambda: servicebus_client(settings))
     queues = LaneQueues.from_settings(settings)
 
@@ -404,20 +456,20 @@ def azure_ports(settings: Settings) -> Ports:
         results_topic=LazyServiceBusSender(bus.get, settings.results_topic_name, topic=True),
         events=event_grid_publisher(settings),
         backlog=backlog_probe_for(settings),
-        model=model_client_for(settings),
+        models=models,
         deferred_source=lambda queue: deferred_source(bus.get(), queue),
         queue_observer=observer,
         webhook_tokens=webhook_tokens_for(settings),
         clock=utc_now,
         event_queue=namespace_queue(settings),
         dead_letter_queues=ServiceBusDeadLetterQueues(bus.get),
-        batch_service=openai_batch_service(settings) if settings.batch_deployments else None,
+        batch_service=openai_batch_service(settings) if models.catalog.batch_deployments else None,
     )
 
 
 def in_memory_ports(settings: Settings, *, clock: Clock = utc_now) -> Ports:
     """In-memory adapters with the real adapters' rules (``adapters.in_memory``): storage,
-    recording sender, topic and publisher, no backpressure, the local model."""
+    recording sender, topic and publisher, no backpressure; the catalog's models."""
     from shared.adapters.in_memory import (
         FixedQueueObserver,
         InMemoryBlobs,
@@ -438,7 +490,7 @@ def in_memory_ports(settings: Settings, *, clock: Clock = utc_now) -> Ports:
         results_topic=RecordingSender(),
         events=RecordingPublisher(),
         backlog=None,
-        model=local_model_for(settings),
+        models=served_models(settings),
         deferred_source=lambda queue: nullcontext(source),
         queue_observer=lambda queue: observer,
         webhook_tokens=None,

@@ -7,15 +7,28 @@ body is versioned by its URL (``/api/v1/...``) and therefore has no schema field
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 REQUEST_MESSAGE_SCHEMA: Final = "inferbus.request/v1"
 JOB_SCHEMA: Final = "inferbus.job/v1"
 RESULT_SCHEMA: Final = "inferbus.result/v1"
+# The built-in task: its result is an ``InferenceResult``; any other task's result is the
+# answer object its output schema describes.
+DOCUMENT_ANALYSIS: Final = "document-analysis"
 
 Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 ModelName = Annotated[
@@ -154,7 +167,7 @@ class TokenUsage(_Strict):
 
 
 class InferenceResult(BaseModel):
-    """One model's answer, in the shape every model client returns."""
+    """The result of the built-in task, document analysis (``DOCUMENT_ANALYSIS``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -173,7 +186,13 @@ class InferenceResult(BaseModel):
 
 
 class ResultDocument(BaseModel):
-    """A request's result: kept in its job document and served at ``.../result``."""
+    """A request's result: kept in its job document and served at ``.../result``.
+
+    ``task`` says what ``result`` is: for the built-in ``document-analysis`` an
+    ``InferenceResult`` (summary, document type, ...), for any other task the answer object
+    its output schema describes, as the model gave it. ``usage`` and ``finish_reason`` are
+    the model call's, whatever the task (the built-in result also carries them inside).
+    """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -181,18 +200,53 @@ class ResultDocument(BaseModel):
     request_id: str
     tenant_id: str
     model: str
+    task: str = DOCUMENT_ANALYSIS  # before ``result``: its validator reads it
     outcome: Literal["completed", "refused"]
-    result: InferenceResult | None = None
+    result: InferenceResult | dict[str, Any] | None = None
     refusal: dict[str, str] | None = None
+    usage: TokenUsage | None = None
+    finish_reason: str | None = None
     completed_at: str
+
+    @field_validator("result", mode="plain")
+    @classmethod
+    def _result_of_task(
+        cls, value: Any, info: ValidationInfo
+    ) -> InferenceResult | dict[str, Any] | None:
+        """The built-in task's result is read as an ``InferenceResult``; another task's is
+        kept as the object it is (the union alone would read an answer that happens to
+        have a ``summary`` as an analysis)."""
+        if value is None:
+            return None
+        if info.data.get("task", DOCUMENT_ANALYSIS) == DOCUMENT_ANALYSIS:
+            return InferenceResult.model_validate(value)
+        if isinstance(value, InferenceResult):
+            raise ValueError(f"a result of task {info.data.get('task')!r} is its answer object")
+        if not isinstance(value, Mapping):
+            raise ValueError("a task's result is a JSON object")
+        return dict(value)
+
+    @model_validator(mode="after")
+    def _call_facts(self) -> ResultDocument:
+        """A document stored before ``usage`` and ``finish_reason`` were kept beside the
+        result has them in its analysis only."""
+        analysis = self.analysis
+        if analysis is not None and self.usage is None and self.finish_reason is None:
+            self.usage, self.finish_reason = analysis.usage, analysis.finish_reason
+        return self
+
+    @property
+    def analysis(self) -> InferenceResult | None:
+        """The built-in task's result (None for any other task, or a refusal)."""
+        return self.result if isinstance(self.result, InferenceResult) else None
 
     def summary(self) -> dict[str, object]:
         """What the status endpoint shows of a result (the whole of it is at ``.../result``)."""
-        summary: dict[str, object] = {"outcome": self.outcome}
-        if self.result is not None:
-            summary["document_type"] = self.result.document_type
-            summary["confidence"] = self.result.confidence
-            summary["review_required"] = self.result.review_required
+        summary: dict[str, object] = {"outcome": self.outcome, "task": self.task}
+        if (analysis := self.analysis) is not None:
+            summary["document_type"] = analysis.document_type
+            summary["confidence"] = analysis.confidence
+            summary["review_required"] = analysis.review_required
         if self.refusal:
             summary["refusal"] = self.refusal
         return summary
@@ -264,8 +318,9 @@ class ResultSummary(_View):
     """What the status document shows of a result (the whole of it is at ``.../result``)."""
 
     outcome: Literal["completed", "refused"]
-    document_type: str | None = None
-    confidence: float | None = None
+    task: str = DOCUMENT_ANALYSIS
+    document_type: str | None = None  # document_type, confidence, review_required: the
+    confidence: float | None = None  # built-in document analysis only
     review_required: bool | None = None
     refusal: dict[str, str] | None = None
 

@@ -44,6 +44,31 @@ class ConfigurationError(InferbusError):
     code = "configuration_error"
 
 
+class CatalogError(ConfigurationError):
+    """The model catalog (``models.json``) is unreadable or breaks a rule. The message names
+    the file, the alias or task, and the field, so the entry to mend is found at once."""
+
+    code = "invalid_model_catalog"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str = "the model catalog",
+        entry: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        where = file
+        if entry is not None:
+            where += f": {entry}"
+        if field is not None:
+            where += f", field '{field}'"
+        super().__init__(f"{where}: {message}")
+        self.file = file
+        self.entry = entry
+        self.field = field
+
+
 class TransientError(InferbusError):
     """A dependency is unavailable or throttling: the same work may succeed later."""
 
@@ -52,6 +77,14 @@ class TransientError(InferbusError):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class InvalidModelOutput(TransientError):
+    """The model answered, but not with what its task's output schema describes. Models are
+    stochastic, so the same request is tried again, a few times (``InvalidOutputRetries``);
+    then the job fails with this code and the validation message."""
+
+    code = "invalid_model_output"
 
 
 class ServiceUnavailable(TransientError):

@@ -3,8 +3,8 @@
 One source of truth: every request and response body is the JSON Schema of the model the
 code validates or answers with (``model_json_schema`` via ``models_json_schema``, with
 ``ref_template`` pointing into ``#/components/schemas``), and the document reflects this
-deployment's settings: the models it serves (``AllowedModels``) and their parameters
-(``model_parameters``, by ``ModelProvider``). ``GET /api/openapi.json`` serves it
+deployment's catalog: the aliases it serves, the parameters each takes and the result of
+each task (``shared.inference.catalog``). ``GET /api/openapi.json`` serves it
 (anonymous: it holds no secret and callers need it before they have a key). A test keeps
 its paths equal to the routes the HTTP triggers register, and another runs schemathesis
 against the live app with it.
@@ -13,6 +13,7 @@ against the live app with it.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Final
 
@@ -21,6 +22,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from shared.composition import Services
 from shared.contracts import (
+    DOCUMENT_ANALYSIS,
     AcceptedRequest,
     BatchView,
     JobView,
@@ -31,10 +33,11 @@ from shared.contracts import (
 from shared.events.incoming import CloudEventDocument, EventGridEventDocument, ValidationResponse
 from shared.events.intake import InferenceRequestedData
 from shared.events.webhook import DeliveryReport
+from shared.inference.catalog import ModelCatalog
+from shared.inference.parameters import GenerationParameters, SamplingParameters
 from shared.intake.http import ApiRequest, ApiResponse, json_response
 from shared.intake.problems import PROBLEM_CONTENT_TYPE
 from shared.intake.tenancy import TENANT_ID_PATTERN
-from shared.model_parameters import PARAMETERS_BY_PROVIDER, parameters_model_for
 from shared.settings import Settings
 
 OPENAPI_VERSION: Final = "3.1.0"
@@ -53,7 +56,8 @@ _MODELS: Final[tuple[tuple[type[BaseModel], JsonSchemaMode], ...]] = (
     (InferenceRequestedData, "validation"),
     (ValidationResponse, "serialization"),
     (DeliveryReport, "serialization"),
-    *((declaration, "validation") for declaration in PARAMETERS_BY_PROVIDER.values()),
+    (GenerationParameters, "validation"),
+    (SamplingParameters, "validation"),
 )
 
 # Why each error status can happen; every one is problem+json.
@@ -114,7 +118,7 @@ _JOB_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "str
 _JOB_ERRORS = ("400", "401", "403", "404", "410", "429", "503")
 
 
-def _request_paths(settings: Settings) -> dict[str, Any]:
+def _request_paths(settings: Settings, catalog: ModelCatalog) -> dict[str, Any]:
     json_body = {"schema": _ref("SubmitRequestBody")}
     upload = {"schema": {"type": "string", "format": "binary"}}
     content: dict[str, Any] = {"application/json": json_body}
@@ -124,7 +128,7 @@ def _request_paths(settings: Settings) -> dict[str, Any]:
             "name": "model",
             "in": "query",
             "required": False,
-            "schema": {"enum": list(settings.allowed_models)},
+            "schema": {"enum": list(catalog.aliases)},
             "description": "Raw uploads only: the model to run.",
         },
         {"name": "priority", "in": "query", "required": False, "schema": _ref("Priority")},
@@ -321,23 +325,82 @@ def _event_paths() -> dict[str, Any]:
     }
 
 
-def _tailored(schemas: dict[str, Any], settings: Settings, declaration: str) -> dict[str, Any]:
-    """The contracts narrowed to this deployment: its models and their parameters."""
+def _component(schema: Mapping[str, Any], name: str) -> Any:
+    """A catalog's schema as the component ``name``: its local references
+    (``#/$defs/...``) now point inside the component, where it sits in this document."""
+    base = SCHEMAS + name.replace("~", "~0").replace("/", "~1")
+
+    def rebased(node: Any) -> Any:
+        if isinstance(node, Mapping):
+            return {
+                key: base + value[1:]
+                if key == "$ref" and isinstance(value, str) and value.startswith("#")
+                else rebased(value)
+                for key, value in node.items()
+            }
+        if isinstance(node, list):
+            return [rebased(item) for item in node]
+        return node
+
+    return rebased(schema)
+
+
+def _per_value(field: str, chosen: Mapping[str, str], target: str) -> list[dict[str, Any]]:
+    """``if <field> is X then <target> is the schema of X``, for each X (JSON Schema
+    2020-12, the dialect of OpenAPI 3.1)."""
+    return [
+        {
+            "if": {"properties": {field: {"const": value}}, "required": [field]},
+            "then": {"properties": {target: _ref(name)}},
+        }
+        for value, name in chosen.items()
+    ]
+
+
+def _tailored(
+    schemas: dict[str, Any], catalog: ModelCatalog
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The contracts narrowed to this deployment's catalog: its aliases, the parameters
+    of each (the component names, by alias), and the result of each task."""
+    parameters: dict[str, str] = {}
+    for alias, card in catalog.cards.items():
+        name = card.parameters.name
+        if name not in schemas:
+            schemas[name] = _component(card.parameters.json_schema(), name)
+        parameters[alias] = name
     submit = schemas["SubmitRequestBody"]
-    submit["properties"]["model"] = {
-        **submit["properties"]["model"],
-        "enum": list(settings.allowed_models),
-    }
-    submit["properties"]["parameters"] = {
-        **_ref(declaration),
-        "description": "The model's parameters (model_parameters): see x-model-parameters",
-    }
-    return schemas
+    submit["properties"]["model"] = {**submit["properties"]["model"], "enum": list(catalog.aliases)}
+    if len(set(parameters.values())) == 1:
+        submit["properties"]["parameters"] = {
+            **_ref(next(iter(parameters.values()))),
+            "description": "The model's parameters: see x-model-parameters",
+        }
+    else:
+        submit["properties"]["parameters"] = {
+            "type": "object",
+            "description": "The parameters of the model named: see x-model-parameters",
+        }
+        submit["allOf"] = _per_value("model", parameters, "parameters")
+    results = {DOCUMENT_ANALYSIS: "InferenceResult"}
+    for card in catalog.cards.values():
+        task = card.task
+        if task.name not in results:
+            name = f"{task.name}.result"
+            schemas[name] = _component(task.output_schema, name)
+            results[task.name] = name
+    if len(results) > 1:
+        document = schemas["ResultDocument"]
+        document["allOf"] = _per_value("task", results, "result")
+        document["properties"]["result"]["description"] = (
+            "The task's result: see x-task-results (document-analysis: InferenceResult)"
+        )
+    return schemas, results
 
 
 @lru_cache(maxsize=8)
-def _document(settings: Settings) -> dict[str, Any]:
-    declaration = parameters_model_for(settings.model_provider).__name__
+def _document(settings: Settings, catalog: ModelCatalog) -> dict[str, Any]:
+    schemas, results = _tailored(_component_schemas(), catalog)
+    parameters = {alias: card.parameters.name for alias, card in catalog.cards.items()}
     return {
         "openapi": OPENAPI_VERSION,
         "info": {
@@ -349,9 +412,9 @@ def _document(settings: Settings) -> dict[str, Any]:
         "jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
         "servers": [{"url": "/api"}],
         "security": [{"functionKey": []}, {"functionKeyQuery": []}],
-        "paths": {**_request_paths(settings), **_batch_paths(), **_event_paths()},
+        "paths": {**_request_paths(settings, catalog), **_batch_paths(), **_event_paths()},
         "components": {
-            "schemas": _tailored(_component_schemas(), settings, declaration),
+            "schemas": schemas,
             "securitySchemes": {
                 "functionKey": {"type": "apiKey", "in": "header", "name": "x-functions-key"},
                 "functionKeyQuery": {"type": "apiKey", "in": "query", "name": "code"},
@@ -363,15 +426,17 @@ def _document(settings: Settings) -> dict[str, Any]:
                 }
             },
         },
-        "x-model-parameters": {model: _ref(declaration) for model in settings.allowed_models},
+        "x-model-parameters": {alias: _ref(name) for alias, name in parameters.items()},
+        "x-model-tasks": {alias: card.task.name for alias, card in catalog.cards.items()},
+        "x-task-results": {task: _ref(name) for task, name in results.items()},
     }
 
 
-def openapi_document(settings: Settings) -> dict[str, Any]:
+def openapi_document(settings: Settings, catalog: ModelCatalog) -> dict[str, Any]:
     """The document for this deployment (a copy: callers may change it)."""
-    return copy.deepcopy(_document(settings))
+    return copy.deepcopy(_document(settings, catalog))
 
 
 def serve_openapi(services: Services, request: ApiRequest) -> ApiResponse:
     """``GET /api/openapi.json`` (serialized from the cached document: no copy needed)."""
-    return json_response(200, _document(services.settings))
+    return json_response(200, _document(services.settings, services.models.catalog))

@@ -23,71 +23,93 @@ from opentelemetry.trace import Span
 
 from shared import telemetry
 from shared.clock import Clock, utc_now
-from shared.contracts import InferenceResult, RequestMessage, ResultDocument
-from shared.errors import PermanentError, PolicyRefusal, TransientError
-from shared.inference import InferenceInput, ModelClient
+from shared.contracts import InferenceResult, RequestMessage, ResultDocument, TokenUsage
+from shared.errors import InvalidModelOutput, PermanentError, PolicyRefusal, TransientError
+from shared.inference import InferenceInput, ModelAnswer, ModelClient
+from shared.inference.faults import SimulatedFaults, raise_simulated, split_faults
+from shared.inference.served import ServedModel
 
 log = logging.getLogger(__name__)
 
 UNKNOWN_SYSTEM = "unknown"
+TaskResult = InferenceResult | dict[str, Any]
 
 
 def run_model(
     request: RequestMessage,
     content: bytes,
     media_type: str,
-    model: ModelClient,
+    served: ServedModel,
     attempt: int,
     clock: Clock = utc_now,
+    *,
+    faults_allowed: bool = False,
 ) -> ResultDocument:
-    """Ask the model; a policy refusal becomes a ``refused`` result, not an error."""
+    """Ask the alias's model and shape its answer by the alias's task; a policy refusal
+    becomes a ``refused`` result, not an error. ``faults_allowed``: the faults a request
+    asks for (``parameters.simulate``) are raised (LocalModelFaults), else dropped."""
+    parameters, faults = split_faults(request.parameters, faults_allowed)
     model_input = InferenceInput(
         request_id=request.request_id,
         model=request.model,
         content=content,
         media_type=media_type,
-        parameters=request.parameters,
+        parameters=parameters,
         attempt=attempt,
+        task=served.card.task.name,
     )
     completed_at = clock().isoformat()
-    answer = _observed_infer(model, model_input, request.tenant_id)
-    if isinstance(answer, PolicyRefusal):
-        category = answer.category or "content_policy"
-        return refused_result(request, category, str(answer), completed_at)
-    return completed_result(request, answer, completed_at)
+    outcome = _observed_infer(served, model_input, request.tenant_id, faults)
+    if isinstance(outcome, PolicyRefusal):
+        category = outcome.category or "content_policy"
+        return refused_result(request, served.card.task.name, category, str(outcome), completed_at)
+    result, answer = outcome
+    return completed_result(
+        request, served.card.task.name, result, answer.usage, answer.finish_reason, completed_at
+    )
 
 
 def completed_result(
-    request: RequestMessage, result: InferenceResult, completed_at: str
+    request: RequestMessage,
+    task: str,
+    result: TaskResult,
+    usage: TokenUsage | None,
+    finish_reason: str | None,
+    completed_at: str,
 ) -> ResultDocument:
     """The result document of a model's answer (either lane)."""
     return ResultDocument.model_validate(
         {
-            **_result_ids(request, completed_at),
+            **_result_ids(request, task, completed_at),
             "outcome": "completed",
-            "result": result.model_dump(mode="json"),
+            "result": result.model_dump(mode="json")
+            if isinstance(result, InferenceResult)
+            else result,
+            "usage": usage.model_dump() if usage is not None else None,
+            "finish_reason": finish_reason,
         }
     )
 
 
 def refused_result(
-    request: RequestMessage, category: str, message: str, completed_at: str
+    request: RequestMessage, task: str, category: str, message: str, completed_at: str
 ) -> ResultDocument:
     """The result document of a content-policy refusal (either lane)."""
     return ResultDocument.model_validate(
         {
-            **_result_ids(request, completed_at),
+            **_result_ids(request, task, completed_at),
             "outcome": "refused",
             "refusal": {"category": category, "message": message},
         }
     )
 
 
-def _result_ids(request: RequestMessage, completed_at: str) -> dict[str, str]:
+def _result_ids(request: RequestMessage, task: str, completed_at: str) -> dict[str, str]:
     return {
         "request_id": request.request_id,
         "tenant_id": request.tenant_id,
         "model": request.model,
+        "task": task,
         "completed_at": completed_at,
     }
 
@@ -100,23 +122,28 @@ def system_of(model: ModelClient) -> str:
 
 
 def _observed_infer(
-    model: ModelClient, model_input: InferenceInput, tenant: str
-) -> InferenceResult | PolicyRefusal:
-    """``model.infer`` inside a ``chat <model>`` span, recording the call's metrics. A
-    refusal is returned, not raised: raised through the span it would mark it failed."""
-    system = system_of(model)
+    served: ServedModel,
+    model_input: InferenceInput,
+    tenant: str,
+    faults: SimulatedFaults | None,
+) -> tuple[TaskResult, ModelAnswer] | PolicyRefusal:
+    """The model's answer and the task's result of it, inside a ``chat <alias>`` span that
+    records the call's metrics. A refusal is returned, not raised: raised through the span
+    it would mark it failed."""
+    system = system_of(served.client)
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.system": system,
         "gen_ai.request.model": model_input.model,
+        "inferbus.task": model_input.task,
+        "inferbus.provider": served.card.provider,
         "inferbus.request_id": model_input.request_id,
         "inferbus.tenant": tenant,
         "inferbus.attempt": model_input.attempt,
     }
     started = time.perf_counter()
 
-    def record(current: Span, outcome: str, result: InferenceResult | None = None) -> None:
-        usage = result.usage if result is not None else None
+    def record(current: Span, outcome: str, usage: TokenUsage | None = None) -> None:
         current.set_attribute("inferbus.outcome", outcome)
         telemetry.record_model_call(
             system=system,
@@ -131,13 +158,20 @@ def _observed_infer(
     with telemetry.span(
         f"{telemetry.SPAN_CHAT} {model_input.model}", kind=telemetry.CLIENT, attributes=attributes
     ) as current:
+        answer: ModelAnswer | None = None
         try:
-            result = model.infer(model_input)
+            raise_simulated(faults, model_input.attempt)
+            answer = served.client.infer(model_input)
+            result = served.card.task.result(answer)
         except PolicyRefusal as refusal:
             if refusal.category:
                 current.set_attribute("inferbus.refusal.category", refusal.category)
             record(current, "refused")
             return refusal
+        except InvalidModelOutput:
+            # The tokens of an answer that breaks its schema are spent all the same.
+            record(current, "invalid_output", answer.usage if answer is not None else None)
+            raise
         except TransientError:
             record(current, "transient_error")
             raise
@@ -147,10 +181,10 @@ def _observed_infer(
         except Exception:
             record(current, "unexpected_error")  # a bug: the span is failed, the call timed
             raise
-        if result.usage is not None:
-            current.set_attribute("gen_ai.usage.input_tokens", result.usage.input_tokens)
-            current.set_attribute("gen_ai.usage.output_tokens", result.usage.output_tokens)
-        if result.finish_reason:
-            current.set_attribute("gen_ai.response.finish_reasons", [result.finish_reason])
-        record(current, "completed", result)
-        return result
+        if answer.usage is not None:
+            current.set_attribute("gen_ai.usage.input_tokens", answer.usage.input_tokens)
+            current.set_attribute("gen_ai.usage.output_tokens", answer.usage.output_tokens)
+        if answer.finish_reason:
+            current.set_attribute("gen_ai.response.finish_reasons", [answer.finish_reason])
+        record(current, "completed", answer.usage)
+        return result, answer

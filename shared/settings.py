@@ -24,7 +24,15 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    model_validator,
+)
 
 from shared.errors import ConfigurationError
 
@@ -130,8 +138,17 @@ class Settings(BaseModel):
     # Tenants a producer sending straight to the queues may name (empty: any). Sending
     # rights (Azure Service Bus Data Sender) are the authorization boundary of that door.
     producer_tenants: CsvList = Field((), alias="ProducerTenants")
-    allowed_models: CsvList = Field(("local-analyzer",), alias="AllowedModels")
+    # The alias for work that names no model (DefaultModel; unset: the catalog's first),
+    # and per door: documents dropped in the incoming container, InferenceRequested
+    # events pushed to the webhook and pulled from the namespace topic.
     default_model: str | None = Field(None, alias="DefaultModel")
+    incoming_blob_model: str | None = Field(
+        None, alias="IncomingBlobModel", json_schema_extra=ALTERNATIVE
+    )
+    webhook_model: str | None = Field(None, alias="WebhookModel", json_schema_extra=ALTERNATIVE)
+    eventgrid_pull_model: str | None = Field(
+        None, alias="EventGridPull__model", json_schema_extra=ALTERNATIVE
+    )
     max_inline_text_bytes: int = Field(262_144, ge=1, alias="MaxInlineTextBytes")
     max_upload_bytes: int = Field(10_485_760, ge=1, alias="MaxUploadBytes")
     allowed_upload_media_types: CsvList = Field(
@@ -194,13 +211,22 @@ class Settings(BaseModel):
     # any more (the request queues' message time to live is one day).
     job_watchdog_stale_seconds: float = Field(90_000.0, gt=0, alias="JobWatchdogStaleSeconds")
 
-    # --- models --------------------------------------------------------------------------
-    model_provider: Literal["local", "azure_openai"] = Field("local", alias="ModelProvider")
+    # --- models (shared/inference/catalog.py) -------------------------------------------
+    # The model catalog: a JSON file of tasks and model aliases (relative to the app
+    # root). Unset: AllowedModels/ModelProvider when either is set (the shorthand of one
+    # document-analysis alias per allowed model), else models.json at the app root.
+    model_catalog: str | None = Field(None, alias="ModelCatalog", json_schema_extra=ALTERNATIVE)
+    allowed_models: CsvList = Field(
+        ("local-analyzer",), alias="AllowedModels", json_schema_extra=ALTERNATIVE
+    )
+    model_provider: str | None = Field(None, alias="ModelProvider", json_schema_extra=ALTERNATIVE)
+    # An answer that breaks its task's output schema is tried again this many times.
+    invalid_output_retries: int = Field(2, ge=0, le=10, alias="InvalidOutputRetries")
     local_model_latency_ms: int = Field(0, ge=0, alias="LocalModelLatencyMs")
     local_model_transient_rate: float = Field(0.0, ge=0, le=1, alias="LocalModelTransientRate")
     local_model_refusal_terms: CsvList = Field((), alias="LocalModelRefusalTerms")
     # Development stack only: lets a request's parameters.simulate inject model faults
-    # (tests/e2e needs it). Off by default, and meaningless unless ModelProvider=local.
+    # before its model runs (tests/e2e needs it; shared/inference/faults.py). Off by default.
     local_model_faults: Flag = Field(False, alias="LocalModelFaults")
     azure_openai_endpoint: str | None = Field(None, alias="AzureOpenAI__endpoint")
     azure_openai_api_version: str = Field("2024-10-21", alias="AzureOpenAI__apiVersion")
@@ -296,6 +322,29 @@ class Settings(BaseModel):
         alias="TenantClaimTypes",
     )
 
+    # Every app setting given, by name, known here or not: %Name% references of the model
+    # catalog resolve from them, as binding expressions do from the app settings.
+    _app_settings: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_app_settings(
+        cls, values: Any, handler: ModelWrapValidatorHandler[Settings]
+    ) -> Settings:
+        settings = handler(values)
+        if isinstance(values, Mapping):
+            settings._app_settings = {
+                str(name): str(value)
+                for name, value in values.items()
+                if isinstance(value, str | int | float | bool)
+            }
+        return settings
+
+    def app_setting(self, name: str) -> str | None:
+        """The app setting ``name`` as given (None when unset or empty)."""
+        value = self._app_settings.get(name, "").strip()
+        return value or None
+
     @model_validator(mode="before")
     @classmethod
     def _empty_means_unset(cls, values: Any) -> Any:
@@ -310,27 +359,22 @@ class Settings(BaseModel):
             raise ValueError("DefaultDeadlineSeconds must not exceed MaxDeadlineSeconds")
         if not self.allowed_models:
             raise ValueError("AllowedModels must name at least one model")
+        if self.model_catalog and {"allowed_models", "model_provider"} & self.model_fields_set:
+            raise ValueError(
+                "set ModelCatalog or AllowedModels/ModelProvider (the one-provider shorthand), "
+                "not both"
+            )
         if self.retry_base_seconds > self.retry_max_seconds:
             raise ValueError("RetryBaseSeconds must not exceed RetryMaxSeconds")
         if self.job_watchdog_grace_seconds < self.max_lock_renewal_seconds:
             raise ValueError("JobWatchdogGraceSeconds must not be below MaxLockRenewalSeconds")
-        if self.default_model and self.default_model not in self.allowed_models:
-            raise ValueError("DefaultModel must be one of AllowedModels")
         if bool(self.webhook_token_audience) != bool(self.webhook_token_issuer):
             raise ValueError("set both WebhookTokenAudience and WebhookTokenIssuer, or neither")
-        if self.model_provider == "azure_openai" and not self.azure_openai_endpoint:
-            raise ValueError("ModelProvider=azure_openai needs AzureOpenAI__endpoint")
         self._check_global_batch()
         return self
 
     def _check_global_batch(self) -> None:
-        deployments = self.batch_deployments
-        unknown = sorted(set(deployments) - set(self.allowed_models))
-        if unknown:
-            raise ValueError(
-                f"GlobalBatch__deployments names models not in AllowedModels: {unknown}"
-            )
-        if deployments and not self.batch_endpoint:
+        if self.batch_deployments and not self.batch_endpoint:
             raise ValueError("GlobalBatch__deployments needs GlobalBatch__endpoint")
         if self.global_batch_quota_retry_seconds > self.global_batch_quota_retry_max_seconds:
             raise ValueError(
@@ -348,11 +392,6 @@ class Settings(BaseModel):
         return sorted(names | set(self.allowed_input_containers))
 
     @property
-    def model_for_untagged_work(self) -> str:
-        """The model for work that names none: DefaultModel, else the first allowed model."""
-        return self.default_model or self.allowed_models[0]
-
-    @property
     def batch_deployments(self) -> dict[str, str]:
         """Model alias -> Global Batch deployment (``GlobalBatch__deployments``)."""
         pairs: dict[str, str] = {}
@@ -367,11 +406,6 @@ class Settings(BaseModel):
     def batch_endpoint(self) -> str | None:
         """The Azure OpenAI resource the batch lane submits to."""
         return self.global_batch_endpoint or self.azure_openai_endpoint
-
-    @property
-    def simulated_faults_allowed(self) -> bool:
-        """Whether callers may ask the local model for faults (``parameters.simulate``)."""
-        return self.model_provider == "local" and self.local_model_faults
 
     @property
     def api_base_url(self) -> str | None:
@@ -431,8 +465,7 @@ def load_settings(
     environ = os.environ if environ is None else environ
     path = local_settings or Path(environ.get("INFERBUS_LOCAL_SETTINGS", "local.settings.json"))
     values: dict[str, Any] = dict(read_local_settings(path))
-    known = set(setting_names())
-    values.update({key: value for key, value in environ.items() if key in known})
+    values.update(environ)  # every name: the catalog's %Name% may reference any setting
     try:
         return Settings.model_validate(values)
     except ValueError as error:

@@ -109,12 +109,13 @@ param modelConcurrency int = 16
 @minValue(2)
 param jobsRetentionDays int = 90
 
-@description('Model client: local (deterministic stand-in) or azure_openai.')
+@description('ModelProvider, the one-provider shorthand of the model catalog with allowedModels: azure_openai, or empty (or local) for the deterministic local stand-in.')
 @allowed([
+  ''
   'local'
   'azure_openai'
 ])
-param modelProvider string = 'local'
+param modelProvider string = ''
 
 @description('Azure OpenAI endpoint (https://<resource>.openai.azure.com/) when modelProvider is azure_openai; the app identity needs Cognitive Services OpenAI User there.')
 param azureOpenAIEndpoint string = ''
@@ -319,8 +320,12 @@ var appSettings = {
   EventGridPull__maxEvents: '32'
   EventGridPull__maxWaitSeconds: '10'
   EventGridPull__drainSeconds: '50'
-  // Models. The local stand-in knobs stay neutral in Azure.
+  // Models: AllowedModels and ModelProvider are the one-provider shorthand of the model
+  // catalog (models.json is served when neither is set). The local stand-in knobs stay
+  // neutral in Azure.
   ModelProvider: modelProvider
+  // An answer that breaks its task's output schema is tried again this many times.
+  InvalidOutputRetries: '2'
   LocalModelLatencyMs: '0'
   LocalModelTransientRate: '0'
   LocalModelRefusalTerms: ''

@@ -1,7 +1,7 @@
 """Token usage per UTC day, tenant, model and mode, summed from finished jobs.
 
 A hosted model bills and throttles by tokens, and the model reports them with each
-answer; the processor keeps that report in the result (``InferenceResult.usage``), and
+answer; the processor keeps that report in the result (``ResultDocument.usage``), and
 the result in the job. Summing stored jobs therefore attributes every token to the
 tenant that asked, whichever lane ran the request: the Service Bus queue lane or the
 Global Batch lane (``Job.mode``). The telemetry metric ``gen_ai.client.token.usage``
@@ -138,9 +138,7 @@ def finished_at(job: Job) -> datetime:
 
 def reported_usage(job: Job) -> TokenUsage | None:
     """The tokens the model reported for ``job``'s answer, None when it reported none."""
-    if job.result is None or job.result.result is None:
-        return None
-    return job.result.result.usage
+    return job.result.usage if job.result is not None else None
 
 
 class UsageLedger:

@@ -17,7 +17,8 @@ from typing import Any
 
 from openai import APIConnectionError, APIStatusError, AzureOpenAI, NotFoundError
 
-from shared.adapters.azure_openai import azure_openai_client, status_error
+from shared.adapters.models.azure_openai import azure_openai_client
+from shared.adapters.models.chat_client import status_error
 from shared.errors import ConfigurationError, NotFound, TransientError
 from shared.global_batch.files import CHAT_COMPLETIONS_URL
 from shared.global_batch.ports import BatchError, RemoteBatch

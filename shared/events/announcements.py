@@ -38,6 +38,7 @@ class Announcement:
     model: str
     outcome: str  # completed | refused | failed | expired | cancelled
     priority: str
+    task: str | None = None  # the task of the result (None: no result)
     document_type: str | None = None
     review_required: bool = False
     result_url: str | None = None
@@ -84,6 +85,7 @@ def event_data(announcement: Announcement) -> dict[str, Any]:
         "model": announcement.model,
         "status": "failed" if announcement.outcome in ENDED_WITHOUT_RESULT else "completed",
         "outcome": announcement.outcome,
+        "task": announcement.task,
         "document_type": announcement.document_type,
         "review_required": announcement.review_required,
         "priority": announcement.priority,
@@ -122,6 +124,8 @@ def topic_message(announcement: Announcement) -> OutgoingMessage:
         "outcome": announcement.outcome,
         "event_type": event_type,
     }
+    if announcement.task:
+        properties["task"] = announcement.task
     if announcement.document_type:
         properties["document_type"] = announcement.document_type
     if announcement.traceparent:
@@ -170,21 +174,34 @@ def announcement_for(
     properties = properties or {}
     traceparent = properties.get("traceparent")
     tracestate = properties.get("tracestate")
-    inference = result.result if result is not None else None
     return Announcement(
         request_id=request.request_id,
         tenant_id=request.tenant_id,
         model=request.model,
         outcome=outcome,
         priority=request.priority.value,
-        document_type=inference.document_type if inference else None,
-        review_required=bool(inference and inference.review_required),
+        task=result.task if result is not None else None,
+        document_type=analysis.document_type
+        if result is not None and (analysis := result.analysis)
+        else None,
+        review_required=_review_required(result),
         result_url=result_url,
         error_code=error_code,
         traceparent=traceparent if isinstance(traceparent, str) else None,
         tracestate=tracestate if isinstance(tracestate, str) else None,
         correlation_id=correlation_id,
     )
+
+
+def _review_required(result: ResultDocument | None) -> bool:
+    """Whether a person should look at the result: the built-in analysis's flag, or a
+    boolean ``review_required`` at the top of another task's answer (a task's schema may
+    declare one to route its results to review)."""
+    if result is None:
+        return False
+    if (analysis := result.analysis) is not None:
+        return analysis.review_required
+    return isinstance(result.result, dict) and result.result.get("review_required") is True
 
 
 class EventPublisher(Protocol):

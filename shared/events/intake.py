@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
@@ -97,6 +98,11 @@ def carried_traceparent(event: IncomingEvent) -> str | None:
     return value if isinstance(value, str) else None
 
 
+# The door of documents that land in the incoming container (a blob trigger or a
+# BlobCreated event): its alias is IncomingBlobModel (EventIntake.model_for).
+BLOB_DOOR = "blob"
+
+
 class EventIntake:
     def __init__(
         self,
@@ -107,13 +113,22 @@ class EventIntake:
         incoming_container: str,
         default_model: str,
         max_inline_text_bytes: int,
+        door_models: Mapping[str, str] | None = None,
     ) -> None:
+        """``default_model``: the alias of work that names none; ``door_models``: the
+        alias per door instead (by source: ``BLOB_DOOR``, or the source an event came
+        through: ``eventgrid``, ``webhook``, ``eventgrid-pull``)."""
         self._intake = intake
         self._blobs = blobs
         self._claim_checks = claim_checks
         self._incoming = incoming_container
         self._default_model = default_model
+        self._door_models = dict(door_models or {})
         self._max_inline_text_bytes = max_inline_text_bytes
+
+    def model_for(self, source: str) -> str:
+        """The alias of work from door ``source`` that names no model."""
+        return self._door_models.get(source, self._default_model)
 
     # --- doors ----------------------------------------------------------------------------
 
@@ -183,7 +198,7 @@ class EventIntake:
         return self._intake.submit(
             Submission(
                 tenant_id=tenant_id,
-                model=info.metadata.get("model") or self._default_model,
+                model=info.metadata.get("model") or self.model_for(BLOB_DOOR),
                 content=BlobReference(self._claim_checks.blob_uri(container, name), sha256),
                 priority=priority_value,
                 metadata={"blob_name": name[:256]},
@@ -243,7 +258,7 @@ class EventIntake:
         return self._intake.submit(
             Submission(
                 tenant_id=data.tenant_id,
-                model=data.model or self._default_model,
+                model=data.model or self.model_for(source),
                 content=content,
                 parameters=data.parameters,
                 priority=data.priority,

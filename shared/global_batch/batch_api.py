@@ -88,7 +88,7 @@ def forget_staged(services: Services, job: Job) -> None:
     """A cancelled batch-mode request that has not gone out: its staged line goes, so no
     later file carries it (one that went out already is ignored when its answer comes)."""
     records = services.batch_records
-    deployment = services.settings.batch_deployments.get(job.model)
+    deployment = services.models.catalog.batch_deployments.get(job.model)
     if records is None or deployment is None or job.mode is not ProcessingMode.BATCH:
         return
     if job.batch is None or job.batch.submission_id is None:

@@ -5,7 +5,8 @@ in our storage (so a crash after the copy needs nothing more from the service), 
 job change is a compare-and-swap that leaves a job already terminal as it is: a request
 its caller cancelled meanwhile stays cancelled. The ends, by what the service said:
 
-- an answer: the result is stored in the job (``completed``), and announced;
+- an answer: the alias's task makes the result of it, stored in the job (``completed``)
+  and announced; an answer that breaks the task's schema is a failed line;
 - the content filter stopped the prompt or the answer: a ``refused`` result, announced;
 - the line failed: sent through the queue lane (``GlobalBatch__failedLines=queue``), or
   the job fails with the service's error (``fail``);
@@ -34,15 +35,16 @@ from shared.contracts import (
     JobStatus,
     ProcessingMode,
 )
-from shared.errors import Conflict, NotFound
+from shared.errors import Conflict, InvalidModelOutput, NotFound
 from shared.events.announcements import Announcer, result_announcement
 from shared.global_batch.files import Answered, LineFailed, NotAnswered, Refused, answer
 from shared.global_batch.records import MemberFacts, Submission
 from shared.global_batch.store import BatchRecords
+from shared.inference.catalog import ModelCatalog
 from shared.jobs import JobRepository, Versioned, transition
 from shared.messaging import MessageSender, request_envelope
 from shared.processing.endings import Ending, JobEndings
-from shared.results import completed_result, refused_result
+from shared.results import TaskResult, completed_result, refused_result
 from shared.tracing import continue_or_start
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ BATCH_FAILED = "batch_failed"
 BATCH_EXPIRED = "batch_expired"
 BATCH_CANCELLED = "batch_cancelled"
 BATCH_LINE_FAILED = "batch_line_failed"
+NO_LONGER_SERVED = "unknown_model"
 # Between the request id and the submission id in the message id of a requeued line.
 REQUEUE_MARK = ":requeue:"
 
@@ -83,8 +86,10 @@ class Conclusion:
         announcer: Announcer,
         requeue: MessageSender,
         policy: ConclusionPolicy,
+        catalog: ModelCatalog,
         clock: Clock = utc_now,
     ) -> None:
+        self._catalog = catalog
         self._records = records
         self._jobs = jobs
         self._endings = endings
@@ -114,23 +119,44 @@ class Conclusion:
         meaning = answer(line, member.characters) if line is not None else None
         if meaning is None or isinstance(meaning, NotAnswered):
             return self._unanswered(submission, current, member)
+        card = self._catalog.card(member.request.model)
+        if card is None:
+            why = f"model '{member.request.model}' is no longer served here"
+            return self._end(current, member, JobStatus.FAILED, NO_LONGER_SERVED, why)
+        if isinstance(meaning, Answered):
+            try:
+                result = card.task.result(meaning.answer)
+            except InvalidModelOutput as invalid:
+                meaning = LineFailed(invalid.code, str(invalid))
+            else:
+                return self._complete(current, member, card.task.name, (result, meaning))
         if isinstance(meaning, LineFailed):
             if submission.cancel_requested:  # the tenant gave up on the rest
                 return self._unanswered(submission, current, member)
             return self._line_failed(current, member, meaning, submission)
-        return self._complete(current, member, meaning)
+        return self._complete(current, member, card.task.name, meaning)
 
     # --- the ends ----------------------------------------------------------------------
 
     def _complete(
-        self, current: Versioned, member: MemberFacts, meaning: Answered | Refused
+        self,
+        current: Versioned,
+        member: MemberFacts,
+        task: str,
+        meaning: tuple[TaskResult, Answered] | Refused,
     ) -> Concluded:
         request = member.request
         completed_at = self._clock().isoformat()
-        if isinstance(meaning, Answered):
-            document = completed_result(request, meaning.result, completed_at)
+        if isinstance(meaning, Refused):
+            document = refused_result(
+                request, task, meaning.categories, meaning.reason, completed_at
+            )
         else:
-            document = refused_result(request, meaning.categories, meaning.reason, completed_at)
+            result, answered = meaning
+            answer = answered.answer
+            document = completed_result(
+                request, task, result, answer.usage, answer.finish_reason, completed_at
+            )
         try:
             completed = self._jobs.advance(
                 current,
@@ -142,7 +168,7 @@ class Conclusion:
         except (Conflict, NotFound):
             return Concluded("ended_before")
         self._announce_result(completed.job, member)
-        usage = document.result.usage if document.result else None
+        usage = document.usage
         telemetry.record_batch_answer(
             model=request.model,
             tenant=request.tenant_id,
@@ -279,7 +305,7 @@ class Conclusion:
         completed_here = job.status is JobStatus.COMPLETED and job.settlement == BATCH_SETTLEMENT
         if completed_here and ours and job.result is not None:
             self._announce_result(job, member)
-            usage = job.result.result.usage if job.result.result else None
+            usage = job.result.usage
             if usage is None:
                 return Concluded(job.result.outcome)
             return Concluded(job.result.outcome, usage.input_tokens, usage.output_tokens)

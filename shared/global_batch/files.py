@@ -13,10 +13,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.chat_completions import CONTENT_FILTER, filtered_categories, read_completion
-from shared.contracts import InferenceResult
-from shared.errors import PolicyRefusal, TransientError
+from shared.errors import InvalidModelOutput, PolicyRefusal, TransientError
 from shared.global_batch.records import PendingRequest
+from shared.inference import ModelAnswer
+from shared.inference.chat import CONTENT_FILTER, filtered_categories, read_completion
 
 CHAT_COMPLETIONS_URL = "/chat/completions"
 
@@ -61,7 +61,9 @@ def input_file(members: Iterable[PendingRequest]) -> bytes:
 
 @dataclass(frozen=True)
 class Answered:
-    result: InferenceResult
+    """The model's answer (its alias's task makes the result of it)."""
+
+    answer: ModelAnswer
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,8 @@ def answer(line: dict[str, Any], characters: int) -> Answer:
             return Answered(read_completion(body, characters))
         except PolicyRefusal as refusal:
             return Refused(refusal.message, refusal.category or CONTENT_FILTER)
+        except InvalidModelOutput as malformed:
+            return LineFailed(malformed.code, str(malformed))
         except TransientError as malformed:
             return LineFailed("malformed_answer", str(malformed))
     error_body = body.get("error") if isinstance(body, dict) else None

@@ -3,8 +3,10 @@
 Batch-mode requests travel the same queue as every other request (so every door, direct
 producers included, works the same, and intake stays two storage writes). The processor
 hands a batch-mode message here instead of to the model: its input is read once and its
-JSONL line built now, so submitting later reads only the staged records. Staging is one
-exclusive create: a redelivered message finds its line staged and changes nothing.
+JSONL line built now, so submitting later reads only the staged records. The line is the
+chat-completions body any provider sends (``shared.inference.chat``): the alias's task's
+instructions and output schema, its declared parameters. Staging is one exclusive
+create: a redelivered message finds its line staged and changes nothing.
 """
 
 from __future__ import annotations
@@ -12,22 +14,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from shared.chat_completions import chat_request, reads_as_text
 from shared.clock import Clock, utc_now
 from shared.contracts import RequestMessage
-from shared.errors import PermanentError
+from shared.errors import InvalidInput, PermanentError
 from shared.global_batch.files import encoded, input_line
 from shared.global_batch.records import PendingRequest
 from shared.global_batch.store import BatchRecords
-from shared.inference import InferenceInput
-from shared.model_parameters import GenerationParameters
+from shared.inference import InferenceInput, reads_as_text
+from shared.inference.chat import JSON_SCHEMA, chat_request
+from shared.inference.faults import split_faults
+from shared.inference.served import ServedModels
 
 TRACE_PROPERTIES = ("traceparent", "tracestate")
 
 
 @dataclass(frozen=True)
 class StagingPolicy:
-    deployments: Mapping[str, str]  # model alias -> Global Batch deployment
+    models: ServedModels  # each alias's task, parameters and Global Batch deployment
     max_bytes_per_file: int
 
 
@@ -49,8 +52,9 @@ class BatchStager:
     ) -> bool:
         """Stage ``request`` (its input already read); False when it was staged before.
         PermanentError for a request no batch file can carry."""
-        deployment = self._policy.deployments.get(request.model)
-        if deployment is None:
+        served = self._policy.models.get(request.model)
+        deployment = served.card.batch_deployment if served is not None else None
+        if served is None or deployment is None:
             raise PermanentError(f"model '{request.model}' has no Global Batch deployment here")
         if not reads_as_text(media_type):
             raise PermanentError(f"the batch lane reads text only, not {media_type}")
@@ -60,11 +64,14 @@ class BatchStager:
             content=content,
             media_type=media_type,
         ).text()
-        known = GenerationParameters.model_fields
-        parameters = GenerationParameters.model_validate(
-            {key: value for key, value in request.parameters.items() if key in known}
-        )
-        line = input_line(request.request_id, chat_request(deployment, text, parameters))
+        given, _ = split_faults(request.parameters, allowed=False)  # no faults in batches
+        try:
+            parameters = served.card.parameters.read(given, request.model)
+        except InvalidInput as error:  # intake refuses these: only an unchecked message has one
+            raise PermanentError(error.message) from error
+        # Structured outputs: the Global Batch API versions all have them.
+        body = chat_request(deployment, served.card.task, text, parameters, JSON_SCHEMA)
+        line = input_line(request.request_id, body)
         size = len(encoded(line))
         if size > self._policy.max_bytes_per_file:
             raise PermanentError(

@@ -17,7 +17,6 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from shared.chat_completions import reads_as_text
 from shared.contracts import (
     ClaimCheck,
     MetadataKey,
@@ -34,14 +33,12 @@ from shared.errors import (
     UnknownModel,
     UnsupportedMode,
 )
+from shared.inference import reads_as_text
+from shared.inference.catalog import ModelCatalog
+from shared.inference.faults import SIMULATE, read_faults
+from shared.inference.parameters import GENERATION_PARAMETERS, check_size
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.tenancy import TENANT_ID_PATTERN
-from shared.model_parameters import (
-    ModelParameters,
-    check_size,
-    parameters_model_for,
-    parse_parameters,
-)
 from shared.settings import Settings
 
 MAX_METADATA = 16
@@ -59,59 +56,70 @@ _METADATA = TypeAdapter(dict[MetadataKey, MetadataValue])
 
 @dataclass(frozen=True)
 class RequestRules:
-    """The intake policy (app settings AllowedModels, DefaultDeadlineSeconds,
-    MaxDeadlineSeconds, LocalModelFaults, MaxInlineTextBytes, ProducerTenants, and
-    ModelProvider, whose models' parameters ``model_parameters`` declares)."""
+    """The intake policy: the catalog's aliases (their parameters and lanes) and the app
+    settings DefaultDeadlineSeconds, MaxDeadlineSeconds, LocalModelFaults,
+    MaxInlineTextBytes, ProducerTenants and GlobalBatch__routePriorities."""
 
-    allowed_models: tuple[str, ...]
+    catalog: ModelCatalog
     default_deadline_seconds: int
     max_deadline_seconds: int
-    # parameters.simulate asks the local model for a fault: only where the development
-    # stack enables it (LocalModelFaults); anywhere else such a request is invalid.
+    # parameters.simulate asks for a model fault: only where the development stack
+    # enables it (LocalModelFaults); anywhere else such a request is invalid.
     simulated_faults: bool = False
     max_inline_text_bytes: int = 262_144
     producer_tenants: tuple[str, ...] = ()  # empty: a direct producer may name any tenant
-    model_provider: str = "local"  # which declaration of parameters the models follow
-    # The Global Batch lane: the models with a batch deployment (GlobalBatch__deployments)
-    # and the priorities sent there when a request names no mode.
-    batch_models: frozenset[str] = frozenset()
+    # The Global Batch lane: the priorities sent there when a request names no mode (the
+    # aliases it takes are those with a batch deployment).
     batch_priorities: tuple[str, ...] = ()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> RequestRules:
+    def from_settings(cls, settings: Settings, catalog: ModelCatalog) -> RequestRules:
         return cls(
-            allowed_models=settings.allowed_models,
+            catalog=catalog,
             default_deadline_seconds=settings.default_deadline_seconds,
             max_deadline_seconds=settings.max_deadline_seconds,
-            simulated_faults=settings.simulated_faults_allowed,
+            simulated_faults=settings.local_model_faults,
             max_inline_text_bytes=settings.max_inline_text_bytes,
             producer_tenants=settings.producer_tenants,
-            model_provider=settings.model_provider,
-            batch_models=frozenset(settings.batch_deployments),
             batch_priorities=settings.global_batch_route_priorities,
         )
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return self.catalog.aliases
+
+    @property
+    def batch_models(self) -> frozenset[str]:
+        return frozenset(self.catalog.batch_deployments)
 
     # --- rules of every door ---------------------------------------------------------
 
     def check_model(self, model: str) -> None:
-        if model not in self.allowed_models:
+        if self.catalog.card(model) is None:
             raise UnknownModel(
-                f"model '{model}' is not served here; use one of: "
-                + ", ".join(self.allowed_models),
+                f"model '{model}' is not served here; use one of: " + ", ".join(self.aliases),
                 (FieldError("model", "unknown model"),),
             )
 
-    def check_parameters(self, parameters: Mapping[str, Any], model: str = "") -> ModelParameters:
-        """The parameters, typed by the declaration of ``model``'s provider: at most
+    def check_parameters(self, parameters: Mapping[str, Any], model: str) -> dict[str, Any]:
+        """The parameters as the request message carries them, checked against the
+        declaration of ``model`` (the catalog's, else the generation parameters): at most
         MAX_PARAMETERS entries and MAX_PARAMETERS_BYTES (413 beyond), ``simulate`` only
         where fault injection is enabled, every field within its declared bounds (422)."""
         check_size(parameters)
-        if "simulate" in parameters and not self.simulated_faults:
+        given = dict(parameters)
+        simulate = given.pop(SIMULATE, None)
+        if SIMULATE in parameters and not self.simulated_faults:
             raise InvalidParameters(
                 "parameters.simulate (model fault injection) is not enabled on this service",
                 (FieldError("parameters.simulate", "fault injection is not enabled"),),
             )
-        return parse_parameters(parameters_model_for(self.model_provider), parameters, model)
+        card = self.catalog.card(model)
+        declaration = card.parameters if card is not None else GENERATION_PARAMETERS
+        checked = declaration.check(given, model)
+        if SIMULATE in parameters:
+            checked[SIMULATE] = read_faults(simulate).model_dump(mode="json", exclude_unset=True)
+        return checked
 
     def mode_for(
         self,

@@ -190,12 +190,10 @@ class Intake:
         service takes up to 24 hours, and the job watchdog bounds the wait."""
         rules = self._policy
         rules.check_model(submission.model)
-        typed = rules.check_parameters(submission.parameters, submission.model)
+        checked = rules.check_parameters(submission.parameters, submission.model)
         ordered = bool(submission.document_id or submission.after)
         mode = rules.mode_for(submission.mode, submission.model, submission.priority, ordered)
-        submission = replace(
-            submission, parameters=typed.model_dump(mode="json", exclude_unset=True), mode=mode
-        )
+        submission = replace(submission, parameters=checked, mode=mode)
         content = submission.content
         if mode is ProcessingMode.BATCH and isinstance(content, InlineContent):
             rules.check_batch_media_type(content.media_type)

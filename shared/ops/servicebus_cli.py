@@ -57,7 +57,7 @@ def servicebus_operations(services: Services) -> Iterator[DeadLetterOperations]:
             services.jobs,
             services.ports.documents,
             settings.ledger_container,
-            settings.allowed_models,
+            services.models.aliases,
             services.ports.clock,
         )
 

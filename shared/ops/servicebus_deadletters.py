@@ -142,7 +142,7 @@ class DeadLetterOperations:
         jobs: JobRepository,
         documents: JsonDocuments,
         marker_container: str,
-        allowed_models: tuple[str, ...],
+        aliases: tuple[str, ...],  # the models served here
         clock: Clock = utc_now,
     ) -> None:
         self._queues = queues
@@ -150,7 +150,7 @@ class DeadLetterOperations:
         self._jobs = jobs
         self._documents = documents
         self._markers = marker_container
-        self._allowed_models = allowed_models
+        self._aliases = aliases
         self.clock = clock
 
     def messages(self, queues: Iterable[str]) -> list[DeadLetteredMessage]:
@@ -193,7 +193,7 @@ class DeadLetterOperations:
             return _Plan(ReplayOutcome(item, "already-replayed", f"as {sent_as}", sent_as))
         inbound = InboundMessage(item.body, item.message_id, item.sequence_number, 0, None)
         try:
-            request = parse_request(inbound, self._allowed_models)
+            request = parse_request(inbound, self._aliases)
         except InvalidPayload as error:
             why = f"not a request the processor accepts ({error}); fix it and submit it anew"
             return _Plan(ReplayOutcome(item, "refused", redact_text(why, 300)))

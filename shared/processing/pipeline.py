@@ -28,12 +28,13 @@ from shared.contracts import (
 from shared.errors import (
     Conflict,
     InvalidInput,
+    InvalidModelOutput,
     PermanentError,
     TransientError,
 )
 from shared.events.announcements import Announcer, result_announcement
 from shared.global_batch.staging import BatchStager
-from shared.inference import ModelClient
+from shared.inference.served import ServedModels
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.request_rules import RequestRules
 from shared.jobs import JobRepository, Versioned, transition
@@ -54,7 +55,7 @@ PREREQUISITE_RECHECK = timedelta(seconds=30)
 @dataclass(frozen=True)
 class ProcessingPolicy:
     queue_name: str
-    allowed_models: tuple[str, ...]
+    aliases: tuple[str, ...]  # the models served here (the catalog's aliases)
     max_retries: int
     retry_base_seconds: float
     retry_max_seconds: float
@@ -64,6 +65,10 @@ class ProcessingPolicy:
     ordered: bool = False
     lane: str = "standard"  # the lane's name (shared.lanes.Lane), a metric dimension
     retry_jitter_floor: float = 0.0  # RetryJitterFloor (processing.backoff)
+    # An answer that breaks its task's schema is tried again this many times, then the
+    # job fails invalid_model_output (InvalidOutputRetries).
+    invalid_output_retries: int = 2
+    faults_allowed: bool = False  # LocalModelFaults: parameters.simulate is honoured
 
 
 class MessageProcessor:
@@ -73,7 +78,7 @@ class MessageProcessor:
         policy: ProcessingPolicy,
         jobs: JobRepository,
         claim_checks: ClaimChecks,
-        model: ModelClient,
+        models: ServedModels,
         announcer: Announcer,
         retry_sender: MessageSender,
         ledger: DeferralLedger,
@@ -87,7 +92,7 @@ class MessageProcessor:
         self._stager = stager
         self._jobs = jobs
         self._claim_checks = claim_checks
-        self._model = model
+        self._models = models
         self._announcer = announcer
         self._ledger = ledger
         self._clock = clock
@@ -173,7 +178,7 @@ class MessageProcessor:
 
     def _process(self, message: InboundMessage, settler: NotedSettler) -> str:
         try:
-            request = parse_request(message, self._policy.allowed_models)
+            request = parse_request(message, self._policy.aliases)
         except InvalidPayload as error:
             outcome = self._dead_letter_invalid(message, settler, str(error))
             log.info("message %s -> %s", message.message_id, outcome)
@@ -375,9 +380,10 @@ class MessageProcessor:
                 request,
                 content,
                 media_type,
-                self._model,
+                self._models[request.model],
                 self._failures.tries_before(message),
                 self._clock,
+                faults_allowed=self._policy.faults_allowed,
             )
             with telemetry.span(telemetry.SPAN_STORE_RESULT), platform_call():
                 completed = self._jobs.advance(
@@ -397,6 +403,8 @@ class MessageProcessor:
             return self._failures.wait_out_outage(message, request, settler, outage.cause)
         except PermanentError as error:
             return self._failures.give_up_on(message, request, settler, error)
+        except InvalidModelOutput as error:
+            return self._invalid_output(message, request, settler, error)
         except TransientError as error:
             return self._failures.retry(message, request, settler, error)
         try:
@@ -405,6 +413,22 @@ class MessageProcessor:
             return self._failures.retry(message, request, settler, error, completed=True)
         settler.complete(message)
         return document.outcome
+
+    def _invalid_output(
+        self,
+        message: InboundMessage,
+        request: RequestMessage,
+        settler: Settler,
+        error: InvalidModelOutput,
+    ) -> str:
+        """An answer that breaks the task's schema: tried again like a transient failure
+        (models are stochastic) while InvalidOutputRetries allows, then the job fails
+        ``invalid_model_output`` with the validation message."""
+        if self._failures.tries_before(message) < self._policy.invalid_output_retries:
+            return self._failures.retry(message, request, settler, error)
+        return self._failures.give_up(
+            message, request, settler, DeadLetterReason.PERMANENT_FAILURE, error.code, str(error)
+        )
 
     def _announce_result(self, message: InboundMessage, request: RequestMessage, job: Job) -> None:
         self._announcer.announce(

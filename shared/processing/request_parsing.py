@@ -18,8 +18,9 @@ class InvalidPayload(Exception):
     """The message cannot be read as a request: dead-letter it with this description."""
 
 
-def parse_request(message: InboundMessage, allowed_models: tuple[str, ...]) -> RequestMessage:
-    """The request in a message body, or InvalidPayload saying exactly what is wrong."""
+def parse_request(message: InboundMessage, aliases: tuple[str, ...]) -> RequestMessage:
+    """The request in a message body, or InvalidPayload saying exactly what is wrong
+    (``aliases``: the models served here)."""
     try:
         document = parse_json(message.body, max_bytes=MAX_MESSAGE_JSON_BYTES, what="the body")
     except InvalidInput as error:
@@ -36,6 +37,6 @@ def parse_request(message: InboundMessage, allowed_models: tuple[str, ...]) -> R
             f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()
         )
         raise InvalidPayload(f"the request does not match {schema}: {problems}") from error
-    if request.model not in allowed_models:
-        raise InvalidPayload(f"unknown model {request.model!r}")
+    if request.model not in aliases:
+        raise InvalidPayload(f"unknown model {request.model!r}; served here: {', '.join(aliases)}")
     return request

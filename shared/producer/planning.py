@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 
 from shared.contracts import ClaimCheck, InlineText, RequestMessage, TextInput
 from shared.errors import FieldError, InvalidInput
+from shared.inference.catalog import catalog_for, shorthand_in_use
 from shared.intake.request_rules import RequestRules
 from shared.lanes import LaneQueues, lane_of_message
 from shared.messaging import OutgoingMessage, request_envelope
@@ -54,10 +55,12 @@ class LinePolicy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LinePolicy:
+        """The rules of this deployment; its models are checked when the settings name
+        them (ModelCatalog, or the shorthand settings), not when only the defaults would."""
         return cls(
-            rules=RequestRules.from_settings(settings),
+            rules=RequestRules.from_settings(settings, catalog_for(settings)),
             max_input_bytes=settings.max_upload_bytes,
-            check_models="allowed_models" in settings.model_fields_set,
+            check_models=settings.model_catalog is not None or shorthand_in_use(settings),
         )
 
     @property

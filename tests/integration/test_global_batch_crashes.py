@@ -171,6 +171,7 @@ def test_a_run_stops_when_its_time_is_up_and_the_next_goes_on(
             announcer=Announcer(ticking.events, None),
             requeue=ticking.queue,
             policy=ConclusionPolicy(failed_lines="queue", max_resubmissions=2),
+            catalog=services.models.catalog,
         ),
         policy=ControlPolicy(
             planning=PlanningPolicy(

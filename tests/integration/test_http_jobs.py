@@ -86,6 +86,7 @@ def test_result_is_409_with_retry_after_until_completed_then_served(
     assert status["status"] == "completed"
     assert status["result"] == {
         "outcome": "refused",
+        "task": "document-analysis",
         "refusal": {"category": "configured_term", "message": "declined"},
     }
     assert status["result_url"].endswith(f"/v1/requests/{request_id}/result")

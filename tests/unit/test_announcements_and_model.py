@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from shared.adapters.local_model import LocalModel
-from shared.errors import PermanentError, PolicyRefusal, TransientError
+from shared.adapters.models.local import LocalModel
+from shared.contracts import InferenceResult
+from shared.errors import PermanentError, PolicyRefusal
 from shared.events.announcements import Announcement, cloud_events, event_id, topic_message
 from shared.inference import InferenceInput
+from shared.inference.tasks import DocumentAnalysis
 
 
 def announcement(**changes: object) -> Announcement:
@@ -17,6 +19,7 @@ def announcement(**changes: object) -> Announcement:
         "model": "local-analyzer",
         "outcome": "completed",
         "priority": "high",
+        "task": "document-analysis",
         "document_type": "invoice",
         "review_required": True,
         "result_url": "https://app.example/api/v1/requests/r1/result",
@@ -55,15 +58,17 @@ def test_topic_messages_carry_every_routing_value_as_properties() -> None:
         "review_required": True,
         "outcome": "completed",
         "event_type": "com.inferbus.InferenceCompleted",
+        "task": "document-analysis",
         "document_type": "invoice",
         "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
     }
     assert message.message_id == event_id("r1", "com.inferbus.InferenceCompleted")
 
 
-def infer(text: str, *, faults: bool = True, **parameters: object) -> object:
-    model = LocalModel(refusal_terms=("forbidden",), simulate_on_request=faults)
-    return model.infer(
+def infer(text: str, **parameters: object) -> InferenceResult:
+    """The local model's answer as the built-in task makes a result of it."""
+    model = LocalModel(refusal_terms=("forbidden",))
+    answer = model.infer(
         InferenceInput(
             request_id="r",
             model="local-analyzer",
@@ -72,6 +77,7 @@ def infer(text: str, *, faults: bool = True, **parameters: object) -> object:
             parameters=parameters,
         )
     )
+    return DocumentAnalysis().result(answer)
 
 
 def test_the_local_model_classifies_summarises_and_is_deterministic() -> None:
@@ -81,61 +87,50 @@ def test_the_local_model_classifies_summarises_and_is_deterministic() -> None:
     )
     first, second = infer(text), infer(text)
     assert first == second
-    assert first.document_type == "contract"  # type: ignore[attr-defined]
-    assert first.language == "en"  # type: ignore[attr-defined]
-    assert "weather" not in first.summary  # type: ignore[attr-defined]
-    assert first.statistics["sentences"] == 4  # type: ignore[attr-defined]
+    assert first.document_type == "contract"
+    assert first.language == "en"
+    assert "weather" not in first.summary
+    assert first.statistics["sentences"] == 4
+
+
+def test_the_summary_has_the_sentences_asked_for() -> None:
+    text = "Invoice 1 is due. The amount is 300 EUR. Pay within 30 days. Thank you."
+    assert len(infer(text, summary_sentences=1).summary.split(". ")) == 1
+    assert len(infer(text, summary_sentences=3).summary.split(". ")) == 3
+    with pytest.raises(PermanentError, match="summary_sentences"):
+        infer(text, summary_sentences=99)  # only a message no door checked carries it
 
 
 def test_sensitive_numbers_require_review_and_urgency_raises_priority() -> None:
     result = infer("Urgent: card 4111 1111 1111 1111 was charged twice, please refund.")
-    assert result.review_required is True  # type: ignore[attr-defined]
-    assert result.suggested_priority.value == "high"  # type: ignore[attr-defined]
+    assert result.review_required is True
+    assert result.suggested_priority.value == "high"
 
 
-def test_policy_refusal_and_simulated_faults() -> None:
+def test_policy_refusal() -> None:
     with pytest.raises(PolicyRefusal):
         infer("a FORBIDDEN thing")
-    with pytest.raises(TransientError) as transient:
-        infer("x", simulate={"transient_attempts": 1, "retry_after": 3})
-    assert transient.value.retry_after == 3
-    with pytest.raises(PermanentError):
-        infer("x", simulate={"permanent": True})
-    model = LocalModel(simulate_on_request=True)
-    second_attempt = InferenceInput(
-        request_id="r",
-        model="m",
-        content=b"x",
-        media_type="text/plain",
-        parameters={"simulate": {"transient_attempts": 1}},
-        attempt=1,
-    )
-    assert model.infer(second_attempt).summary == "x"
-
-
-def test_without_fault_injection_a_request_cannot_make_the_model_fail() -> None:
-    for simulate in ({"permanent": True}, {"always_transient": True}, "not even an object"):
-        result = infer("Invoice 12: 300 EUR due.", faults=False, simulate=simulate)
-        assert result.document_type == "invoice"  # type: ignore[attr-defined]
-    assert LocalModel()._simulate_on_request is False, "off unless the settings turn it on"
 
 
 def test_the_local_model_reports_deterministic_word_count_usage() -> None:
     text = "Invoice 17. Total amount due: 300 EUR.\n\nPayment within 30 days."
     result = infer(text)
     assert result == infer(text), "the same input costs the same tokens"
-    usage = result.usage  # type: ignore[attr-defined]
-    summary_words = len(result.summary.split())  # type: ignore[attr-defined]
+    usage = result.usage
+    assert usage is not None
+    summary_words = len(result.summary.split())
     assert (usage.input_tokens, usage.output_tokens) == (11, summary_words)
     assert usage.total_tokens == 11 + summary_words
-    assert result.finish_reason == "stop"  # type: ignore[attr-defined]
+    assert result.finish_reason == "stop"
     assert LocalModel.system == "inferbus.local"
 
 
 def test_a_binary_document_reads_no_tokens() -> None:
-    result = LocalModel().infer(
+    answer = LocalModel().infer(
         InferenceInput(request_id="r", model="m", content=b"%PDF-1.7", media_type="application/pdf")
     )
+    result = DocumentAnalysis().result(answer)
     assert result.usage is not None
     assert result.usage.input_tokens == 0
     assert result.usage.output_tokens == len(result.summary.split()) == 5
+    assert result.statistics == {"bytes": 8}

@@ -431,7 +431,9 @@ def test_every_error_class_maps_to_a_status_and_only_the_deployments_are_5xx() -
     server_side = {name for name, status in statuses.items() if status >= 500}
     assert server_side == {
         "ConfigurationError",
+        "CatalogError",
         "TransientError",
+        "InvalidModelOutput",
         "ServiceUnavailable",
         "ConcurrencyConflict",
     }

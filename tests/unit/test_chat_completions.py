@@ -1,5 +1,6 @@
-"""The chat-completions body and the reading of an answer (``shared.chat_completions``),
-shared by the queue lane's Azure OpenAI client and the Global Batch lane."""
+"""The chat-completions body and the reading of an answer (``shared.inference.chat``),
+shared by every HTTP provider of the queue lane and by the Global Batch lane, and the
+built-in task's result of an answer (``shared.inference.tasks``)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,35 @@ from typing import Any
 
 import pytest
 
-from shared.chat_completions import (
+from shared.contracts import InferenceResult, Priority, TokenUsage
+from shared.errors import InvalidModelOutput, PolicyRefusal, TransientError
+from shared.inference.chat import (
     CONTENT_FILTER,
+    JSON_OBJECT,
     MAX_INPUT_CHARS,
+    MODEL_REFUSAL,
     chat_request,
     filtered_categories,
     read_completion,
     token_usage,
 )
-from shared.contracts import Priority, TokenUsage
-from shared.errors import PolicyRefusal, TransientError
-from shared.model_parameters import GenerationParameters
+from shared.inference.parameters import GENERATION_PARAMETERS
+from shared.inference.tasks import ANALYSIS_SCHEMA, DocumentAnalysis, SchemaTask
+
+ANALYSE = DocumentAnalysis()
+SENTIMENT = SchemaTask(
+    "sentiment.v2",
+    "Rate the sentiment of the text.",
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["sentiment", "score"],
+        "properties": {
+            "sentiment": {"enum": ["positive", "negative", "neutral"]},
+            "score": {"type": "number"},
+        },
+    },
+)
 
 ANALYSIS = {
     "summary": "An invoice of 300 EUR.",
@@ -69,11 +88,19 @@ def filter_error(**verdicts: bool) -> dict[str, Any]:
 # --- chat_request ----------------------------------------------------------------------------
 
 
-def test_the_body_names_the_deployment_and_asks_for_a_json_object() -> None:
-    body = chat_request("gpt-4o-mini-batch", "Invoice 12", GenerationParameters())
+def defaults(**given: Any) -> dict[str, Any]:
+    """The generation parameters as a model client reads them (defaults filled in)."""
+    return GENERATION_PARAMETERS.read(given, "m")
+
+
+def test_the_body_names_the_deployment_and_asks_for_the_tasks_schema() -> None:
+    body = chat_request("gpt-4o-mini-batch", ANALYSE, "Invoice 12", defaults())
 
     assert body["model"] == "gpt-4o-mini-batch"
-    assert body["response_format"] == {"type": "json_object"}
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "document-analysis", "schema": ANALYSIS_SCHEMA, "strict": True},
+    }
     assert body["temperature"] == 0.0
     system, user = body["messages"]
     assert system["role"] == "system"
@@ -81,18 +108,17 @@ def test_the_body_names_the_deployment_and_asks_for_a_json_object() -> None:
     assert user == {"role": "user", "content": "Invoice 12"}
     assert "top_p" not in body
     assert "max_tokens" not in body
+    assert "summary_sentences" not in body, "the task's own parameter goes in its prompt"
 
 
 def test_one_sentence_is_said_in_the_singular() -> None:
-    body = chat_request("d", "x", GenerationParameters(summary_sentences=1))
+    body = chat_request("d", ANALYSE, "x", defaults(summary_sentences=1))
 
     assert '"summary" (one sentence at most)' in body["messages"][0]["content"]
 
 
 def test_sampling_settings_are_sent_only_when_given() -> None:
-    parameters = GenerationParameters(temperature=0.7, top_p=0.5, max_tokens=200)
-
-    body = chat_request("d", "x", parameters)
+    body = chat_request("d", ANALYSE, "x", defaults(temperature=0.7, top_p=0.5, max_tokens=200))
 
     assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.7, 0.5, 200)
 
@@ -100,18 +126,51 @@ def test_sampling_settings_are_sent_only_when_given() -> None:
 def test_the_input_is_cut_at_the_limit() -> None:
     text = "a" * MAX_INPUT_CHARS + "TAIL"
 
-    body = chat_request("d", text, GenerationParameters())
+    body = chat_request("d", ANALYSE, text, defaults())
 
     sent = body["messages"][1]["content"]
     assert len(sent) == MAX_INPUT_CHARS
     assert "TAIL" not in sent
 
 
-# --- read_completion -------------------------------------------------------------------------
+def test_a_catalog_task_sends_its_instructions_its_schema_and_its_own_parameters() -> None:
+    body = chat_request("llama3", SENTIMENT, "Great!", {"temperature": 0.2, "scale": "1-5"})
+
+    system = body["messages"][0]["content"]
+    assert system.startswith("Rate the sentiment of the text.")
+    assert system.endswith('Parameters of this request (JSON): {"scale":"1-5"}')
+    assert body["temperature"] == 0.2
+    assert "scale" not in body
+    assert body["response_format"]["json_schema"]["name"] == "sentiment_v2", "its allowed name"
+    assert body["response_format"]["json_schema"]["strict"] is True
+
+
+def test_a_schema_that_is_not_closed_is_sent_as_guidance_not_strict() -> None:
+    loose = SchemaTask("t", "Do it.", {"type": "object", "properties": {"a": {"type": "string"}}})
+
+    body = chat_request("d", loose, "x", {})
+
+    assert body["response_format"]["json_schema"]["strict"] is False
+
+
+def test_json_object_mode_puts_the_schema_in_the_instructions_of_a_catalog_task() -> None:
+    body = chat_request("d", SENTIMENT, "x", {}, JSON_OBJECT)
+
+    assert body["response_format"] == {"type": "json_object"}
+    assert '"required":["sentiment","score"]' in body["messages"][0]["content"]
+    analysis = chat_request("d", ANALYSE, "x", defaults(), JSON_OBJECT)
+    assert "JSON Schema" not in analysis["messages"][0]["content"], "its prompt lists its keys"
+
+
+# --- read_completion and the built-in task ---------------------------------------------------
+
+
+def analysis(answer: dict[str, Any], characters: int = 1) -> InferenceResult:
+    return ANALYSE.result(read_completion(answer, characters))
 
 
 def test_a_json_answer_becomes_a_result_with_its_usage_and_finish_reason() -> None:
-    result = read_completion(completion(), characters=42)
+    result = analysis(completion(), characters=42)
 
     assert result.summary == ANALYSIS["summary"]
     assert result.document_type == "invoice"
@@ -124,13 +183,13 @@ def test_a_json_answer_becomes_a_result_with_its_usage_and_finish_reason() -> No
 
 
 def test_an_answer_cut_short_keeps_its_finish_reason() -> None:
-    assert read_completion(completion(finish_reason="length"), 1).finish_reason == "length"
+    assert analysis(completion(finish_reason="length")).finish_reason == "length"
 
 
 def test_keys_the_model_invents_are_dropped() -> None:
     content = json.dumps({**ANALYSIS, "mood": "cheerful"})
 
-    result = read_completion(completion(content), 1)
+    result = analysis(completion(content))
 
     assert "mood" not in result.model_dump()
 
@@ -141,20 +200,22 @@ def test_the_model_cannot_stand_in_for_usage_finish_reason_or_details() -> None:
         "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
         "finish_reason": "stop",
         "details": {"model_response_id": "forged"},
+        "statistics": {"characters": 0},
     }
 
-    result = read_completion(completion(json.dumps(forged), finish_reason="length"), 1)
+    result = analysis(completion(json.dumps(forged), finish_reason="length"), 5)
 
     assert result.usage == TokenUsage(input_tokens=120, output_tokens=30, total_tokens=150)
     assert result.finish_reason == "length"
     assert result.details == {"model_response_id": "chatcmpl-1"}
+    assert result.statistics == {"characters": 5}
 
 
 def test_an_answer_without_usage_is_still_a_result() -> None:
     answer = completion()
     del answer["usage"]
 
-    assert read_completion(answer, 1).usage is None
+    assert analysis(answer).usage is None
 
 
 def test_a_content_filter_finish_is_a_refusal() -> None:
@@ -164,21 +225,54 @@ def test_a_content_filter_finish_is_a_refusal() -> None:
     assert refused.value.category == CONTENT_FILTER
 
 
+def test_the_models_own_refusal_under_structured_outputs_is_a_refusal() -> None:
+    answer = completion(content=None)
+    answer["choices"][0]["message"] = {"role": "assistant", "content": None, "refusal": "No."}
+
+    with pytest.raises(PolicyRefusal, match=r"declined: No\.") as refused:
+        read_completion(answer, 1)
+
+    assert refused.value.category == MODEL_REFUSAL
+
+
 @pytest.mark.parametrize(
     "content",
-    [
-        "not json at all",
-        "[1, 2, 3]",
-        '"a string"',
-        json.dumps({"summary": "no type and no confidence"}),
-        json.dumps({**ANALYSIS, "confidence": 7}),
-        "",
-    ],
-    ids=["text", "array", "string", "missing-fields", "out-of-range", "empty"],
+    ["not json at all", "[1, 2, 3]", '"a string"', ""],
+    ids=["text", "array", "string", "empty"],
 )
-def test_an_answer_that_is_not_the_json_asked_for_is_transient(content: str) -> None:
-    with pytest.raises(TransientError, match="malformed JSON"):
+def test_an_answer_that_is_not_a_json_object_is_invalid_output(content: str) -> None:
+    with pytest.raises(InvalidModelOutput, match=r"malformed JSON|not an object"):
         read_completion(completion(content), 1)
+
+
+def test_a_cut_short_answer_that_does_not_parse_says_so() -> None:
+    with pytest.raises(InvalidModelOutput, match="cut short"):
+        read_completion(completion('{"summary": "An inv', finish_reason="length"), 1)
+
+
+@pytest.mark.parametrize(
+    ("content", "field"),
+    [
+        (json.dumps({"summary": "no type and no confidence"}), "result.document_type"),
+        (json.dumps({**ANALYSIS, "confidence": 7}), "result.confidence"),
+    ],
+    ids=["missing-fields", "out-of-range"],
+)
+def test_an_answer_that_is_not_an_analysis_is_invalid_output(content: str, field: str) -> None:
+    with pytest.raises(InvalidModelOutput, match=field):
+        analysis(completion(content))
+
+
+def test_a_catalog_tasks_answer_is_its_object_checked_against_its_schema() -> None:
+    good = SENTIMENT.result(read_completion(completion('{"sentiment": "positive", "score": 1}'), 1))
+    assert good == {"sentiment": "positive", "score": 1}
+    with pytest.raises(InvalidModelOutput) as invalid:
+        SENTIMENT.result(read_completion(completion('{"sentiment": "great", "extra": 1}'), 1))
+    message = str(invalid.value)
+    assert "output schema of task 'sentiment.v2'" in message
+    assert "result.sentiment: 'great' is not one of" in message
+    assert "'score' is a required property" in message
+    assert "('extra' was unexpected)" in message
 
 
 @pytest.mark.parametrize(

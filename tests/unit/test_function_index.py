@@ -168,3 +168,46 @@ def test_a_builtin_list_annotation_fails_the_whole_app(
     assert init.result.status == messages.StatusResult.Failure
     assert "invalid non-type annotation" in init.result.exception.message
     assert functions == []
+
+
+@pytest.mark.parametrize(
+    ("catalog", "named"),
+    [
+        ('{"models": {"a": {"provider": "local",}}}', "not valid JSON"),
+        (
+            '{"models": {"rater": {"provider": "local", "task": "sentimnet"}}}',
+            "model 'rater', field 'task': unknown task 'sentimnet'",
+        ),
+        (
+            '{"models": {"rater": {"provider": "python", "handler": "nowhere.models:Rater"}}}',
+            "model 'rater', field 'handler': 'nowhere.models:Rater' does not import",
+        ),
+        (
+            '{"tasks": {"t": {"instructions": "x", "output_schema": {"type": 7}}},'
+            ' "models": {"rater": {"provider": "local", "task": "t"}}}',
+            "task 't', field 'output_schema': not a valid JSON Schema",
+        ),
+    ],
+    ids=["bad-file", "unknown-task", "handler-does-not-import", "invalid-schema"],
+)
+def test_a_broken_model_catalog_fails_the_indexing_naming_the_file_alias_and_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, catalog: str, named: str
+) -> None:
+    """The app refuses to start as the Functions host (and the local host) would see it:
+    the worker's init fails with the catalog's error, and no function is indexed."""
+    path = tmp_path / "broken-models.json"
+    path.write_text(catalog)
+    monkeypatch.setenv("ModelCatalog", str(path))
+    fresh = [name for name in sys.modules if _is_app_module(name)]
+    saved = {name: sys.modules.pop(name) for name in fresh}
+    try:
+        init, functions = index(REPO_ROOT)
+    finally:
+        for name in [name for name in sys.modules if _is_app_module(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+    assert init.result.status == messages.StatusResult.Failure
+    assert f"{path}: " in init.result.exception.message
+    assert named in init.result.exception.message
+    assert functions == []

@@ -100,7 +100,8 @@ def staged(wired: Wired, job_id: str) -> tuple[dict[str, Any], str] | None:
 
 
 def rules(**values: str) -> RequestRules:
-    return RequestRules.from_settings(batch_wired(None, **values).settings)
+    wired = batch_wired(None, **values)
+    return RequestRules.from_settings(wired.settings, wired.services.models.catalog)
 
 
 def fields_of(error: InvalidInput) -> list[str]:
@@ -300,7 +301,7 @@ def test_a_line_larger_than_an_input_file_may_be_is_dead_lettered_naming_the_set
 
 
 def test_a_line_within_the_limit_is_staged() -> None:
-    wired = batch_wired(GlobalBatch__maxBytesPerFile="4000", MaxInlineTextBytes="8192")
+    wired = batch_wired(GlobalBatch__maxBytesPerFile="5000", MaxInlineTextBytes="8192")
     job_id = accepted_id(submit(wired, text="x" * 3000, mode="batch"))
 
     assert process(wired, job_id)[0] == "staged"
@@ -420,11 +421,6 @@ def test_cancelling_a_staged_request_removes_its_pending_line(batch: Wired) -> N
 
 BAD_BATCH_SETTINGS = [
     pytest.param(
-        {"GlobalBatch__deployments": "gpt-4o=batch-4o", "GlobalBatch__endpoint": "http://e"},
-        "names models not in AllowedModels: ['gpt-4o']",
-        id="unknown-model",
-    ),
-    pytest.param(
         {"GlobalBatch__deployments": "x", "GlobalBatch__endpoint": "http://e"},
         "'x' is not alias=deployment",
         id="malformed",
@@ -457,6 +453,20 @@ def test_bad_global_batch_settings_cannot_build_settings(
         wire(None, None, **values)
 
     assert message in str(invalid.value)
+
+
+def test_a_batch_deployment_for_a_model_not_served_stops_the_services() -> None:
+    with pytest.raises(ConfigurationError) as invalid:
+        wire(
+            None,
+            None,
+            **{"GlobalBatch__deployments": "gpt-4o=batch-4o", "GlobalBatch__endpoint": "http://e"},
+        )
+
+    assert (
+        "GlobalBatch__deployments names models that AllowedModels/ModelProvider does not "
+        "serve: gpt-4o (served: local-analyzer, other-model)" in str(invalid.value)
+    )
 
 
 def test_the_azure_openai_endpoint_serves_as_the_batch_endpoint(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from shared.chat_completions import CONTENT_FILTER, chat_request
 from shared.contracts import InlineText, RequestMessage, TokenUsage
 from shared.global_batch.files import (
     CHAT_COMPLETIONS_URL,
@@ -24,7 +23,9 @@ from shared.global_batch.files import (
     pack,
 )
 from shared.global_batch.records import PendingRequest
-from shared.model_parameters import GenerationParameters
+from shared.inference.chat import CONTENT_FILTER, chat_request
+from shared.inference.parameters import GENERATION_PARAMETERS
+from shared.inference.tasks import DocumentAnalysis
 
 DEPLOYMENT = "gpt-4o-mini-batch"
 START = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -33,7 +34,7 @@ ANALYSIS = {"summary": "An invoice.", "document_type": "invoice", "confidence": 
 
 def pending(request_id: str, minutes: int = 0, text: str = "Invoice 12") -> PendingRequest:
     """A staged request, staged ``minutes`` after START."""
-    body = chat_request(DEPLOYMENT, text, GenerationParameters())
+    body = chat_request(DEPLOYMENT, DocumentAnalysis(), text, GENERATION_PARAMETERS.read({}, "m"))
     return PendingRequest(
         request=RequestMessage(
             request_id=request_id,
@@ -81,7 +82,7 @@ def jsonl(*lines: dict[str, Any]) -> bytes:
 
 
 def test_an_input_line_is_a_post_to_chat_completions_named_by_the_request_id() -> None:
-    body = chat_request(DEPLOYMENT, "x", GenerationParameters())
+    body = chat_request(DEPLOYMENT, DocumentAnalysis(), "x", GENERATION_PARAMETERS.read({}, "m"))
 
     assert input_line("r1", body) == {
         "custom_id": "r1",
@@ -183,10 +184,12 @@ def test_a_200_answer_is_answered_with_its_usage() -> None:
     result = answer(line, characters=321)
 
     assert isinstance(result, Answered)
-    assert result.result.document_type == "invoice"
-    assert result.result.statistics == {"characters": 321}
-    assert result.result.usage == TokenUsage(input_tokens=100, output_tokens=20, total_tokens=120)
-    assert result.result.finish_reason == "stop"
+    assert result.answer.content == ANALYSIS
+    analysis = DocumentAnalysis().result(result.answer)
+    assert analysis.document_type == "invoice"
+    assert analysis.statistics == {"characters": 321}
+    assert analysis.usage == TokenUsage(input_tokens=100, output_tokens=20, total_tokens=120)
+    assert analysis.finish_reason == "stop"
 
 
 def test_a_200_answer_stopped_by_the_content_filter_is_refused() -> None:
@@ -229,11 +232,11 @@ def test_an_error_without_code_or_message_says_its_status() -> None:
     assert failed == LineFailed("http_429", "the service gave no message")
 
 
-def test_a_200_answer_with_malformed_content_is_a_malformed_answer() -> None:
+def test_a_200_answer_with_malformed_content_is_invalid_model_output() -> None:
     failed = answer(output_line("r1", 200, completion("{not json")), 1)
 
     assert isinstance(failed, LineFailed)
-    assert failed.code == "malformed_answer"
+    assert failed.code == "invalid_model_output"
     assert "malformed JSON" in failed.message
 
 

@@ -184,13 +184,19 @@ def test_fault_injection_is_refused_unless_the_development_stack_enables_it() ->
     )
     assert accepted.job.parameters == {"simulate": {"permanent": True}}
 
+    # Faults are raised by the processor before any model runs: any alias takes them there.
     openai = wire(
         LocalModelFaults="true",
         ModelProvider="azure_openai",
-        **{"AzureOpenAI__endpoint": "https://x.openai.azure.com"},
+        **{"AzureOpenAI__endpoint": "https://x.openai.azure.com", "AzureOpenAI__apiKey": "k"},
     )
-    with pytest.raises(InvalidInput):
-        openai.services.intake.submit(text_submission(parameters={"simulate": {}}))
+    accepted = openai.services.intake.submit(
+        text_submission(parameters={"simulate": {"transient_attempts": 1}})
+    )
+    assert accepted.job.parameters == {"simulate": {"transient_attempts": 1}}
+    with pytest.raises(InvalidInput) as bad:
+        openai.services.intake.submit(text_submission(parameters={"simulate": {"often": 1}}))
+    assert bad.value.fields[0].field == "parameters.simulate.often"
 
 
 def test_a_full_queue_is_503_before_anything_is_stored() -> None:

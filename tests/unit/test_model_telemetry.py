@@ -16,11 +16,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from shared import telemetry
-from shared.adapters.local_model import LocalModel
-from shared.contracts import InferenceResult, InlineText, RequestMessage, TokenUsage
-from shared.errors import PermanentError, PolicyRefusal, TransientError
-from shared.inference import InferenceInput
+from shared.adapters.models.local import LocalModel
+from shared.contracts import InlineText, RequestMessage, TokenUsage
+from shared.errors import InvalidModelOutput, PermanentError, PolicyRefusal, TransientError
+from shared.inference import InferenceInput, ModelAnswer
 from shared.results import run_model
+from tests.support.catalogs import served
 
 TEXT = "Invoice 17. Total amount due: 300 EUR. Payment within 30 days."
 
@@ -84,12 +85,13 @@ class ScriptedModel:
     error: Exception | None = None
     system: str = "inferbus.local"
     calls: list[InferenceInput] = field(default_factory=list)
+    answer: ModelAnswer | None = None
 
-    def infer(self, request: InferenceInput) -> InferenceResult:
+    def infer(self, request: InferenceInput) -> ModelAnswer:
         self.calls.append(request)
         if self.error is not None:
             raise self.error
-        return LocalModel().infer(request)
+        return self.answer or LocalModel().infer(request)
 
 
 def request() -> RequestMessage:
@@ -102,7 +104,7 @@ def request() -> RequestMessage:
 
 
 def run(model: Any, attempt: int = 1) -> Any:
-    return run_model(request(), TEXT.encode(), "text/plain", model, attempt)
+    return run_model(request(), TEXT.encode(), "text/plain", served(model), attempt)
 
 
 def the_span(recorded: Telemetry) -> ReadableSpan:
@@ -132,6 +134,8 @@ def test_a_completed_call_is_a_chat_span_with_genai_attributes_and_usage(
         "gen_ai.usage.input_tokens": usage.input_tokens,
         "gen_ai.usage.output_tokens": usage.output_tokens,
         "gen_ai.response.finish_reasons": ("stop",),
+        "inferbus.task": "document-analysis",
+        "inferbus.provider": "local",
         "inferbus.request_id": "r-42",
         "inferbus.tenant": "contoso",
         "inferbus.attempt": 2,
@@ -211,6 +215,25 @@ def test_a_failed_call_marks_the_span_failed_and_records_its_outcome(
     assert telemetry.TOKEN_USAGE not in points, "no tokens without an answer"
 
 
+def test_an_answer_that_breaks_its_task_is_invalid_output_with_its_tokens_counted(
+    recorded: Telemetry,
+) -> None:
+    spent = TokenUsage(input_tokens=40, output_tokens=9, total_tokens=49)
+    model = ScriptedModel(answer=ModelAnswer(content={"summary": "no type"}, usage=spent))
+
+    with pytest.raises(InvalidModelOutput, match=r"result\.document_type"):
+        run(model)
+
+    span = the_span(recorded)
+    assert span.status.status_code is StatusCode.ERROR
+    assert (span.attributes or {})["inferbus.outcome"] == "invalid_output"
+    points = recorded.collect()
+    (duration,) = points[telemetry.MODEL_DURATION]
+    assert duration.attributes["inferbus.outcome"] == "invalid_output"
+    tokens = {p.attributes["gen_ai.token.type"]: p.sum for p in points[telemetry.TOKEN_USAGE]}
+    assert tokens == {"input": 40, "output": 9}, "the answer's tokens were spent all the same"
+
+
 def test_the_span_is_a_child_of_the_current_span(recorded: Telemetry) -> None:
     with telemetry.span("process inference-requests") as parent:
         run(LocalModel())
@@ -223,7 +246,7 @@ def test_the_span_is_a_child_of_the_current_span(recorded: Telemetry) -> None:
 
 def test_a_model_client_without_a_system_is_reported_as_unknown(recorded: Telemetry) -> None:
     class Anonymous:
-        def infer(self, request: InferenceInput) -> InferenceResult:
+        def infer(self, request: InferenceInput) -> ModelAnswer:
             return LocalModel().infer(request)
 
     run(Anonymous())

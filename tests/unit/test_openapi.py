@@ -17,10 +17,10 @@ from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
 from functions_host.protos import messages
 from functions_host.worker.dispatcher import RuntimeRequest
-from shared.intake import request_api as api
-from shared.openapi import openapi_document, serve_openapi
+from shared.inference.catalog import ModelCatalog, catalog_for
+from shared.openapi import openapi_document
 from shared.settings import Settings
-from tests.support.wiring import Wired, api_request
+from tests.support.catalogs import catalog
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
@@ -68,8 +68,37 @@ def registered_routes() -> Iterator[set[tuple[str, str]]]:
         sys.modules.update(saved)
 
 
-def document(**values: str) -> dict[str, Any]:
-    return openapi_document(Settings.model_validate({"AllowedModels": "local-analyzer", **values}))
+def document(models: ModelCatalog | None = None, **values: str) -> dict[str, Any]:
+    settings = Settings.model_validate({"AllowedModels": "local-analyzer", **values})
+    return openapi_document(settings, models or catalog_for(settings))
+
+
+SENTIMENT_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["sentiment"],
+    "properties": {"sentiment": {"$ref": "#/$defs/polarity"}},
+    "$defs": {"polarity": {"enum": ["positive", "negative"]}},
+}
+MIXED = catalog(
+    {
+        "tasks": {"sentiment": {"instructions": "Rate it.", "output_schema": SENTIMENT_SCHEMA}},
+        "models": {
+            "local-analyzer": {"provider": "local"},
+            "rater": {
+                "provider": "openai_compatible",
+                "task": "sentiment",
+                "deployment": "llama3",
+                "endpoint": "http://127.0.0.1:1/v1",
+                "parameters": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"scale": {"enum": ["1-5", "1-10"]}},
+                },
+            },
+        },
+    }
+)
 
 
 def validator_for(doc: dict[str, Any], name: str) -> jsonschema_rs.Validator:
@@ -126,42 +155,43 @@ def test_the_models_and_their_parameters_follow_the_deployment() -> None:
     local = document(AllowedModels="local-analyzer,other")
     body = local["components"]["schemas"]["SubmitRequestBody"]
     assert body["properties"]["model"]["enum"] == ["local-analyzer", "other"]
+    assert body["properties"]["parameters"]["$ref"].endswith("/GenerationParameters")
+    assert "allOf" not in body, "one declaration for every alias needs no condition"
     assert local["x-model-parameters"] == {
-        "local-analyzer": {"$ref": "#/components/schemas/LocalAnalyzerParameters"},
-        "other": {"$ref": "#/components/schemas/LocalAnalyzerParameters"},
+        "local-analyzer": {"$ref": "#/components/schemas/GenerationParameters"},
+        "other": {"$ref": "#/components/schemas/GenerationParameters"},
     }
-    parameters = local["components"]["schemas"]["LocalAnalyzerParameters"]
+    parameters = local["components"]["schemas"]["GenerationParameters"]
     assert parameters["additionalProperties"] is False
     assert parameters["properties"]["summary_sentences"]["maximum"] == 10
-    hosted = document(ModelProvider="azure_openai", **{"AzureOpenAI__endpoint": "https://x"})
-    hosted_body = hosted["components"]["schemas"]["SubmitRequestBody"]
-    assert hosted_body["properties"]["parameters"]["$ref"].endswith("/AzureOpenAIParameters")
-    assert "simulate" not in hosted["components"]["schemas"]["AzureOpenAIParameters"]["properties"]
+    assert "simulate" not in parameters["properties"]
+    assert local["x-task-results"] == {
+        "document-analysis": {"$ref": "#/components/schemas/InferenceResult"}
+    }
 
 
-def test_what_the_handlers_accept_and_answer_matches_the_schemas(wired: Wired) -> None:
-    doc = json.loads(serve_openapi(wired.services, api_request("GET", "/openapi.json")).body)
-    submit_body = {**TEXT, "parameters": {"summary_sentences": 3}}
-    assert validator_for(doc, "SubmitRequestBody").is_valid(submit_body)
-    assert not validator_for(doc, "SubmitRequestBody").is_valid(
-        {**TEXT, "parameters": {"summary_sentences": "x"}}
+def test_each_alias_documents_its_parameters_and_each_task_its_result() -> None:
+    doc = document(MIXED)
+    errors = [str(e) for e in OPENAPI_31_VALIDATOR.iter_errors(doc)]
+    assert errors == []
+    schemas = doc["components"]["schemas"]
+    assert doc["x-model-parameters"]["rater"] == {"$ref": "#/components/schemas/rater.parameters"}
+    assert doc["x-model-tasks"] == {"local-analyzer": "document-analysis", "rater": "sentiment"}
+    assert doc["x-task-results"]["sentiment"] == {"$ref": "#/components/schemas/sentiment.result"}
+    submit = validator_for(doc, "SubmitRequestBody")
+    text = {"input": {"text": "x"}}
+    assert submit.is_valid({**text, "model": "rater", "parameters": {"scale": "1-5"}})
+    assert not submit.is_valid({**text, "model": "rater", "parameters": {"summary_sentences": 2}})
+    assert submit.is_valid(
+        {**text, "model": "local-analyzer", "parameters": {"summary_sentences": 2}}
     )
-
-    accepted = wired.call(
-        api.submit_request, api_request("POST", "/v1/requests", body=submit_body, tenant="t1")
-    )
-    assert accepted.status == 202
-    created = json.loads(accepted.body)
-    validator_for(doc, "AcceptedRequest").validate(created)
-    polled = wired.call(
-        api.get_request,
-        api_request(
-            "GET", f"/v1/requests/{created['id']}", route_params={"id": created["id"]}, tenant="t1"
-        ),
-    )
-    validator_for(doc, "JobView").validate(json.loads(polled.body))
-    refused = wired.call(
-        api.submit_request,
-        api_request("POST", "/v1/requests", body={**TEXT, "model": "gpt-9"}, tenant="t1"),
-    )
-    validator_for(doc, "ProblemDetails").validate(json.loads(refused.body))
+    assert not submit.is_valid({**text, "model": "local-analyzer", "parameters": {"scale": "1-5"}})
+    result = validator_for(doc, "ResultDocument")
+    ids = {"request_id": "r", "tenant_id": "t", "outcome": "completed", "completed_at": "now"}
+    assert result.is_valid({**ids, "model": "rater", "task": "sentiment",
+                            "result": {"sentiment": "positive"}})  # fmt: skip
+    assert not result.is_valid({**ids, "model": "rater", "task": "sentiment",
+                                "result": {"sentiment": "meh"}})  # fmt: skip
+    assert schemas["sentiment.result"]["properties"]["sentiment"] == {
+        "$ref": "#/components/schemas/sentiment.result/$defs/polarity"
+    }, "its own references point inside it"

@@ -1,7 +1,8 @@
 """What `func azure functionapp publish` and `azd deploy` ship: the app and nothing else.
 
-The app is function_app.py, host.json, requirements.txt and the Python modules under
-triggers/ and shared/ (Flex Consumption installs requirements.txt remotely). Both tools zip
+The app is function_app.py, host.json, requirements.txt, the model catalog (models.json),
+the Python modules under triggers/ and shared/, and those of the packages its catalog's
+Python handlers live in (Flex Consumption installs requirements.txt remotely). Both tools zip
 the working tree minus .funcignore, so the candidates are the files git knows of: tracked
 files plus untracked files that .gitignore does not exclude. Local artefacts that git
 ignores (.venv, node_modules, caches, local.settings.json) are checked on their own.
@@ -17,6 +18,7 @@ The two tools read .funcignore differently, so each reading is modelled:
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -29,7 +31,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FUNCIGNORE = REPO_ROOT / ".funcignore"
 
-APP_FILES = {"function_app.py", "host.json", "requirements.txt"}
+APP_FILES = {"function_app.py", "host.json", "requirements.txt", "models.json"}
 APP_PACKAGES = ("triggers/", "shared/")
 
 
@@ -132,9 +134,24 @@ def ignored_local_artefacts() -> list[str]:
     return found
 
 
+def handler_packages() -> tuple[str, ...]:
+    """The top-level packages (or modules) of the Python handlers the catalog names: a
+    team's own model code ships with the app (``provider: python``)."""
+    catalog = json.loads((REPO_ROOT / "models.json").read_text(encoding="utf-8"))
+    handlers = [
+        entry["handler"]
+        for entry in catalog.get("models", {}).values()
+        if entry.get("provider") == "python" and isinstance(entry.get("handler"), str)
+    ]
+    tops = {handler.partition(":")[0].split(".")[0] for handler in handlers}
+    return tuple(f"{top}/" for top in tops) + tuple(f"{top}.py" for top in tops)
+
+
 def the_app(candidates: Iterable[str]) -> set[str]:
-    """What must ship: the three top-level files and the Python modules of the app."""
-    modules = {p for p in candidates if p.startswith(APP_PACKAGES) and p.endswith(".py")}
+    """What must ship: the top-level files, the Python modules of the app, and those of
+    the handlers its model catalog names."""
+    packages = APP_PACKAGES + handler_packages()
+    modules = {p for p in candidates if p.startswith(packages) and p.endswith(".py")}
     return APP_FILES | modules
 
 

@@ -18,11 +18,11 @@ from shared.adapters.in_memory import (
     RecordingSender,
     RecordingSettler,
 )
-from shared.adapters.local_model import LocalModel
-from shared.contracts import ClaimCheck, InferenceResult, Job, JobStatus, RequestMessage
-from shared.errors import PermanentError, TransientError
+from shared.adapters.models.local import LocalModel
+from shared.contracts import ClaimCheck, Job, JobStatus, RequestMessage
+from shared.errors import InvalidModelOutput, PermanentError, TransientError
 from shared.events.announcements import Announcer
-from shared.inference import InferenceInput
+from shared.inference import InferenceInput, ModelAnswer
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.request_rules import RequestRules
 from shared.jobs import DocumentJobStore, JobRepository, Versioned
@@ -33,6 +33,7 @@ from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
 from shared.processing.settlement import DeadLetterReason
 from shared.settings import Settings
 from tests.fakes import broker_down
+from tests.support.catalogs import local_catalog, served_models
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 TENANT = "t1"
@@ -48,7 +49,7 @@ class ScriptedModel:
     system: str = "inferbus.local"
     before_return: Callable[[], None] | None = None  # e.g. storage goes down meanwhile
 
-    def infer(self, request: InferenceInput) -> InferenceResult:
+    def infer(self, request: InferenceInput) -> ModelAnswer:
         self.calls += 1
         if self.errors:
             raise self.errors.pop(0)
@@ -87,12 +88,12 @@ class Harness:
             ),
             jobs=self.jobs,
             claim_checks=ClaimChecks(self.blobs, "inputs", ("inputs",), 10_000),
-            model=self.model,
+            models=served_models(self.model),
             announcer=Announcer(self.events, self.topic),
             retry_sender=self.sender,
             ledger=self.ledger,
             rules=RequestRules(
-                ("local-analyzer",),
+                local_catalog(),
                 default_deadline_seconds=3600,
                 max_deadline_seconds=86_400,
                 producer_tenants=self.producer_tenants,
@@ -351,6 +352,32 @@ def test_permanent_failure_is_dead_lettered(h: Harness) -> None:
     h.processor.process(message(request_body(h)), h.settler)
     assert h.settler.actions[0][:3] == ("dead_letter", "r1", "PermanentFailure")
     assert h.status() is JobStatus.FAILED
+
+
+def test_an_answer_that_breaks_its_schema_is_tried_again_within_its_small_bound(
+    h: Harness,
+) -> None:
+    h.job()
+    invalid = "the model's answer does not match the output schema of task 't': result.x: bad"
+    for retry_count in (0, 1):  # InvalidOutputRetries: 2
+        h.model.errors = [InvalidModelOutput(invalid)]
+        outcome = h.processor.process(message(request_body(h), retry_count=retry_count), h.settler)
+        assert outcome == "retry-scheduled"
+    job = h.jobs.get(TENANT, "r1")
+    assert job.last_error is not None
+    assert job.last_error.code == "invalid_model_output"
+
+    h.model.errors = [InvalidModelOutput(invalid)]
+    outcome = h.processor.process(message(request_body(h), retry_count=2), h.settler)
+
+    assert outcome == "dead-lettered"
+    action, _, reason, description = h.settler.actions[-1]
+    assert (action, reason, description) == ("dead_letter", "PermanentFailure", invalid)
+    failed = h.jobs.get(TENANT, "r1")
+    assert failed.status is JobStatus.FAILED
+    assert failed.error is not None
+    assert (failed.error.code, failed.error.message) == ("invalid_model_output", invalid)
+    assert h.model.calls == 3, "three answers, then the job ends: no crash loop"
 
 
 def test_an_unexpected_exception_abandons_only_that_message(h: Harness) -> None:

@@ -140,5 +140,6 @@ def test_enqueued_token_quota(quota_emulator: OpenAIEmulator) -> None:
             "batches_created": 0,
             "enqueued_token_limit": 100,
             "batches": {},
+            "deployments": {},
         }
         assert client.files.list().data == []

@@ -31,11 +31,28 @@ def _number(kind: type[int] | type[float], minimum: float) -> Callable[[str], in
     return parse
 
 
+def deployment(text: str) -> tuple[str, int | None, int | None, int]:
+    """``NAME=TPM[,RPM[,LATENCY_MS]]`` (an empty TPM or RPM: that limit off)."""
+    name, separator, limits = text.partition("=")
+    parts = limits.split(",") if separator else []
+    if not name or not 1 <= len(parts) <= 3:
+        raise argparse.ArgumentTypeError(f"not NAME=TPM[,RPM[,LATENCY_MS]]: {text!r}")
+    try:
+        numbers = [int(part) if part.strip() else None for part in parts]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"not whole numbers: {text!r}") from error
+    if any(n is not None and n < 0 for n in numbers):
+        raise argparse.ArgumentTypeError(f"negative: {text!r}")
+    tokens, requests, latency = [*numbers, None, None][:3]
+    return name, tokens, requests, latency or 0
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m openai_emulator",
-        description="Local Azure OpenAI batch emulator (files and Global Batch jobs) for "
-        "development and tests (not for production).",
+        description="Local Azure OpenAI emulator (files, Global Batch jobs and chat "
+        "completions with per-deployment quotas) for development and tests (not for "
+        "production).",
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback)")
     parser.add_argument(
@@ -70,6 +87,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the deployment's enqueued-token quota (default unlimited)",
     )
     parser.add_argument(
+        "--deployment",
+        type=deployment,
+        action="append",
+        default=[],
+        metavar="NAME=TPM[,RPM[,LATENCY_MS]]",
+        help="a chat deployment's quota (tokens and requests per minute) and latency; "
+        "repeatable (deployments not named answer without limit)",
+    )
+    parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
     args = parser.parse_args(argv)
@@ -91,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         api_key=args.key,
         auto_advance=args.auto_advance,
         limits=Limits(args.max_lines, args.max_bytes, args.enqueued_token_limit),
+        deployments=tuple(args.deployment),
     )
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

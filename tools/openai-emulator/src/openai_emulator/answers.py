@@ -1,14 +1,20 @@
-"""The answer to one batch request: deterministic content, and failures driven by markers.
+"""The answer to one request: deterministic content, and failures driven by markers.
 
-The assistant's content is a JSON object string built from the request alone (the
-summary is the first sentence of the last user message), so tests can predict it.
-Markers in the user message choose a failure instead:
+The assistant's content is a JSON object string built from the request alone, so tests
+can predict it: a value of the request's ``response_format`` JSON Schema
+(``schema_instance``: strings are the first sentence of the last user message), or,
+without one, a document analysis whose summary is that sentence. Markers in the user
+message choose a failure instead:
 
 * ``[[refuse-prompt]]``: an error-file line, status 400, the service's content-filter
   body for a filtered prompt;
 * ``[[refuse-answer]]``: an output line whose choice ends with ``content_filter`` and no
   content;
-* ``[[fail-line]]``: an error-file line, status 500 ``server_error``.
+* ``[[fail-line]]``: an error-file line, status 500 ``server_error``;
+* ``[[invalid-answer]]``: an answer, but ``{"unexpected": true}``, which no task's schema
+  of required or closed properties allows (a model that breaks its schema).
+
+Batch lines and chat completions (``chat``) are answered the same way.
 """
 
 from __future__ import annotations
@@ -23,10 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .input_file import BatchRequest, estimate_tokens, message_text, prompt_characters
+from .schema_instance import instance
 
 REFUSE_PROMPT = "[[refuse-prompt]]"
 REFUSE_ANSWER = "[[refuse-answer]]"
 FAIL_LINE = "[[fail-line]]"
+INVALID_ANSWER = "[[invalid-answer]]"
 SUMMARY_LIMIT = 200
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 PROMPT_FILTERED = {
@@ -68,10 +76,26 @@ def first_sentence(text: str) -> str:
     return sentence[:SUMMARY_LIMIT]
 
 
+def requested_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON Schema a request's ``response_format`` asks for, if any."""
+    response_format = body.get("response_format")
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return None
+    described = response_format.get("json_schema")
+    schema = described.get("schema") if isinstance(described, dict) else None
+    return schema if isinstance(schema, dict) else None
+
+
 def answer_content(body: dict[str, Any]) -> str:
+    text = user_text(body)
+    if INVALID_ANSWER in text:
+        return json.dumps({"unexpected": True})
+    schema = requested_schema(body)
+    if schema is not None:
+        return json.dumps(instance(schema, first_sentence(text)))
     return json.dumps(
         {
-            "summary": first_sentence(user_text(body)),
+            "summary": first_sentence(text),
             "document_type": "other",
             "confidence": 0.5,
             "language": "en",
@@ -81,10 +105,11 @@ def answer_content(body: dict[str, Any]) -> str:
     )
 
 
-def _completion(
-    request: BatchRequest, model: str, content: str | None, finish: str
+def completion(
+    body: dict[str, Any], model: str, content: str | None, finish: str
 ) -> dict[str, Any]:
-    prompt_tokens = estimate_tokens(prompt_characters(request.body))
+    """A ``chat.completion`` of ``content`` (usage estimated: characters / 4)."""
+    prompt_tokens = estimate_tokens(prompt_characters(body))
     completion_tokens = estimate_tokens(len(content or ""))
     return {
         "id": f"chatcmpl-{secrets.token_hex(12)}",
@@ -128,9 +153,9 @@ def answer(request: BatchRequest, model: str) -> Answer:
         }
         return Answer(request.custom_id, _line(request, 500, {"error": failure}), False)
     if REFUSE_ANSWER in text:
-        body = _completion(request, model, None, "content_filter")
+        body = completion(request.body, model, None, "content_filter")
     else:
-        body = _completion(request, model, answer_content(request.body), "stop")
+        body = completion(request.body, model, answer_content(request.body), "stop")
     return Answer(request.custom_id, _line(request, 200, body), True)
 
 

@@ -9,6 +9,7 @@ emulator's refusals exactly as it would see the service's.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 # The service's answer to a missing or wrong key (its text).
 UNAUTHORIZED_MESSAGE = (
@@ -27,8 +28,11 @@ class ApiError(Exception):
         self.code = code
         self.message = message
 
+    def body_json(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message}}
+
     def body(self) -> bytes:
-        return json.dumps({"error": {"code": self.code, "message": self.message}}).encode()
+        return json.dumps(self.body_json()).encode()
 
 
 def bad_request(message: str, code: str = "invalid_request") -> ApiError:

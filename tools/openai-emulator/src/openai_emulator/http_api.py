@@ -3,9 +3,11 @@
 ``AzureOpenAI(azure_endpoint=E, api_version=V)`` sends ``E/openai/<route>?api-version=V``;
 ``OpenAI(base_url=E/openai/v1/)`` sends ``E/openai/v1/<route>`` (no api-version). Routes:
 ``POST|GET files``, ``GET|DELETE files/{id}``, ``GET files/{id}/content``,
-``POST|GET batches``, ``GET batches/{id}``, ``POST batches/{id}/cancel``. They need the
-``api-key`` header equal to the key, or any ``Authorization: Bearer`` token (Entra ID,
-not verified); otherwise 401. ``/_emulator/...`` and ``/health`` need no key.
+``POST|GET batches``, ``GET batches/{id}``, ``POST batches/{id}/cancel``, and chat
+completions: ``POST deployments/{deployment}/chat/completions`` and, on the v1 route,
+``POST chat/completions`` (``chat``). They need the ``api-key`` header equal to the key,
+or any ``Authorization: Bearer`` token (Entra ID, or an OpenAI-compatible client's key:
+not verified); otherwise 401. ``/_emulator/...``, ``/stats`` and ``/health`` need no key.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .batches import BatchService
+from .chat import Answered, ChatService
 from .errors import ApiError, bad_request, not_found, unauthorized
 from .files import check_expiry_seconds
 from .listing import query_int
@@ -31,8 +34,12 @@ MAX_REQUEST_BYTES = 512 * 1024 * 1024  # the service's largest file, plus nothin
 _API = re.compile(
     r"^/openai(?P<v1>/v1)?/(?P<route>files|batches)(?:/(?P<id>[^/]+)(?:/(?P<action>content|cancel))?)?/?$"
 )
+_CHAT = re.compile(
+    r"^/openai(?:/deployments/(?P<deployment>[^/]+)|(?P<v1>/v1))/chat/completions/?$"
+)
 _CONTROL = re.compile(
-    r"^/_emulator/(?:batches/(?P<id>[^/]+)/(?P<action>advance|expire)|(?P<name>quota|stats|reset))$"
+    r"^/_emulator/(?:batches/(?P<id>[^/]+)/(?P<action>advance|expire)"
+    r"|deployments/(?P<deployment>[^/]+)|(?P<name>quota|stats|reset))$"
 )
 
 # The method each control operation answers to (any other: 405).
@@ -40,6 +47,7 @@ _CONTROL_METHODS = {
     "advance": "POST",
     "expire": "POST",
     "quota": "PUT",
+    "deployment": "PUT",
     "stats": "GET",
     "reset": "POST",
 }
@@ -51,10 +59,13 @@ class ApiServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], service: BatchService, api_key: str) -> None:
+    def __init__(
+        self, address: tuple[str, int], service: BatchService, api_key: str, chat: ChatService
+    ) -> None:
         super().__init__(address, ApiHandler)
         self.service = service
         self.api_key = api_key
+        self.chat = chat
 
 
 def _json(body: bytes) -> Any:
@@ -104,6 +115,13 @@ class ApiHandler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         try:
             body = self._read_body()
+            chat = _CHAT.match(urllib.parse.urlsplit(self.path).path)
+            if chat is not None:
+                answered = self._chat(chat, body)
+                self._send(
+                    answered.status, json.dumps(answered.body).encode(), headers=answered.headers
+                )
+                return
             status, payload = self._route(body)
         except ApiError as error:
             self._send(error.status, error.body())
@@ -134,9 +152,17 @@ class ApiHandler(BaseHTTPRequestHandler):
             )
         return self.rfile.read(length) if length else b""
 
-    def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+    def _send(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         if self.close_connection:
             self.send_header("Connection", "close")
@@ -148,6 +174,8 @@ class ApiHandler(BaseHTTPRequestHandler):
         query = urllib.parse.parse_qs(parts.query)
         if parts.path == "/health" and self.command == "GET":
             return 200, {"status": "ok"}
+        if parts.path == "/stats" and self.command == "GET":
+            return 200, self.server.chat.stats()
         control = _CONTROL.match(parts.path)
         if control:
             return self._control(control, body)
@@ -162,6 +190,27 @@ class ApiHandler(BaseHTTPRequestHandler):
         handler = self._files if api["route"] == "files" else self._batches
         item_id = urllib.parse.unquote(api["id"]) if api["id"] else None
         return handler(item_id, api["action"], query, body)
+
+    def _chat(self, match: re.Match[str], body: bytes) -> Answered:
+        if self.command != "POST":
+            raise self._method_not_allowed()
+        self._authorize()
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        document = _json(body)
+        if match["v1"]:
+            deployment = document.get("model") if isinstance(document, dict) else None
+            if not isinstance(deployment, str) or not deployment:
+                raise bad_request(
+                    "The request body needs 'model', the deployment.", "invalid_request"
+                )
+        else:
+            if not query.get("api-version"):
+                raise bad_request(
+                    "The api-version query parameter (?api-version=) is required.",
+                    "MissingApiVersion",
+                )
+            deployment = urllib.parse.unquote(match["deployment"])
+        return self.server.chat.complete(deployment, document)
 
     def _authorize(self) -> None:
         key = self.headers.get("api-key")
@@ -242,11 +291,11 @@ class ApiHandler(BaseHTTPRequestHandler):
 
     def _control(self, match: re.Match[str], body: bytes) -> Reply:
         service = self.server.service
-        operation = match["action"] or match["name"]
+        operation = match["action"] or match["name"] or "deployment"
         if _CONTROL_METHODS[operation] != self.command:
             raise self._method_not_allowed()
         if operation == "stats":
-            return 200, service.stats()
+            return 200, {**service.stats(), **self.server.chat.stats()}
         document = _json(body)
         if not isinstance(document, dict):
             raise bad_request("The request body must be a JSON object.")
@@ -256,5 +305,13 @@ class ApiHandler(BaseHTTPRequestHandler):
             return 200, service.expire(match["id"], document.get("completed_lines"))
         if operation == "quota":
             return 200, service.set_quota(_required(document, "enqueued_token_limit"))
+        if operation == "deployment":
+            return 200, self.server.chat.configure(
+                urllib.parse.unquote(match["deployment"]),
+                document.get("tokens_per_minute"),
+                document.get("requests_per_minute"),
+                document.get("latency_ms") or 0,
+            )
         service.reset()
+        self.server.chat.reset()
         return 200, {"reset": True}

@@ -76,8 +76,31 @@ class OpenAIEmulator:
         return result
 
     def reset(self) -> None:
-        """Forget every file and batch (and the quota set at runtime)."""
+        """Forget every file and batch, the chat deployments' quotas and counts (and the
+        enqueued-token quota set at runtime)."""
         self._call("POST", "/_emulator/reset", {})
+
+    def set_deployment(
+        self,
+        name: str,
+        tokens_per_minute: int | None = None,
+        requests_per_minute: int | None = None,
+        latency_ms: int = 0,
+    ) -> dict[str, Any]:
+        """A chat deployment's quota and latency from now on (its counts start over)."""
+        path = f"/_emulator/deployments/{urllib.parse.quote(name)}"
+        body = {
+            "tokens_per_minute": tokens_per_minute,
+            "requests_per_minute": requests_per_minute,
+            "latency_ms": latency_ms,
+        }
+        result: dict[str, Any] = self._call("PUT", path, body)
+        return result
+
+    def chat_stats(self) -> dict[str, Any]:
+        """Per chat deployment: calls served and throttled, tokens, its quota (``/stats``)."""
+        result: dict[str, Any] = self._call("GET", "/stats")
+        return result
 
 
 class OpenAIEmulatorProcess:
@@ -97,6 +120,7 @@ class OpenAIEmulatorProcess:
         max_lines: int | None = None,
         max_bytes: int | None = None,
         enqueued_token_limit: int | None = None,
+        deployments: tuple[tuple[str, int | None, int | None, int], ...] = (),
     ) -> None:
         self.log_path = log_path
         self.api_key = api_key
@@ -120,6 +144,8 @@ class OpenAIEmulatorProcess:
         ):
             if value is not None:
                 command += [option, str(value)]
+        for name, tokens, requests, latency in deployments:
+            command += ["--deployment", f"{name}={tokens or ''},{requests or ''},{latency}"]
         self.child = Child("OpenAI emulator", command, log_path)
 
     def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> OpenAIEmulator:

@@ -1,4 +1,4 @@
-"""Wiring: the batch service, the HTTP server and the auto-advance timer, until told to stop.
+"""Wiring: the batch and chat services, the HTTP server and the auto-advance timer.
 
 ``Emulator`` is what ``python -m openai_emulator`` runs; the fixtures run it as a child
 process like the other local services.
@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field
 
 from .batches import BatchService, Limits
+from .chat import ChatService
 from .http_api import ApiServer
 
 log = logging.getLogger("openai_emulator")
@@ -24,13 +25,21 @@ class ServerOptions:
     api_key: str = DEFAULT_KEY
     auto_advance: float = 0.0  # seconds between a batch's automatic steps; 0 = off
     limits: Limits = field(default_factory=Limits)
+    # Chat deployments with a quota: (name, tokens per minute, requests per minute,
+    # latency in ms); the others answer without limit.
+    deployments: tuple[tuple[str, int | None, int | None, int], ...] = ()
 
 
 class Emulator:
     def __init__(self, options: ServerOptions) -> None:
         self.options = options
         self.service = BatchService(options.limits)
-        self.http = ApiServer((options.host, options.port), self.service, options.api_key)
+        self.chat = ChatService()
+        for name, tokens, requests, latency in options.deployments:
+            self.chat.configure(name, tokens, requests, latency)
+        self.http = ApiServer(
+            (options.host, options.port), self.service, options.api_key, self.chat
+        )
         self._serving = threading.Thread(
             target=self.http.serve_forever, args=(0.05,), name="http", daemon=True
         )
@@ -55,11 +64,16 @@ class Emulator:
         if self.options.auto_advance > 0:
             self._timer.start()
         limit = self.options.limits.enqueued_token_limit
+        quotas = ",".join(
+            f"{name}={tokens or '-'}tpm/{requests or '-'}rpm/{latency}ms"
+            for name, tokens, requests, latency in self.options.deployments
+        )
         log.info(
-            "ready http=%s auto-advance=%g enqueued-token-limit=%s",
+            "ready http=%s auto-advance=%g enqueued-token-limit=%s deployments=%s",
             self.endpoint,
             self.options.auto_advance,
             "unlimited" if limit is None else limit,
+            quotas or "unlimited",
         )
 
     def stop(self) -> None:

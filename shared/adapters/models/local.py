@@ -6,16 +6,16 @@ sentences whose words are most frequent in the document), a document-type classi
 with a confidence, a review flag and a priority suggestion, and a content policy that
 refuses documents containing configured terms.
 
-Latency and faults are injected by settings only: ``latency_ms`` and ``transient_rate``
-(benchmarks; the random fault draw is seeded by the request id and attempt, so a run is
-reproducible), and ``simulate_on_request`` (``LocalModelFaults``, the development stack
-and its end-to-end tests), which alone lets a request's ``parameters.simulate`` ask for a
-fault: ``{"simulate": {"transient_attempts": 2, "retry_after": 1}}`` fails the first two
-attempts, ``{"always_transient": true}`` every attempt, ``{"permanent": true}`` fails
-permanently. With it off (the default), ``simulate`` is ignored here and intake refuses
-it with 422, so no caller can make the model fail. Parameters are read typed
-(``model_parameters.LocalAnalyzerParameters``): ``summary_sentences`` is honoured, the
-sampling parameters of the hosted models are accepted and ignored.
+It serves the built-in task only (``provider: local``, ``task: document-analysis``) and
+answers what a hosted model is asked for (the task's six answer fields), plus the
+statistics and details of its reading. Parameters are read as the alias declares them
+(by default ``GenerationParameters``): ``summary_sentences`` is honoured, the sampling
+parameters of the hosted models are accepted and ignored.
+
+Latency and faults are injected by settings only (``LocalModelLatencyMs``,
+``LocalModelTransientRate``: benchmarks; the random fault draw is seeded by the request id
+and attempt, so a run is reproducible). Faults a request asks for (``parameters.simulate``,
+development stacks only) are raised before any model runs (``shared.inference.faults``).
 
 It reports token usage as a hosted model would, so that token metrics and stored usage
 can be tried locally: one token per whitespace-separated word of the text it read and of
@@ -32,16 +32,19 @@ import re
 import time
 from collections import Counter
 
-from shared.adapters.local_model_vocabulary import (
+from shared.adapters.models.local_vocabulary import (
     DOCUMENT_TYPES,
     LANGUAGE_CUES,
     STOP_WORDS,
     URGENT_TERMS,
 )
-from shared.contracts import InferenceResult, Priority, TokenUsage
+from shared.adapters.models.provider import ModelProvider
+from shared.contracts import DOCUMENT_ANALYSIS, Priority, TokenUsage
 from shared.errors import InvalidInput, PermanentError, PolicyRefusal, TransientError
-from shared.inference import InferenceInput
-from shared.model_parameters import LocalAnalyzerParameters, SimulatedFaults, parse_parameters
+from shared.inference import InferenceInput, ModelAnswer
+from shared.inference.catalog import ModelCard
+from shared.inference.parameters import GENERATION_PARAMETERS, ParameterDeclaration
+from shared.settings import Settings
 
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n{2,}")
@@ -121,31 +124,29 @@ class LocalModel:
         refusal_terms: tuple[str, ...] = (),
         latency_ms: int = 0,
         transient_rate: float = 0.0,
-        simulate_on_request: bool = False,
         review_threshold: float = 0.5,
+        parameters: ParameterDeclaration = GENERATION_PARAMETERS,
     ) -> None:
         self._refusal_terms = tuple(t.lower() for t in refusal_terms if t)
         self._latency_s = latency_ms / 1000
         self._transient_rate = transient_rate
-        self._simulate_on_request = simulate_on_request
         self._review_threshold = review_threshold
+        self._parameters = parameters
 
-    def parameters(self, request: InferenceInput) -> LocalAnalyzerParameters:
-        """The request's parameters as declared (``model_parameters``); PermanentError when
-        they break the declaration: intake refuses such a request, so only a message no
-        door checked can carry one, and no retry can mend it. Without LocalModelFaults,
-        ``simulate`` is not ours to honour (nor to fail on): it is dropped unread."""
-        given = dict(request.parameters)
-        if not self._simulate_on_request:
-            given.pop("simulate", None)
+    def summary_sentences(self, request: InferenceInput) -> int:
+        """How long a summary the request asks for. PermanentError when its parameters
+        break the alias's declaration: intake refuses such a request, so only a message no
+        door checked can carry one, and no retry can mend it."""
         try:
-            return parse_parameters(LocalAnalyzerParameters, given, request.model)
+            parameters = self._parameters.read(request.parameters, request.model)
         except InvalidInput as error:
             raise PermanentError(error.message) from error
+        count = parameters.get("summary_sentences", 2)
+        return count if isinstance(count, int) and count > 0 else 2
 
-    def infer(self, request: InferenceInput) -> InferenceResult:
-        parameters = self.parameters(request)
-        self._simulate(request, parameters.simulate)
+    def infer(self, request: InferenceInput) -> ModelAnswer:
+        sentences_wanted = self.summary_sentences(request)
+        self._inject_fault(request)
         if self._latency_s:
             time.sleep(self._latency_s)
         if not request.media_type.startswith(("text/", "application/json")):
@@ -163,48 +164,58 @@ class LocalModel:
         document_type, confidence = classify(frequencies)
         sensitive = bool(_CARD_OR_IBAN.search(text))
         urgent = any(term in lowered for term in URGENT_TERMS)
-        summary = extractive_summary(sentences, frequencies, parameters.summary_sentences)
-        return InferenceResult(
-            summary=summary,
-            document_type=document_type,
-            confidence=confidence,
-            language=guess_language(words),
-            review_required=sensitive or confidence < self._review_threshold,
-            suggested_priority=Priority.HIGH if urgent else Priority.NORMAL,
+        summary = extractive_summary(sentences, frequencies, sentences_wanted)
+        return ModelAnswer(
+            content={
+                "summary": summary,
+                "document_type": document_type,
+                "confidence": confidence,
+                "language": guess_language(words),
+                "review_required": sensitive or confidence < self._review_threshold,
+                "suggested_priority": (Priority.HIGH if urgent else Priority.NORMAL).value,
+            },
+            usage=approximate_usage(text, summary),
+            finish_reason="stop",
             statistics=statistics(text, words, sentences),
             details={
                 "sensitive_numbers": sensitive,
                 "urgent_terms": urgent,
                 "top_terms": [w for w, _ in frequencies.most_common(5)],
             },
-            usage=approximate_usage(text, summary),
-            finish_reason="stop",
         )
 
-    def _binary(self, request: InferenceInput) -> InferenceResult:
+    def _binary(self, request: InferenceInput) -> ModelAnswer:
         kind = request.media_type.split("/")[0]
         document_type = "image" if kind == "image" else request.media_type.split(";")[0]
         digest = hashlib.sha256(request.content).hexdigest()[:16]
         summary = f"{request.media_type} document of {len(request.content)} bytes"
-        return InferenceResult(
-            summary=summary,
-            document_type=document_type,
-            confidence=0.5,
-            review_required=True,
-            statistics={"bytes": len(request.content)},
-            details={"fingerprint": digest},
+        return ModelAnswer(
+            content={
+                "summary": summary,
+                "document_type": document_type,
+                "confidence": 0.5,
+                "review_required": True,
+            },
             usage=approximate_usage("", summary),
             finish_reason="stop",
+            statistics={"bytes": len(request.content)},
+            details={"fingerprint": digest},
         )
 
-    def _simulate(self, request: InferenceInput, spec: SimulatedFaults | None) -> None:
-        if spec is not None:
-            if spec.permanent:
-                raise PermanentError("simulated permanent model failure")
-            if spec.always_transient or request.attempt < spec.transient_attempts:
-                raise TransientError("simulated model throttling (429)", spec.retry_after)
-        retry_after = spec.retry_after if spec is not None else None
+    def _inject_fault(self, request: InferenceInput) -> None:
         if self._transient_rate:
             seed = hashlib.sha256(f"{request.request_id}:{request.attempt}".encode()).digest()
             if random.Random(seed).random() < self._transient_rate:  # noqa: S311 (fault injection)
-                raise TransientError("injected transient model failure", retry_after=retry_after)
+                raise TransientError("injected transient model failure")
+
+
+def serve(card: ModelCard, settings: Settings) -> LocalModel:
+    return LocalModel(
+        refusal_terms=settings.local_model_refusal_terms,
+        latency_ms=settings.local_model_latency_ms,
+        transient_rate=settings.local_model_transient_rate,
+        parameters=card.parameters,
+    )
+
+
+PROVIDER = ModelProvider("local", serve, tasks=frozenset({DOCUMENT_ANALYSIS}))

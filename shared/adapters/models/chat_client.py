@@ -1,0 +1,99 @@
+"""ChatModel: one alias on a chat-completions endpoint, through the ``openai`` SDK.
+
+The Azure OpenAI and OpenAI-compatible providers differ only in how the client reaches
+the service (``azure_openai``, ``openai_compatible``); the call and the sorting of its
+failures are the same, and live here:
+
+- throttling (429), conflicts and timeouts (408, 409), server errors and connection
+  failures are transient, with the service's ``retry-after-ms``/``retry-after`` as the
+  floor for the next attempt;
+- a content-filter refusal (finish_reason ``content_filter``, a 400 with code
+  ``content_filter``) or the model's own refusal is a PolicyRefusal, i.e. a result;
+- any other 4xx is permanent.
+
+The client's own retries are off: Service Bus scheduling does the retrying, visibly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openai import APIConnectionError, APIStatusError, BadRequestError, OpenAI
+
+from shared.errors import InvalidInput, PermanentError, PolicyRefusal, TransientError
+from shared.inference import InferenceInput, ModelAnswer, reads_as_text
+from shared.inference.catalog import ModelCard
+from shared.inference.chat import (
+    CONTENT_FILTER,
+    ResponseFormat,
+    chat_request,
+    filtered_categories,
+    read_completion,
+)
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """The wait the service asked for, from ``retry-after-ms`` or ``retry-after``."""
+    if headers is None:
+        return None
+    milliseconds = headers.get("retry-after-ms")
+    seconds = headers.get("retry-after")
+    try:
+        if milliseconds is not None:
+            return float(milliseconds) / 1000
+        if seconds is not None:
+            return float(seconds)
+    except ValueError:
+        return None
+    return None
+
+
+def status_error(who: str, error: APIStatusError) -> TransientError | PermanentError:
+    """A service's answer sorted for the app: throttling (408, 409, 429) and server errors
+    are transient, with the service's wait as the floor; any other 4xx is permanent."""
+    status = error.status_code
+    if status in (408, 409, 429) or status >= 500:
+        return TransientError(
+            f"{who} answered {status}", retry_after_seconds(error.response.headers)
+        )
+    return PermanentError(f"{who} answered {status}: {error.message}")
+
+
+class ChatModel:
+    """Implements ``inference.ModelClient`` for one alias (its deployment and task)."""
+
+    def __init__(
+        self, client: OpenAI, card: ModelCard, system: str, response_format: ResponseFormat
+    ) -> None:
+        if card.deployment is None:
+            raise ValueError(f"model '{card.alias}' has no deployment")
+        self._client = client
+        self._card = card
+        self._deployment = card.deployment
+        self._format: ResponseFormat = response_format
+        self.system = system
+
+    def infer(self, request: InferenceInput) -> ModelAnswer:
+        if not reads_as_text(request.media_type):
+            raise PermanentError(f"the model reads text only, not {request.media_type}")
+        try:
+            parameters = self._card.parameters.read(request.parameters, request.model)
+        except InvalidInput as error:  # intake refuses these: only an unchecked message has one
+            raise PermanentError(error.message) from error
+        text = request.text()
+        body = chat_request(self._deployment, self._card.task, text, parameters, self._format)
+        return read_completion(self._complete(body).model_dump(), len(text))
+
+    def _complete(self, body: dict[str, Any]) -> Any:
+        try:
+            return self._client.chat.completions.create(**body)
+        except BadRequestError as error:
+            if error.code == CONTENT_FILTER:
+                raise PolicyRefusal(
+                    "the prompt was refused by the content filter", filtered_categories(error.body)
+                ) from error
+            raise PermanentError(f"the model refused the request: {error.message}") from error
+        except APIStatusError as error:
+            raise status_error("the model", error) from error
+        except APIConnectionError as error:
+            raise TransientError(f"the model is unreachable: {type(error).__name__}") from error

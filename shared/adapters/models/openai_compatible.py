@@ -1,0 +1,65 @@
+"""``provider: openai_compatible``: any endpoint that speaks OpenAI's chat completions.
+
+Azure AI Foundry models, vLLM, Ollama, LiteLLM or a gateway of your own: the entry names
+the ``endpoint`` (the base URL, ``/v1`` included: ``http://127.0.0.1:8000/v1``), the
+``deployment`` (the model name the server knows) and, when the server checks one,
+``api_key_setting`` (the app setting holding the bearer key; put a Key Vault reference
+there in Azure). A server that checks no key gets a placeholder one (the SDK always sends
+``Authorization``).
+
+The request is the one every provider sends (``shared.inference.chat``), with
+structured outputs (``json_schema``) unless the entry asks for ``json_object`` (servers
+without structured outputs). Failures are sorted as for Azure OpenAI
+(``chat_client``): 429, 5xx and timeouts transient honouring ``retry-after-ms`` /
+``retry-after``, other 4xx permanent. Aliases on the same endpoint and key share a client.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from openai import OpenAI
+
+from shared.adapters.models.chat_client import ChatModel
+from shared.adapters.models.provider import ModelProvider, ProviderRefusal
+from shared.inference.catalog import ModelCard
+from shared.inference.chat import JSON_OBJECT, JSON_SCHEMA
+from shared.settings import Settings
+
+# ``gen_ai.system`` of a service reached through the OpenAI protocol.
+SYSTEM = "openai"
+DEFAULT_TIMEOUT_SECONDS = 120.0
+PLACEHOLDER_KEY = "unused"
+
+
+@cache
+def _client(endpoint: str, api_key: str, timeout_seconds: float) -> OpenAI:
+    return OpenAI(base_url=endpoint, api_key=api_key, timeout=timeout_seconds, max_retries=0)
+
+
+def serve(card: ModelCard, settings: Settings) -> ChatModel:
+    assert card.endpoint is not None  # required: checked by the registry
+    key = PLACEHOLDER_KEY
+    if card.api_key_setting is not None:
+        configured = settings.app_setting(card.api_key_setting)
+        if configured is None:
+            raise ProviderRefusal(
+                "api_key_setting", f"app setting {card.api_key_setting} holds no key"
+            )
+        key = configured
+    client = _client(
+        card.endpoint.rstrip("/"), key, card.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+    )
+    return ChatModel(
+        client, card, SYSTEM, JSON_OBJECT if card.response_format == JSON_OBJECT else JSON_SCHEMA
+    )
+
+
+def check(card: ModelCard) -> None:
+    if card.endpoint is not None and not card.endpoint.startswith(("http://", "https://")):
+        raise ProviderRefusal("endpoint", f"'{card.endpoint}' is not an http(s) URL")
+
+
+PROVIDER = ModelProvider(
+    "openai_compatible", serve, required=("deployment", "endpoint"), check=check
+)

@@ -1,0 +1,465 @@
+"""The model catalog: the aliases a deployment serves, each a task and a model that runs it.
+
+One JSON file ships with the app, ``models.json`` at the app root (the app setting
+``ModelCatalog`` names another)::
+
+    {
+      "tasks": {
+        "document-analysis": {"builtin": true},
+        "sentiment": {"instructions": "...", "output_schema": {"type": "object", ...}}
+      },
+      "models": {
+        "local-analyzer": {"provider": "local", "task": "document-analysis"},
+        "gpt-4o-mini": {"provider": "azure_openai", "deployment": "%ChatDeployment%",
+                        "batch_deployment": "gpt-4o-mini-batch",
+                        "capacity": {"tokens_per_minute": 30000, "requests_per_minute": 180}}
+      }
+    }
+
+A request's ``model`` is an alias. Each alias names its ``provider`` (an adapter of
+``shared.adapters.models``, which checks the fields it needs), its ``task``, and what the
+provider needs to reach the model. ``%Name%`` in an entry's values is the app setting of
+that name, as in binding expressions; a reference to a setting that is unset or empty
+leaves an optional field unset, and a required one names the setting in its error.
+
+The catalog is read when the app starts (``function_app.py`` checks the file, so a broken
+catalog stops the indexing) and resolved against the app settings when the services are
+built. Every refusal names the file, the alias or task, and the field.
+
+Existing settings keep working: without ``ModelCatalog``, ``AllowedModels`` and
+``ModelProvider`` build a catalog of one document-analysis alias per allowed model,
+served by that provider with the alias as its deployment (``shorthand_catalog``).
+``GlobalBatch__deployments`` adds batch deployments to the aliases of either.
+
+No provider is named here: the catalog holds each entry's values; the adapters know what
+each provider needs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
+
+from shared.contracts import DOCUMENT_ANALYSIS, ModelName
+from shared.errors import CatalogError, ConfigurationError
+from shared.inference.json_schemas import check_object_schema
+from shared.inference.parameters import (
+    GENERATION_PARAMETERS,
+    SAMPLING_PARAMETERS_ONLY,
+    ParameterDeclaration,
+    SchemaParameters,
+)
+from shared.inference.tasks import BUILTIN_TASKS, SchemaTask, Task
+from shared.settings import Settings
+
+# The folder of function_app.py: relative catalog paths start here, as the Functions host
+# runs the app from its root.
+APP_ROOT: Final = Path(__file__).resolve().parents[2]
+DEFAULT_CATALOG: Final = "models.json"
+SHORTHAND_SOURCE: Final = "AllowedModels/ModelProvider"
+DEFAULT_PROVIDER: Final = "local"
+_REFERENCE: Final = re.compile(r"%([A-Za-z_][A-Za-z0-9_.:-]*)%")
+
+TaskName = Annotated[
+    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+]
+
+
+# --- the file, as written -------------------------------------------------------------------
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TaskEntry(_Entry):
+    builtin: bool = False
+    description: str | None = None
+    instructions: str | None = Field(None, min_length=1)
+    output_schema: dict[str, Any] | None = None
+
+
+class CapacityEntry(_Entry):
+    """The deployment's quota (``tokens_per_minute``: Azure's capacity times 1,000)."""
+
+    tokens_per_minute: int | str | None = None
+    requests_per_minute: int | str | None = None
+
+    @field_validator("tokens_per_minute", "requests_per_minute")
+    @classmethod
+    def _count_or_reference(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, bool) or (isinstance(value, int) and value < 0):
+            raise ValueError("a capacity is a whole number of 0 or more")
+        if isinstance(value, str) and not _REFERENCE.fullmatch(value):
+            raise ValueError("a capacity is a whole number, or a %Setting% reference")
+        return value
+
+
+class ModelEntry(_Entry):
+    provider: str = Field(min_length=1)
+    task: TaskName = DOCUMENT_ANALYSIS
+    description: str | None = None
+    deployment: str | None = Field(None, min_length=1)
+    endpoint: str | None = Field(None, min_length=1)
+    api_key_setting: str | None = Field(None, min_length=1)
+    api_version: str | None = Field(None, min_length=1)
+    handler: str | None = Field(None, min_length=1)
+    parameters: dict[str, Any] | None = None
+    batch_deployment: str | None = Field(None, min_length=1)
+    capacity: CapacityEntry | None = None
+    # How the answer's shape is asked for: a JSON Schema (structured outputs) or any JSON
+    # object (for endpoints without structured outputs). Unset: the provider decides.
+    response_format: Literal["json_schema", "json_object"] | None = None
+    timeout_seconds: float | None = Field(None, gt=0, le=3600)
+
+
+class CatalogDocument(_Entry):
+    schema_: str | None = Field(None, alias="$schema")  # for editors; not read
+    tasks: dict[TaskName, TaskEntry] = Field(default_factory=dict)
+    models: dict[ModelName, ModelEntry] = Field(min_length=1)
+
+
+# --- the catalog, resolved ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Capacity:
+    tokens_per_minute: int | None = None
+    requests_per_minute: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """One alias, resolved: everything a provider needs to serve it."""
+
+    alias: str
+    provider: str
+    task: Task
+    parameters: ParameterDeclaration = GENERATION_PARAMETERS
+    deployment: str | None = None
+    endpoint: str | None = None
+    api_key_setting: str | None = None
+    api_version: str | None = None
+    handler: str | None = None
+    batch_deployment: str | None = None
+    capacity: Capacity | None = None
+    response_format: str | None = None
+    timeout_seconds: float | None = None
+    # Fields left unset because the app setting they name is unset or empty.
+    unresolved: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=False)
+class ModelCatalog:
+    """The aliases a deployment serves (``source``: the file, or the shorthand settings).
+    Built once per process, it is equal only to itself (and so hashable: documents
+    derived from it, such as the OpenAPI document, are cached by it)."""
+
+    source: str
+    cards: Mapping[str, ModelCard]
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return tuple(self.cards)
+
+    def card(self, alias: str) -> ModelCard | None:
+        return self.cards.get(alias)
+
+    @property
+    def batch_deployments(self) -> dict[str, str]:
+        """Alias -> Global Batch deployment, for the aliases that may take ``mode=batch``."""
+        return {
+            alias: card.batch_deployment
+            for alias, card in self.cards.items()
+            if card.batch_deployment
+        }
+
+    def fail(
+        self, message: str, alias: str | None = None, field: str | None = None
+    ) -> CatalogError:
+        """A refusal of this catalog, naming where (``alias``, ``field``)."""
+        return CatalogError(
+            message, file=self.source, entry=f"model '{alias}'" if alias else None, field=field
+        )
+
+
+# --- reading the file ---------------------------------------------------------------------
+
+
+def _where(location: tuple[int | str, ...]) -> tuple[str | None, str | None]:
+    """The entry and field a pydantic error location points at."""
+    parts = [str(part) for part in location if part != "[key]"]  # [key]: the name itself
+    if len(parts) >= 2 and parts[0] in ("models", "tasks"):
+        kind = "model" if parts[0] == "models" else "task"
+        return f"{kind} '{parts[1]}'", ".".join(parts[2:]) or None
+    return None, ".".join(parts) or None
+
+
+def parse_catalog(text: str, source: str) -> CatalogDocument:
+    """The catalog file's document, checked: JSON, shape, tasks, schemas, and that every
+    alias names a task. Provider-specific fields are the adapters' to check."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CatalogError(
+            f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})",
+            file=source,
+        ) from None
+    try:
+        document = CatalogDocument.model_validate(raw)
+    except ValidationError as error:
+        first = error.errors()[0]
+        entry, location = _where(tuple(first["loc"]))
+        raise CatalogError(first["msg"], file=source, entry=entry, field=location) from None
+    for name, task in document.tasks.items():
+        _check_task(source, name, task)
+    for alias, model in document.models.items():
+        where = f"model '{alias}'"
+        if model.task not in document.tasks and model.task not in BUILTIN_TASKS:
+            known = sorted(set(document.tasks) | set(BUILTIN_TASKS))
+            raise CatalogError(
+                f"unknown task '{model.task}'; the catalog's tasks: {', '.join(known)}",
+                file=source,
+                entry=where,
+                field="task",
+            )
+        if model.parameters is not None:
+            problem = check_object_schema(model.parameters)
+            if problem is None and model.parameters.get("additionalProperties") is not False:
+                problem = (
+                    'the parameters schema must close its properties ("additionalProperties":'
+                    " false), so that a misspelt parameter is refused at the door"
+                )
+            if problem:
+                raise CatalogError(problem, file=source, entry=where, field="parameters")
+    return document
+
+
+def _check_task(source: str, name: str, task: TaskEntry) -> None:
+    where = f"task '{name}'"
+    if task.builtin:
+        if name not in BUILTIN_TASKS:
+            raise CatalogError(
+                f"there is no built-in task of this name; built-in: {', '.join(BUILTIN_TASKS)}",
+                file=source,
+                entry=where,
+                field="builtin",
+            )
+        if task.instructions or task.output_schema:
+            raise CatalogError(
+                "a built-in task takes no instructions or output_schema",
+                file=source,
+                entry=where,
+                field="instructions" if task.instructions else "output_schema",
+            )
+        return
+    if name in BUILTIN_TASKS:
+        raise CatalogError(
+            'this is the built-in task\'s name: declare it {"builtin": true}',
+            file=source,
+            entry=where,
+            field="builtin",
+        )
+    if not task.instructions:
+        raise CatalogError(
+            "a task needs instructions", file=source, entry=where, field="instructions"
+        )
+    if task.output_schema is None:
+        raise CatalogError(
+            "a task needs an output_schema", file=source, entry=where, field="output_schema"
+        )
+    if problem := check_object_schema(task.output_schema):
+        raise CatalogError(problem, file=source, entry=where, field="output_schema")
+
+
+def read_catalog_file(path: Path) -> CatalogDocument:
+    """``parse_catalog`` of the file at ``path`` (CatalogError when it cannot be read)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise CatalogError(f"cannot be read: {error.strerror}", file=shown(path)) from None
+    return parse_catalog(text, shown(path))
+
+
+# --- resolving against the app settings ---------------------------------------------------
+
+Lookup = Callable[[str], str | None]  # an app setting's value, None when unset
+
+
+def _resolve_text(value: str, lookup: Lookup) -> tuple[str | None, str | None]:
+    """``value`` with its ``%Name%`` references replaced, and the setting that left it
+    unset (a value that is a reference to an unset or empty setting)."""
+    whole = _REFERENCE.fullmatch(value)
+    if whole:
+        resolved = (lookup(whole.group(1)) or "").strip()
+        return (resolved, None) if resolved else (None, whole.group(1))
+
+    def one(match: re.Match[str]) -> str:
+        resolved = lookup(match.group(1))
+        if not resolved:
+            raise KeyError(match.group(1))
+        return resolved
+
+    return _REFERENCE.sub(one, value), None
+
+
+def _capacity(
+    entry: CapacityEntry, lookup: Lookup, fail: Callable[[str, str], Exception]
+) -> Capacity:
+    def number(name: str, value: int | str | None) -> int | None:
+        if value is None or isinstance(value, int):
+            return value
+        text, _ = _resolve_text(value, lookup)
+        if text is None:
+            return None
+        try:
+            parsed = int(text)
+        except ValueError:
+            raise fail(f"capacity.{name}", f"{value} is {text!r}, not a whole number") from None
+        if parsed < 0:
+            raise fail(f"capacity.{name}", f"{value} is {parsed}; it must be 0 or more")
+        return parsed
+
+    return Capacity(
+        number("tokens_per_minute", entry.tokens_per_minute),
+        number("requests_per_minute", entry.requests_per_minute),
+    )
+
+
+def _parameters(alias: str, model: ModelEntry) -> ParameterDeclaration:
+    """The alias's own declaration, else the default of its task's kind."""
+    if model.parameters is not None:
+        return SchemaParameters(f"{alias}.parameters", model.parameters)
+    return GENERATION_PARAMETERS if model.task in BUILTIN_TASKS else SAMPLING_PARAMETERS_ONLY
+
+
+_TEXT_FIELDS: Final = ("deployment", "endpoint", "api_version", "handler", "batch_deployment")
+
+
+def resolve_catalog(document: CatalogDocument, source: str, lookup: Lookup) -> ModelCatalog:
+    """The catalog's aliases with ``%Name%`` resolved from the app settings."""
+    tasks: dict[str, Task] = dict(BUILTIN_TASKS)
+    for name, entry in document.tasks.items():
+        if not entry.builtin:  # parse_catalog made sure both are there
+            tasks[name] = SchemaTask(name, entry.instructions or "", entry.output_schema or {})
+    cards: dict[str, ModelCard] = {}
+    for alias, model in document.models.items():
+
+        def fail(field: str, message: str, alias: str = alias) -> CatalogError:
+            return CatalogError(message, file=source, entry=f"model '{alias}'", field=field)
+
+        values: dict[str, str | None] = {}
+        unresolved: dict[str, str] = {}
+        for name in _TEXT_FIELDS:
+            raw = getattr(model, name)
+            if raw is None:
+                values[name] = None
+                continue
+            try:
+                values[name], missing = _resolve_text(raw, lookup)
+            except KeyError as setting:
+                raise fail(name, f"{raw} names app setting {setting}, which is not set") from None
+            if missing:
+                unresolved[name] = missing
+        cards[alias] = ModelCard(
+            alias=alias,
+            provider=model.provider,
+            task=tasks[model.task],
+            parameters=_parameters(alias, model),
+            api_key_setting=model.api_key_setting,
+            capacity=_capacity(model.capacity, lookup, fail) if model.capacity else None,
+            response_format=model.response_format,
+            timeout_seconds=model.timeout_seconds,
+            unresolved=unresolved,
+            **values,
+        )
+    return ModelCatalog(source, cards)
+
+
+def shorthand_catalog(aliases: tuple[str, ...], provider: str | None) -> ModelCatalog:
+    """``AllowedModels`` and ``ModelProvider`` as a catalog: each allowed model a
+    document-analysis alias of that provider (the local analyzer when unset), deployed
+    under its own name."""
+    chosen = provider or DEFAULT_PROVIDER
+    task = BUILTIN_TASKS[DOCUMENT_ANALYSIS]
+    return ModelCatalog(
+        SHORTHAND_SOURCE,
+        {alias: ModelCard(alias, chosen, task, deployment=alias) for alias in aliases},
+    )
+
+
+def with_batch_deployments(catalog: ModelCatalog, pairs: Mapping[str, str]) -> ModelCatalog:
+    """``catalog`` with the batch deployments of ``GlobalBatch__deployments`` added."""
+    if not pairs:
+        return catalog
+    unknown = sorted(set(pairs) - set(catalog.cards))
+    if unknown:
+        raise ConfigurationError(
+            f"GlobalBatch__deployments names models that {catalog.source} does not serve: "
+            f"{', '.join(unknown)} (served: {', '.join(catalog.aliases)})"
+        )
+    cards = dict(catalog.cards)
+    for alias, deployment in pairs.items():
+        given = cards[alias].batch_deployment
+        if given and given != deployment:
+            raise ConfigurationError(
+                f"model '{alias}' has batch_deployment '{given}' in {catalog.source} and "
+                f"'{deployment}' in GlobalBatch__deployments: keep one"
+            )
+        cards[alias] = replace(cards[alias], batch_deployment=deployment)
+    return ModelCatalog(catalog.source, cards)
+
+
+# --- which catalog a deployment serves ------------------------------------------------------
+
+
+def shorthand_in_use(settings: Settings) -> bool:
+    """Whether AllowedModels or ModelProvider is set (the one-provider shorthand)."""
+    return bool({"allowed_models", "model_provider"} & settings.model_fields_set)
+
+
+def catalog_file(settings: Settings) -> Path | None:
+    """The catalog file this deployment reads: ``ModelCatalog`` (relative to the app
+    root), else ``models.json`` at the app root unless the shorthand settings are in use."""
+    if settings.model_catalog:
+        path = Path(settings.model_catalog)
+        return path if path.is_absolute() else APP_ROOT / path
+    if shorthand_in_use(settings):
+        return None
+    default = APP_ROOT / DEFAULT_CATALOG
+    return default if default.is_file() else None
+
+
+def shown(path: Path) -> str:
+    """A catalog path as messages show it: relative to the app root when inside it."""
+    try:
+        return str(path.relative_to(APP_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def catalog_for(settings: Settings, lookup: Lookup | None = None) -> ModelCatalog:
+    """The catalog of this deployment, resolved against its app settings (``lookup``:
+    another source of them), with the batch deployments of ``GlobalBatch__deployments``
+    added."""
+    path = catalog_file(settings)
+    if path is None:
+        catalog = shorthand_catalog(settings.allowed_models, settings.model_provider)
+    else:
+        catalog = resolve_catalog(
+            read_catalog_file(path), shown(path), lookup or settings.app_setting
+        )
+    return with_batch_deployments(catalog, settings.batch_deployments)

@@ -1,0 +1,251 @@
+"""Chat completions through the real ``openai`` SDK (Azure and v1 routes), and the
+per-deployment quota with the service's 429s and rate-limit headers.
+
+The quota's arithmetic is checked on ``ChatService`` with a clock the test moves; what a
+client sees of it (statuses, headers, the SDK's errors) on the running emulator. Each test
+names deployments of its own: the emulator is shared by the session.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import openai
+import pytest
+from openai import AzureOpenAI, OpenAI
+
+from openai_emulator.chat import WINDOW_SECONDS, ChatService, requested_tokens
+from openai_emulator.process import OpenAIEmulator, OpenAIEmulatorProcess
+
+SENTIMENT = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["sentiment", "score", "summary", "labels"],
+    "properties": {
+        "sentiment": {"enum": ["positive", "negative"]},
+        "score": {"type": "number", "minimum": -1, "maximum": 1},
+        "summary": {"type": "string", "maxLength": 12},
+        "labels": {"type": "array", "items": {"$ref": "#/$defs/label"}, "minItems": 2},
+    },
+    "$defs": {"label": {"type": "integer", "minimum": 3}},
+}
+
+
+def deployment() -> str:
+    return f"chat-{uuid.uuid4().hex[:8]}"
+
+
+def messages(text: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": "Rate it."}, {"role": "user", "content": text}]
+
+
+def schema_format(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": "t", "schema": schema, "strict": True}}
+
+
+def test_the_azure_route_answers_a_value_of_the_requested_schema(client: AzureOpenAI) -> None:
+    name = deployment()
+    answer = client.chat.completions.create(
+        model=name,
+        messages=messages("Great service. It was fast."),  # type: ignore[arg-type]
+        response_format=schema_format(SENTIMENT),  # type: ignore[arg-type]
+    )
+
+    assert answer.model == name
+    choice = answer.choices[0]
+    assert choice.finish_reason == "stop"
+    assert json.loads(choice.message.content or "") == {
+        "sentiment": "positive",
+        "score": 0.0,
+        "summary": "Great servic",
+        "labels": [3, 3],
+    }
+    assert answer.usage is not None
+    assert answer.usage.total_tokens == answer.usage.prompt_tokens + answer.usage.completion_tokens
+
+
+def test_the_v1_route_serves_an_openai_compatible_client(emulator: OpenAIEmulator) -> None:
+    client = OpenAI(base_url=emulator.v1_base_url, api_key="any-bearer-key", max_retries=0)
+
+    answer = client.chat.completions.create(
+        model=deployment(),
+        messages=messages("Invoice 7 is due. Pay soon."),  # type: ignore[arg-type]
+    )
+
+    content = json.loads(answer.choices[0].message.content or "")
+    assert content["summary"] == "Invoice 7 is due.", "without a schema: a document analysis"
+    assert content["document_type"] == "other"
+
+
+@pytest.mark.parametrize(
+    ("marker", "error"),
+    [("[[refuse-prompt]]", openai.BadRequestError), ("[[fail-line]]", openai.InternalServerError)],
+)
+def test_markers_choose_the_services_failures(
+    client: AzureOpenAI, marker: str, error: type[Exception]
+) -> None:
+    with pytest.raises(error) as failed:
+        client.chat.completions.create(model=deployment(), messages=messages(f"x {marker}"))  # type: ignore[arg-type]
+    if marker == "[[refuse-prompt]]":
+        assert getattr(failed.value, "code", None) == "content_filter"
+
+
+def test_a_filtered_answer_and_an_answer_that_breaks_its_schema(client: AzureOpenAI) -> None:
+    filtered = client.chat.completions.create(
+        model=deployment(),
+        messages=messages("[[refuse-answer]]"),  # type: ignore[arg-type]
+    )
+    assert filtered.choices[0].finish_reason == "content_filter"
+    assert filtered.choices[0].message.content is None
+    invalid = client.chat.completions.create(
+        model=deployment(),
+        messages=messages("[[invalid-answer]]"),  # type: ignore[arg-type]
+        response_format=schema_format(SENTIMENT),  # type: ignore[arg-type]
+    )
+    assert json.loads(invalid.choices[0].message.content or "") == {"unexpected": True}
+
+
+def test_the_azure_route_needs_an_api_version_and_a_key(emulator: OpenAIEmulator) -> None:
+    body = {"messages": messages("x")}
+    with pytest.raises(openai.AuthenticationError):
+        AzureOpenAI(
+            azure_endpoint=emulator.endpoint,
+            api_key="wrong",
+            api_version="2024-10-21",
+            max_retries=0,
+        ).chat.completions.create(model="d", **body)  # type: ignore[arg-type]
+    unversioned = OpenAI(
+        base_url=f"{emulator.endpoint}/openai/deployments/d", api_key="k", max_retries=0
+    )
+    with pytest.raises(openai.BadRequestError, match="api-version"):
+        unversioned.chat.completions.create(model="d", **body)  # type: ignore[arg-type]
+
+
+# --- the quota, on the service with a clock of the test's --------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def body(text: str = "x" * 400, max_tokens: int = 100) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}], "max_tokens": max_tokens}
+
+
+def test_a_request_counts_its_prompt_and_its_max_tokens_before_it_is_answered() -> None:
+    assert requested_tokens(body()) == 100 + 100
+    assert requested_tokens({"messages": [{"role": "user", "content": "abcd"}]}) == 1 + 256
+
+
+def test_the_token_quota_is_a_window_of_the_minute_and_refills_at_its_rate() -> None:
+    clock = Clock()
+    chat = ChatService(clock=clock, sleep=lambda _: None)
+    chat.configure("d", tokens_per_minute=12_000)  # a 10 s window holds 2,000 tokens
+    answered = [chat.complete("d", body()) for _ in range(12)]  # about 200 tokens each
+
+    statuses = [a.status for a in answered]
+    assert statuses.count(200) >= 10, "the window's 2,000 tokens, corrected to the answers"
+    throttled = next(a for a in answered if a.status == 429)
+    assert throttled.body["error"]["code"] == "429"
+    wait_ms = int(throttled.headers["retry-after-ms"])
+    assert 0 < wait_ms <= 1_000, "200 tokens come back in a second at 12,000 a minute"
+    assert throttled.headers["retry-after"] == "1"
+    assert int(throttled.headers["x-ratelimit-remaining-tokens"]) < 1_200
+    clock.now += wait_ms / 1000
+    assert chat.complete("d", body()).status == 200, "the wait it asked for was enough"
+    stats = chat.stats()["deployments"]["d"]
+    assert stats["throttled"] == statuses.count(429)
+    assert stats["served"] == statuses.count(200) + 1
+    assert stats["tokens_per_minute"] == 12_000
+
+
+def test_the_request_quota_limits_calls_whatever_their_size() -> None:
+    clock = Clock()
+    chat = ChatService(clock=clock, sleep=lambda _: None)
+    chat.configure("d", requests_per_minute=60)  # 10 a window, one a second after
+    statuses = [chat.complete("d", body("hi", 1)).status for _ in range(11)]
+    assert statuses == [200] * 10 + [429]
+    answered = chat.complete("d", body("hi", 1))
+    assert answered.headers["x-ratelimit-remaining-requests"] == "0"
+    clock.now += 1.0
+    assert chat.complete("d", body("hi", 1)).status == 200
+
+
+def test_a_deployment_without_a_quota_is_not_limited_and_reports_no_headers() -> None:
+    chat = ChatService(clock=Clock(), sleep=lambda _: None)
+    answered = [chat.complete("free", body()) for _ in range(50)]
+    assert {a.status for a in answered} == {200}
+    assert "x-ratelimit-remaining-tokens" not in answered[0].headers
+    assert chat.stats()["deployments"]["free"]["served"] == 50
+
+
+def test_a_request_larger_than_the_window_is_let_through_when_it_is_full() -> None:
+    clock = Clock()
+    chat = ChatService(clock=clock, sleep=lambda _: None)
+    chat.configure("d", tokens_per_minute=600)  # a 100-token window
+    assert chat.complete("d", body(max_tokens=500)).status == 200
+    throttled = chat.complete("d", body(max_tokens=10))
+    assert throttled.status == 429, "its debt is paid before the next request"
+    clock.now += WINDOW_SECONDS * 10
+    assert chat.complete("d", body(max_tokens=10)).status == 200
+
+
+def test_latency_is_a_deployments_own() -> None:
+    slept: list[float] = []
+    chat = ChatService(clock=Clock(), sleep=slept.append)
+    chat.configure("slow", latency_ms=750)
+    chat.complete("slow", body())
+    chat.complete("fast", body())
+    assert slept == [0.75]
+
+
+# --- the quota as a client sees it ------------------------------------------------------------
+
+
+def test_a_throttled_client_gets_the_services_429_and_headers(emulator: OpenAIEmulator) -> None:
+    name = deployment()
+    emulator.set_deployment(name, tokens_per_minute=6_000, requests_per_minute=600)
+    client = AzureOpenAI(
+        azure_endpoint=emulator.endpoint,
+        api_key=emulator.api_key,
+        api_version="2024-10-21",
+        max_retries=0,
+    )
+    raw = client.chat.completions.with_raw_response.create(
+        model=name,
+        messages=messages("hello"),
+        max_tokens=10,  # type: ignore[arg-type]
+    )
+    assert int(raw.headers["x-ratelimit-remaining-tokens"]) > 0
+    assert int(raw.headers["x-ratelimit-remaining-requests"]) >= 0
+    with pytest.raises(openai.RateLimitError) as throttled:
+        for _ in range(20):
+            client.chat.completions.create(
+                model=name,
+                messages=messages("hello"),
+                max_tokens=500,  # type: ignore[arg-type]
+            )
+    headers = throttled.value.response.headers
+    assert int(headers["retry-after-ms"]) > 0
+    assert int(headers["retry-after"]) >= 1
+    stats = emulator.chat_stats()["deployments"][name]
+    assert stats["throttled"] == 1
+    assert stats["served"] >= 1
+
+
+def test_quotas_can_be_given_when_the_emulator_starts(tmp_path: Any) -> None:
+    process = OpenAIEmulatorProcess(
+        tmp_path / "emulator.log", deployments=(("gpt-4o-mini", 30_000, 180, 0),)
+    )
+    try:
+        started = process.wait_ready()
+        assert started.chat_stats()["deployments"]["gpt-4o-mini"]["tokens_per_minute"] == 30_000
+        assert "deployments=gpt-4o-mini=30000tpm/180rpm/0ms" in process.child.output()
+    finally:
+        process.stop()

@@ -1,8 +1,13 @@
 """``python -m devtools.stack`` (``make run``): Azurite, the emulators and the app.
 
 The emulators are the Service Bus emulator, the Event Grid namespace emulator (the pull
-door's namespace, at ``EventGridPull__namespaceEndpoint``) and the Azure OpenAI batch
-emulator (the Global Batch lane's service, at ``GlobalBatch__endpoint``).
+door's namespace, at ``EventGridPull__namespaceEndpoint``) and the Azure OpenAI emulator
+(the Global Batch lane's service, and chat completions for the catalog's aliases that point
+at it: ``GlobalBatch__endpoint`` or ``AzureOpenAI__endpoint`` on this machine).
+
+The model catalog is checked before anything starts (``models.json``, or ``ModelCatalog``):
+a catalog the app could not serve stops the launch with the file, the alias and the field
+named, and the banner lists the aliases served.
 
 Ports come from the local settings connection strings (``AzureWebJobsStorage``/``Storage``
 endpoints, ``ServiceBusConnection``). A port that already answers is probed: Azurite (HTTP
@@ -33,7 +38,7 @@ import threading
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
 from devtools.appinsights import IngestionRecorder, LinePrinter
@@ -42,6 +47,9 @@ from functions_host.process import HostProcess
 from local_processes import PORT_OWNERS, Child, StartError, describe_port, start_azurite
 from openai_emulator.process import OpenAIEmulatorProcess
 from servicebus_emulator.process import EmulatorProcess
+
+if TYPE_CHECKING:
+    from shared.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCAL_DIR = REPO_ROOT / ".local"
@@ -221,18 +229,21 @@ OPENAI_AUTO_ADVANCE_SECONDS = 2.0
 
 
 def openai_port(values: dict[str, str]) -> int | None:
-    """The local Azure OpenAI batch emulator's port from ``GlobalBatch__endpoint``, or None
-    when the batch lane is off or points elsewhere than this machine."""
-    if not values.get("GlobalBatch__deployments", "").strip():
-        return None
-    return _loopback_port(values.get("GlobalBatch__endpoint", ""))
+    """The local Azure OpenAI emulator's port: that of ``GlobalBatch__endpoint`` or
+    ``AzureOpenAI__endpoint`` when it points at this machine, else None."""
+    for setting in ("GlobalBatch__endpoint", "AzureOpenAI__endpoint"):
+        port = _loopback_port(values.get(setting, ""))
+        if port is not None:
+            return port
+    return None
 
 
 def ensure_openai(port: int, api_key: str, started: list[Child]) -> None:
-    """Start (or reuse) the Azure OpenAI batch emulator the Global Batch lane submits to."""
+    """Start (or reuse) the Azure OpenAI emulator: the Global Batch lane's service, and the
+    chat completions of the catalog's aliases that point at it."""
     _ensure_http_emulator(
         port,
-        "the Azure OpenAI batch emulator",
+        "the Azure OpenAI emulator",
         "GlobalBatch__endpoint",
         "--no-openai",
         lambda log: OpenAIEmulatorProcess(
@@ -242,12 +253,36 @@ def ensure_openai(port: int, api_key: str, started: list[Child]) -> None:
     )
 
 
-def ensure_containers(settings_path: Path, values: dict[str, str]) -> list[str]:
-    from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
+def app_settings(settings_path: Path, values: dict[str, str]) -> Settings:
+    """The app's settings as the host will see them: the file's Values, the environment
+    winning for the names the file has."""
+    from shared.errors import ConfigurationError
     from shared.settings import load_settings
 
-    # The file's Values are read by load_settings; the environment wins, as for the host.
-    settings = load_settings({k: v for k, v in os.environ.items() if k in values}, settings_path)
+    try:
+        return load_settings({k: v for k, v in os.environ.items() if k in values}, settings_path)
+    except ConfigurationError as error:
+        raise StackError(f"{settings_path.name}: {error}") from None
+
+
+def served_models(settings: Settings) -> list[str]:
+    """The aliases the app will serve, each with its provider and task, after checking the
+    catalog as the app will (StackError naming the file, alias and field otherwise)."""
+    from shared.adapters.models import check_catalog
+    from shared.errors import ConfigurationError
+    from shared.inference.catalog import catalog_for
+
+    try:
+        catalog = catalog_for(settings)
+        check_catalog(catalog)
+    except ConfigurationError as error:
+        raise StackError(f"the model catalog cannot be served: {error}") from None
+    return [f"{alias} ({card.provider}, {card.task.name})" for alias, card in catalog.cards.items()]
+
+
+def ensure_containers(settings: Settings) -> list[str]:
+    from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
+
     names = settings.container_names()
     AzureBlobStore(blob_service_client(settings)).ensure_containers(names)
     return names
@@ -316,7 +351,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--no-openai",
         action="store_true",
-        help="do not start the Azure OpenAI batch emulator (the Global Batch lane's service)",
+        help="do not start the Azure OpenAI emulator (the Global Batch lane's service, and "
+        "chat completions for the aliases pointed at it)",
     )
     parser.add_argument("--in-memory", action="store_true", help="Azurite keeps nothing on disk")
     parser.add_argument(
@@ -371,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     started: list[Child] = []
     recorder: IngestionRecorder | None = None
     try:
+        settings = app_settings(settings_path, values)
+        models = served_models(settings)
         http_state = describe_port(http_port)
         if http_state != "free":
             owner = PORT_OWNERS.get(http_state, http_state)
@@ -387,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         openai = openai_port(values)
         if openai is not None and not args.no_openai:
             ensure_openai(openai, values.get("GlobalBatch__apiKey", ""), started)
-        containers = ensure_containers(settings_path, values)
+        containers = ensure_containers(settings)
         host_environment = None
         if args.telemetry:
             recorder, host_environment = start_telemetry_recorder(values)
@@ -398,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         started.append(host.child)
         base_url = host.wait_started(timeout=60)
         key = host.keys["functionKeys"]["default"]
-        print_banner(base_url, key, containers, admin_url, telemetry)
+        print_banner(base_url, key, containers, admin_url, telemetry, models)
         ready.set()
         while not stop.wait(0.5):
             if any(child.process.poll() is not None for child in started):
@@ -419,7 +457,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_banner(
-    base_url: str, key: str, containers: list[str], admin_url: str | None, telemetry: str
+    base_url: str,
+    key: str,
+    containers: list[str],
+    admin_url: str | None,
+    telemetry: str,
+    models: list[str],
 ) -> None:
     local = base_url.replace("127.0.0.1", "localhost")
     lines = [
@@ -427,6 +470,7 @@ def print_banner(
         "Inferbus is running.",
         f"  API:             {local}/api/v1/requests",
         f"  Function key:    {key}   (.local/host-keys.json)",
+        f"  Models:          {', '.join(models)}",
         f"  Containers:      {', '.join(containers)}",
         *([f"  Emulator counts: {admin_url}/runtime"] if admin_url else []),
         "  Logs:            .local/logs/ (Azurite, emulators); the host logs here",

@@ -18,6 +18,7 @@ from pathlib import Path
 from devtools.stack import (
     EMULATOR_CONFIG,
     EVENTGRID_CONFIG,
+    app_settings,
     ensure_containers,
     eventgrid_port,
     runtime_counts_port,
@@ -83,7 +84,7 @@ class ChaosStack:
             )
             self._others.append(namespace.child)
             namespace.wait_ready(timeout=30)
-        ensure_containers(self.settings_path, self.values)
+        ensure_containers(app_settings(self.settings_path, self.values))
         self.start_host()
 
     def start_storage(self) -> None:

@@ -35,6 +35,7 @@ from local_processes import ACCOUNT_KEY, ACCOUNT_NAME, Child, free_port
 from shared.telemetry import QUEUE_GAUGES
 
 STARTUP_TIMEOUT_S = 90.0
+E2E_CATALOG = Path(__file__).with_name("models.json")
 _STARTED = re.compile(r"Host started: (http://\S+)")
 _KEY = re.compile(r"Default function key: (\S+)")
 _RUNNING = re.compile(r"Inferbus is running")
@@ -132,6 +133,9 @@ def write_stack_settings(
             "MaxRetries": "2",
             "DeferredSweepSchedule": "*/2 * * * * *",
             "LocalModelRefusalTerms": "forbidden",
+            # Every kind of provider beside the local analyzer (tests/e2e/models.json).
+            "ModelCatalog": str(E2E_CATALOG),
+            "CompatibleModelKey": "local-openai-key",
             **(extra_values or {}),
         }
     )

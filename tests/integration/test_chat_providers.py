@@ -293,6 +293,6 @@ def test_parameters_outside_the_declaration_fail_permanently_unsent(
     service: Recorder, provider: str
 ) -> None:
     unchecked = REQUEST.model_copy(update={"parameters": {"temperature": 9}})
-    with pytest.raises(PermanentError, match="parameters.temperature"):
+    with pytest.raises(PermanentError, match=r"parameters\.temperature"):
         serve(service, provider).client.infer(unchecked)
     assert service.requests == []

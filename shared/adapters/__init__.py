@@ -2,7 +2,8 @@
 
 Storage (``blob_storage``, ``blob_documents``), Service Bus (``servicebus`` sending,
 ``servicebus_inbound`` received messages and settlement, ``queue_counts`` runtime counts),
-Event Grid (``eventgrid``), models (``local_model``, ``azure_openai``), identity and
+Event Grid (``eventgrid``), models (``models/``: one module per provider of the model
+catalog, and the registry that finds them), identity and
 tokens (``identity``, ``entra_tokens``), and ``in_memory``: every port without I/O, with
 the same rules, for tests and benchmarks. Adapters translate SDK errors into
 ``shared.errors`` at the edge; they may import any of ``shared`` but nothing imports them

@@ -40,6 +40,8 @@ def make_settings(azurite: Azurite, **overrides: Any) -> Settings:
         "MaxInlineTextBytes": "1024",
         "MaxUploadBytes": "4096",
     }
+    if "ModelCatalog" in overrides:  # a catalog instead of the shorthand
+        del values["AllowedModels"]
     values.update(overrides)
     return Settings.model_validate(values)
 

@@ -31,6 +31,7 @@ from tests.support.global_batch import (
 from tests.support.global_batch import (
     submit_batch as submit,
 )
+from tests.support.model_handlers import SENTIMENT_SCHEMA
 
 pytestmark = pytest.mark.integration
 
@@ -398,3 +399,56 @@ def test_a_batch_the_service_fails_fails_its_requests_with_its_errors(
     (closed,) = submissions_of(invalid.services, tenant)
     assert closed.remote_status == "failed"
     assert f"Global Batch {closed.batch_id} ended failed" in caplog.text
+
+
+def test_a_catalog_task_goes_out_with_its_instructions_and_schema_and_comes_back_checked(
+    make_batch_lane: MakeBatchLane, call: Call, tenant: str, tmp_path: Any
+) -> None:
+    catalog = tmp_path / "models.json"
+    catalog.write_text(
+        json.dumps(
+            {
+                "tasks": {
+                    "sentiment": {"instructions": "Rate it.", "output_schema": SENTIMENT_SCHEMA}
+                },
+                "models": {
+                    "local-analyzer": {"provider": "local"},
+                    "rater": {
+                        "provider": "python",
+                        "task": "sentiment",
+                        "handler": "tests.support.model_handlers:sentiment",
+                        "batch_deployment": DEPLOYMENT,
+                    },
+                },
+            }
+        )
+    )
+    lane = make_batch_lane(ModelCatalog=str(catalog), GlobalBatch__deployments="")
+    good = submit(call, "Thanks, great service.", model="rater")
+    broken = submit(call, "A message [[invalid-answer]].", model="rater")
+    assert lane.process_queue() == ["staged", "staged"]
+    records = lane.services.batch_records
+    assert records is not None
+    pending = records.pending(DEPLOYMENT, tenant, good)
+    assert pending is not None
+    body = pending.line["body"]
+    assert body["messages"][0] == {"role": "system", "content": "Rate it."}
+    assert body["response_format"]["json_schema"]["schema"] == SENTIMENT_SCHEMA
+
+    lane.drive(tenant, [good])  # the other is concluded with it, then requeued
+
+    answered = lane.job(tenant, good)
+    assert answered.status is JobStatus.COMPLETED
+    assert answered.result is not None
+    assert (answered.result.task, answered.result.result) == (
+        "sentiment",
+        {"sentiment": "positive", "score": 0.0},  # the emulator's value of the schema
+    )
+    assert answered.result.usage is not None
+    # An answer that breaks the schema is a failed line: it goes through the queue lane.
+    requeued = lane.job(tenant, broken)
+    assert requeued.mode is ProcessingMode.QUEUE
+    assert requeued.last_error is not None
+    assert "invalid_model_output: the model's answer does not match" in requeued.last_error.message
+    assert lane.process_queue() == ["completed"], "the alias's own model answers it there"
+    assert lane.job(tenant, broken).result.result == {"sentiment": "neutral", "score": 0.0}  # type: ignore[union-attr]

@@ -14,6 +14,16 @@ from shared.contracts import TokenUsage
 from shared.errors import PermanentError, TransientError
 from shared.inference import InferenceInput, ModelAnswer
 
+# The schema of what ``sentiment`` answers (the task a catalog gives it).
+SENTIMENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["sentiment", "score"],
+    "properties": {
+        "sentiment": {"enum": ["positive", "negative", "neutral"]},
+        "score": {"type": "number", "minimum": -1, "maximum": 1},
+    },
+}
 POSITIVE = frozenset("good great excellent love happy pleased thanks wonderful".split())
 NEGATIVE = frozenset("bad awful terrible hate angry broken refund late wrong".split())
 IMPORTED = {"count": 0}  # how often this module was imported into a process

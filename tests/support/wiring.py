@@ -91,7 +91,10 @@ def delivered(message: OutgoingMessage, sequence: int = 1) -> InboundMessage:
 def wire(clock: Clock | None = None, ports: dict[str, Any] | None = None, **values: str) -> Wired:
     """The use cases over in-memory ports; ``values`` are app settings, ``ports`` replace
     in-memory ports by name (``Ports`` fields)."""
-    settings = Settings.model_validate({**DEFAULT_SETTINGS, **values})
+    defaults = dict(DEFAULT_SETTINGS)
+    if "ModelCatalog" in values:  # a catalog instead of the shorthand
+        del defaults["AllowedModels"]
+    settings = Settings.model_validate({**defaults, **values})
     base = in_memory_ports(settings) if clock is None else in_memory_ports(settings, clock=clock)
     chosen = replace(base, **(ports or {}))
     return Wired(settings, chosen, build_services(settings, chosen))

@@ -12,13 +12,13 @@ import pytest
 
 from shared import entry_points
 from shared.contracts import Priority
-from shared.errors import InvalidInput
+from shared.errors import ConfigurationError, InvalidInput
 from shared.events.incoming import IncomingEvent, event_from_cloudevent, event_from_eventgrid
 from shared.events.intake import NotOurs, dedupe_key
 from shared.events.webhook_tenancy import TenantScope
 from shared.intake.idempotency import hash_key
 from tests.support.events import blob_created_event, requested_event
-from tests.support.wiring import Wired
+from tests.support.wiring import Wired, wire
 
 TEXT = b"Dear team, the quarterly report is attached. Please review it by Friday."
 
@@ -226,3 +226,35 @@ def test_a_cloudevent_with_attributes_of_the_wrong_kind_is_invalid(
 ) -> None:
     with pytest.raises(InvalidInput):
         event_from_cloudevent({**requested_event("contoso"), **change})
+
+
+def test_each_door_uses_the_alias_its_setting_names_for_work_that_names_none() -> None:
+    doors = wire(
+        DefaultModel="other-model",
+        IncomingBlobModel="local-analyzer",
+        EventGridPull__model="local-analyzer",
+    )
+    intake = doors.services.event_intake
+    drop(doors, "contoso/report.txt")
+    assert intake.accept_blob("incoming", "contoso/report.txt").job.model == "local-analyzer"
+    drop(doors, "contoso/named.txt", model="other-model")
+    named = intake.accept_blob("incoming", "contoso/named.txt")
+    assert named.job.model == "other-model", "the blob's metadata wins"
+
+    def model_of(source: str) -> str:
+        event = event_from_cloudevent(requested_event("contoso"))
+        outcome = intake.accept_event(event, source=source)
+        return doors.services.jobs.get("contoso", str(outcome.request_id)).model
+
+    assert model_of("eventgrid-pull") == "local-analyzer"  # EventGridPull__model
+    assert model_of("webhook") == "other-model"  # WebhookModel unset: DefaultModel
+    assert model_of("eventgrid") == "other-model"
+
+
+def test_a_door_setting_that_names_an_alias_not_served_stops_the_services() -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        wire(WebhookModel="gpt-9")
+    assert str(refused.value) == (
+        "WebhookModel is 'gpt-9', which AllowedModels/ModelProvider does not serve "
+        "(served: local-analyzer, other-model)"
+    )

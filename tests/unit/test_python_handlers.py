@@ -21,15 +21,7 @@ from tests.support import model_handlers
 from tests.support.catalogs import catalog
 
 OPEN = {"type": "object"}
-SENTIMENT = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["sentiment", "score"],
-    "properties": {
-        "sentiment": {"enum": ["positive", "negative", "neutral"]},
-        "score": {"type": "number", "minimum": -1, "maximum": 1},
-    },
-}
+SENTIMENT = model_handlers.SENTIMENT_SCHEMA
 TOP = {
     "type": "object",
     "additionalProperties": False,

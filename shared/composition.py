@@ -15,6 +15,7 @@ complete, so nothing is built at import time); tests install their own with
 from __future__ import annotations
 
 import os
+import socket
 import threading
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
@@ -36,7 +37,9 @@ from shared.global_batch.planning import PlanningPolicy
 from shared.global_batch.ports import BatchService
 from shared.global_batch.staging import BatchStager, StagingPolicy
 from shared.global_batch.store import BatchRecords
-from shared.inference.catalog import ModelCatalog, catalog_for
+from shared.inference.capacity import BudgetedModel, DeploymentGate, gate_key
+from shared.inference.catalog import Capacity, ModelCatalog, catalog_for
+from shared.inference.instances import InstanceRegistry
 from shared.inference.served import ServedModels
 from shared.intake.backpressure import BacklogGate, BacklogProbe
 from shared.intake.claim_checks import BlobStore, ClaimChecks
@@ -128,7 +131,7 @@ ServicesProvider = Callable[[], Services]
 def build_services(settings: Settings, ports: Ports) -> Services:
     """The object graph of the use cases over ``ports``; no adapter is chosen here."""
     clock = ports.clock
-    models = ports.models
+    models = gated_models(settings, ports.models, ports.documents)
     catalog = models.catalog
     _check_models(settings, catalog)
     untagged = models.alias_for("DefaultModel", settings.default_model)
@@ -303,6 +306,42 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         batch_stager=stager,
         global_batch=global_batch_for(settings, ports, batch_records, jobs, endings, announcer),
     )
+
+
+def gated_models(
+    settings: Settings, models: ServedModels, documents: JsonDocuments
+) -> ServedModels:
+    """Every alias's client behind its deployment's capacity gate (aliases on one
+    deployment share it), unless ModelCapacity__enabled is off. A quota is shared out
+    by the live instances, counted from their heartbeats in the app's storage."""
+    if not settings.model_capacity_enabled:
+        return models
+    limited = any(served.card.capacity for served in models.values())
+    registry = (
+        InstanceRegistry(
+            documents,
+            documents,
+            settings.ledger_container,
+            settings.website_instance_id or f"{socket.gethostname()}-{os.getpid()}",
+            heartbeat_seconds=settings.model_capacity_heartbeat_seconds,
+        )
+        if limited and isinstance(documents, DocumentListing)
+        else None
+    )
+    gates: dict[str, DeploymentGate] = {}
+    clients = {}
+    for alias, served in models.items():
+        card = served.card
+        key = gate_key(card)
+        if key not in gates:
+            gates[key] = DeploymentGate(
+                card.deployment or alias,
+                card.capacity or Capacity(),
+                instances=registry.count if registry is not None else lambda: 1,
+                max_wait=settings.model_capacity_wait_seconds,
+            )
+        clients[alias] = BudgetedModel(card, served.client, gates[key])
+    return ServedModels(models.catalog, clients)
 
 
 def _check_models(settings: Settings, catalog: ModelCatalog) -> None:

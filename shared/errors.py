@@ -87,6 +87,31 @@ class InvalidModelOutput(TransientError):
     code = "invalid_model_output"
 
 
+class Throttled(TransientError):
+    """A model service refused a call for its quota (429): the deployment's state, not the
+    request's fault. Carries the wait the service asked for and what it says is left."""
+
+    code = "throttled"
+
+    def __init__(
+        self,
+        message: str,
+        retry_after: float | None = None,
+        remaining_tokens: int | None = None,
+        remaining_requests: int | None = None,
+    ) -> None:
+        super().__init__(message, retry_after)
+        self.remaining_tokens = remaining_tokens
+        self.remaining_requests = remaining_requests
+
+
+class CapacityExhausted(TransientError):
+    """A model call found no capacity of its deployment within the time it may wait: its
+    message is scheduled again without counting an attempt."""
+
+    code = "capacity_exhausted"
+
+
 class ServiceUnavailable(TransientError):
     """Inferbus cannot take work now (storage or Service Bus down, backlog over limit)."""
 

@@ -49,6 +49,7 @@ def run_model(
     becomes a ``refused`` result, not an error. ``faults_allowed``: the faults a request
     asks for (``parameters.simulate``) are raised (LocalModelFaults), else dropped."""
     parameters, faults = split_faults(request.parameters, faults_allowed)
+    now = clock()
     model_input = InferenceInput(
         request_id=request.request_id,
         model=request.model,
@@ -57,8 +58,10 @@ def run_model(
         parameters=parameters,
         attempt=attempt,
         task=served.card.task.name,
+        priority=request.priority.value,
+        wait_limit=(request.deadline - now).total_seconds() if request.deadline else None,
     )
-    completed_at = clock().isoformat()
+    completed_at = now.isoformat()
     outcome = _observed_infer(served, model_input, request.tenant_id, faults)
     if isinstance(outcome, PolicyRefusal):
         category = outcome.category or "content_policy"

@@ -222,6 +222,31 @@ class Settings(BaseModel):
     model_provider: str | None = Field(None, alias="ModelProvider", json_schema_extra=ALTERNATIVE)
     # An answer that breaks its task's output schema is tried again this many times.
     invalid_output_retries: int = Field(2, ge=0, le=10, alias="InvalidOutputRetries")
+    # Model capacity (shared/inference/capacity.py): calls within each deployment's tokens
+    # and requests per minute, 429s pausing the deployment instead of spending retries.
+    # Off: every call goes out at once and a 429 is a failed attempt (the older behaviour).
+    model_capacity_enabled: Flag = Field(True, alias="ModelCapacity__enabled")
+    # How long a call may wait for its deployment's capacity before its message is
+    # scheduled again (without counting an attempt); below MaxLockRenewalSeconds.
+    model_capacity_wait_seconds: float = Field(
+        300.0, gt=0, le=3600, alias="ModelCapacity__waitSeconds"
+    )
+    # How often each instance says it is alive (its share of a quota is 1 / live ones).
+    model_capacity_heartbeat_seconds: float = Field(
+        10.0, gt=0, le=300, alias="ModelCapacity__heartbeatSeconds"
+    )
+    # The quota of the aliases of AllowedModels/ModelProvider (a catalog's entries give
+    # their own capacity): Bicep sets them from the model deployment's capacity.
+    model_capacity_tokens_per_minute: int | None = Field(
+        None, ge=0, alias="ModelCapacity__tokensPerMinute", json_schema_extra=ALTERNATIVE
+    )
+    model_capacity_requests_per_minute: int | None = Field(
+        None, ge=0, alias="ModelCapacity__requestsPerMinute", json_schema_extra=ALTERNATIVE
+    )
+    # This instance, as the platform names it (its capacity heartbeat); else host and pid.
+    website_instance_id: str | None = Field(
+        None, alias="WEBSITE_INSTANCE_ID", json_schema_extra=ALTERNATIVE
+    )
     local_model_latency_ms: int = Field(0, ge=0, alias="LocalModelLatencyMs")
     local_model_transient_rate: float = Field(0.0, ge=0, le=1, alias="LocalModelTransientRate")
     local_model_refusal_terms: CsvList = Field((), alias="LocalModelRefusalTerms")
@@ -366,6 +391,8 @@ class Settings(BaseModel):
             )
         if self.retry_base_seconds > self.retry_max_seconds:
             raise ValueError("RetryBaseSeconds must not exceed RetryMaxSeconds")
+        if self.model_capacity_wait_seconds >= self.max_lock_renewal_seconds:
+            raise ValueError("ModelCapacity__waitSeconds must be below MaxLockRenewalSeconds")
         if self.job_watchdog_grace_seconds < self.max_lock_renewal_seconds:
             raise ValueError("JobWatchdogGraceSeconds must not be below MaxLockRenewalSeconds")
         if bool(self.webhook_token_audience) != bool(self.webhook_token_issuer):

@@ -42,6 +42,10 @@ class InferenceInput(BaseModel):
     parameters: dict[str, Any] = Field(default_factory=dict)
     attempt: int = 0
     task: str = DOCUMENT_ANALYSIS  # the alias's task (a handler may serve several)
+    priority: str = "normal"  # who goes first when the deployment's capacity is short
+    # Seconds the call may wait for its deployment's capacity (its deadline); None: the
+    # gate's own bound.
+    wait_limit: float | None = None
 
     def text(self) -> str:
         """The content as text (undecodable bytes replaced rather than failing)."""
@@ -73,6 +77,9 @@ class ModelAnswer:
     finish_reason: str | None = None
     statistics: Mapping[str, float | int] = field(default_factory=dict)
     details: Mapping[str, Any] = field(default_factory=dict)
+    # What the service says its deployment has left (x-ratelimit-remaining-*), if it says.
+    remaining_tokens: int | None = None
+    remaining_requests: int | None = None
 
 
 class ModelClient(Protocol):

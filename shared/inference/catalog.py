@@ -389,15 +389,20 @@ def resolve_catalog(document: CatalogDocument, source: str, lookup: Lookup) -> M
     return ModelCatalog(source, cards)
 
 
-def shorthand_catalog(aliases: tuple[str, ...], provider: str | None) -> ModelCatalog:
+def shorthand_catalog(
+    aliases: tuple[str, ...], provider: str | None, capacity: Capacity | None = None
+) -> ModelCatalog:
     """``AllowedModels`` and ``ModelProvider`` as a catalog: each allowed model a
     document-analysis alias of that provider (the local analyzer when unset), deployed
-    under its own name."""
+    under its own name, with the quota of ``ModelCapacity__*`` when set."""
     chosen = provider or DEFAULT_PROVIDER
     task = BUILTIN_TASKS[DOCUMENT_ANALYSIS]
     return ModelCatalog(
         SHORTHAND_SOURCE,
-        {alias: ModelCard(alias, chosen, task, deployment=alias) for alias in aliases},
+        {
+            alias: ModelCard(alias, chosen, task, deployment=alias, capacity=capacity)
+            for alias in aliases
+        },
     )
 
 
@@ -457,7 +462,11 @@ def catalog_for(settings: Settings, lookup: Lookup | None = None) -> ModelCatalo
     added."""
     path = catalog_file(settings)
     if path is None:
-        catalog = shorthand_catalog(settings.allowed_models, settings.model_provider)
+        quota = Capacity(
+            settings.model_capacity_tokens_per_minute, settings.model_capacity_requests_per_minute
+        )
+        capacity = quota if quota.tokens_per_minute or quota.requests_per_minute else None
+        catalog = shorthand_catalog(settings.allowed_models, settings.model_provider, capacity)
     else:
         catalog = resolve_catalog(
             read_catalog_file(path), shown(path), lookup or settings.app_setting

@@ -160,6 +160,41 @@ class Failures:
         settler.complete(message)
         return "retry-scheduled"
 
+    def wait_for_capacity(
+        self,
+        message: InboundMessage,
+        request: RequestMessage,
+        settler: Settler,
+        error: TransientError,
+    ) -> str:
+        """The model's deployment had no capacity for the call within the time it may
+        wait (``inference.capacity``): the deployment's state, not the request's fault, so
+        the copy keeps ``retry_count`` and counts ``outage_retry_count`` instead, like an
+        outage. It comes back no later than the request's deadline, where it ends
+        ``expired`` as any request past its deadline does. The ordered lane waits in
+        place, in order, as for any failure."""
+        if self._ordered:
+            return self.retry(message, request, settler, error)
+        now, outages = self._clock(), message.outage_retry_count
+        since = message.outage_since or now
+        deadline = self._deadline_of(request, since)
+        due = min(now + timedelta(seconds=self._delay(outages, error)), max(deadline, now))
+        copy = retry_copy(
+            message,
+            message.retry_count,
+            due,
+            request.deadline,
+            now,
+            outage_retry_count=outages + 1,
+            outage_since=since,
+        )
+        if not self._scheduled(message, settler, copy):
+            return "abandoned"
+        wait = (due - now).total_seconds()
+        self._note_retry(request, error, f"waiting for model capacity, again in {wait:.1f}s")
+        settler.complete(message)
+        return "capacity-wait"
+
     def _delay(self, attempts: int, error: TransientError) -> float:
         """The backoff before try ``attempts + 1``, never earlier than a Retry-After."""
         return retry_delay(

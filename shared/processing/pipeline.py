@@ -26,6 +26,7 @@ from shared.contracts import (
     RequestMessage,
 )
 from shared.errors import (
+    CapacityExhausted,
     Conflict,
     InvalidInput,
     InvalidModelOutput,
@@ -405,6 +406,8 @@ class MessageProcessor:
             return self._failures.give_up_on(message, request, settler, error)
         except InvalidModelOutput as error:
             return self._invalid_output(message, request, settler, error)
+        except CapacityExhausted as error:
+            return self._failures.wait_for_capacity(message, request, settler, error)
         except TransientError as error:
             return self._failures.retry(message, request, settler, error)
         try:

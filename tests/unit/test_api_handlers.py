@@ -434,6 +434,8 @@ def test_every_error_class_maps_to_a_status_and_only_the_deployments_are_5xx() -
         "CatalogError",
         "TransientError",
         "InvalidModelOutput",
+        "Throttled",
+        "CapacityExhausted",
         "ServiceUnavailable",
         "ConcurrencyConflict",
     }

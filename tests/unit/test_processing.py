@@ -20,7 +20,12 @@ from shared.adapters.in_memory import (
 )
 from shared.adapters.models.local import LocalModel
 from shared.contracts import ClaimCheck, Job, JobStatus, RequestMessage
-from shared.errors import InvalidModelOutput, PermanentError, TransientError
+from shared.errors import (
+    CapacityExhausted,
+    InvalidModelOutput,
+    PermanentError,
+    TransientError,
+)
 from shared.events.announcements import Announcer
 from shared.inference import InferenceInput, ModelAnswer
 from shared.intake.claim_checks import ClaimChecks
@@ -378,6 +383,36 @@ def test_an_answer_that_breaks_its_schema_is_tried_again_within_its_small_bound(
     assert failed.error is not None
     assert (failed.error.code, failed.error.message) == ("invalid_model_output", invalid)
     assert h.model.calls == 3, "three answers, then the job ends: no crash loop"
+
+
+def test_no_capacity_in_time_reschedules_without_spending_an_attempt(h: Harness) -> None:
+    h.job()
+    h.model.errors = [CapacityExhausted("no capacity within 300s", retry_after=40)]
+    original = message(request_body(h), retry_count=2)
+
+    assert h.processor.process(original, h.settler) == "capacity-wait"
+
+    assert h.settler.actions == [("complete", "r1", None, None)]
+    copy = h.sender.sent[0]
+    assert copy.application_properties["retry_count"] == 2, "not an attempt"
+    assert copy.application_properties["outage_retry_count"] == 1
+    assert copy.message_id == "r1:retry:2:outage:1"
+    assert copy.scheduled_enqueue_time == NOW + timedelta(seconds=40)
+    job = h.jobs.get(TENANT, "r1")
+    assert job.status is JobStatus.ACCEPTED
+    assert job.last_error is not None
+    assert job.last_error.code == "capacity_exhausted"
+
+
+def test_waiting_for_capacity_never_goes_past_the_deadline(h: Harness) -> None:
+    h.job()
+    h.model.errors = [CapacityExhausted("no capacity", retry_after=7200)]
+    deadline = NOW + timedelta(minutes=10)
+    body = request_body(h, deadline=deadline.isoformat())
+
+    assert h.processor.process(message(body), h.settler) == "capacity-wait"
+
+    assert h.sender.sent[0].scheduled_enqueue_time == deadline, "then it expires, as any"
 
 
 def test_an_unexpected_exception_abandons_only_that_message(h: Harness) -> None:

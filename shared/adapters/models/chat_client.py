@@ -4,23 +4,27 @@ The Azure OpenAI and OpenAI-compatible providers differ only in how the client r
 the service (``azure_openai``, ``openai_compatible``); the call and the sorting of its
 failures are the same, and live here:
 
-- throttling (429), conflicts and timeouts (408, 409), server errors and connection
-  failures are transient, with the service's ``retry-after-ms``/``retry-after`` as the
-  floor for the next attempt;
+- throttling (429) is ``Throttled``, with the service's ``retry-after-ms``/``retry-after``
+  and what it says is left: the deployment's capacity gate pauses on it
+  (``shared.inference.capacity``); conflicts and timeouts (408, 409), server errors and
+  connection failures are transient, with the service's wait as the floor;
 - a content-filter refusal (finish_reason ``content_filter``, a 400 with code
   ``content_filter``) or the model's own refusal is a PolicyRefusal, i.e. a result;
 - any other 4xx is permanent.
 
-The client's own retries are off: Service Bus scheduling does the retrying, visibly.
+Every answer's ``x-ratelimit-remaining-tokens`` / ``-requests`` go on the ``ModelAnswer``:
+the deployment's own view of its quota, which the gate holds itself to. The client's own
+retries are off: the gate and Service Bus scheduling do the retrying, visibly.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from openai import APIConnectionError, APIStatusError, BadRequestError, OpenAI
 
-from shared.errors import InvalidInput, PermanentError, PolicyRefusal, TransientError
+from shared.errors import InvalidInput, PermanentError, PolicyRefusal, Throttled, TransientError
 from shared.inference import InferenceInput, ModelAnswer, reads_as_text
 from shared.inference.catalog import ModelCard
 from shared.inference.chat import (
@@ -48,11 +52,29 @@ def retry_after_seconds(headers: Any) -> float | None:
     return None
 
 
+def remaining(headers: Any, name: str) -> int | None:
+    """An ``x-ratelimit-remaining-*`` header as a count (None when absent or nonsense)."""
+    value = headers.get(f"x-ratelimit-remaining-{name}") if headers is not None else None
+    try:
+        return int(float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
 def status_error(who: str, error: APIStatusError) -> TransientError | PermanentError:
-    """A service's answer sorted for the app: throttling (408, 409, 429) and server errors
-    are transient, with the service's wait as the floor; any other 4xx is permanent."""
+    """A service's answer sorted for the app: throttling (429) is ``Throttled``, timeouts,
+    conflicts (408, 409) and server errors are transient, with the service's wait as the
+    floor; any other 4xx is permanent."""
     status = error.status_code
-    if status in (408, 409, 429) or status >= 500:
+    headers = error.response.headers
+    if status == 429:
+        return Throttled(
+            f"{who} answered 429 (throttled)",
+            retry_after_seconds(headers),
+            remaining(headers, "tokens"),
+            remaining(headers, "requests"),
+        )
+    if status in (408, 409) or status >= 500:
         return TransientError(
             f"{who} answered {status}", retry_after_seconds(error.response.headers)
         )
@@ -82,11 +104,18 @@ class ChatModel:
             raise PermanentError(error.message) from error
         text = request.text()
         body = chat_request(self._deployment, self._card.task, text, parameters, self._format)
-        return read_completion(self._complete(body).model_dump(), len(text))
+        raw = self._complete(body)
+        answer = read_completion(raw.parse().model_dump(), len(text))
+        return replace(
+            answer,
+            remaining_tokens=remaining(raw.headers, "tokens"),
+            remaining_requests=remaining(raw.headers, "requests"),
+        )
 
     def _complete(self, body: dict[str, Any]) -> Any:
+        """The raw response (its headers and its completion)."""
         try:
-            return self._client.chat.completions.create(**body)
+            return self._client.chat.completions.with_raw_response.create(**body)
         except BadRequestError as error:
             if error.code == CONTENT_FILTER:
                 raise PolicyRefusal(

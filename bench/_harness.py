@@ -84,7 +84,7 @@ from shared.settings import Settings  # noqa: E402
 EMULATOR_CONFIG = REPO / "infra" / "local" / "servicebus-emulator.json"
 SAMPLE_SETTINGS = REPO / "local.settings.sample.json"
 # What .funcignore leaves in the deployment package, less requirements.txt.
-APP_FILES = ("function_app.py", "host.json", "triggers", "shared")
+APP_FILES = ("function_app.py", "host.json", "models.json", "triggers", "shared")
 BENCH_SUBSCRIPTION = "bench-outcomes"
 TENANT = "bench"
 PING_APP = REPO / "tools" / "functions-host" / "bench" / "ping_app"  # one empty HTTP function

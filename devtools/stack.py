@@ -16,8 +16,13 @@ Service Bus emulator) or an HTTP emulator answering ``/health`` is reused, anyth
 stops the launch with a message naming the port.
 Azurite keeps its data in ``.local/azurite`` so jobs and blobs survive a restart
 (``--in-memory`` to start clean).
+``--instances N`` runs N hosts of the app on the same queues and storage, as the platform
+scales it out: competing consumers on every queue, HTTP on consecutive ports (the first
+is the one printed), timers once per schedule across them (the hosts' listener locks),
+each instance's share of a model quota from the live ones.
+
 Child processes run in their own sessions: Ctrl-C reaches only this launcher, which drains
-the host first, then stops the emulators and Azurite it started, and nothing else.
+the hosts first, then stops the emulators and Azurite it started, and nothing else.
 
 Telemetry takes the one path it takes in Azure: the worker runtime configures Azure Monitor
 when ``PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY`` is true and exports to
@@ -356,6 +361,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--in-memory", action="store_true", help="Azurite keeps nothing on disk")
     parser.add_argument(
+        "--instances",
+        type=int,
+        default=1,
+        choices=range(1, 17),
+        metavar="N",
+        help="hosts of the app on the same queues, on consecutive HTTP ports (default 1)",
+    )
+    parser.add_argument(
         "--telemetry",
         action="store_true",
         help="export the app's telemetry to a local Application Insights ingestion endpoint "
@@ -409,10 +422,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = app_settings(settings_path, values)
         models = served_models(settings)
-        http_state = describe_port(http_port)
-        if http_state != "free":
-            owner = PORT_OWNERS.get(http_state, http_state)
-            raise StackError(f"port {http_port} is taken by {owner}: stop it or use --port")
+        for port in range(http_port, http_port + args.instances):
+            http_state = describe_port(port)
+            if http_state != "free":
+                owner = PORT_OWNERS.get(http_state, http_state)
+                raise StackError(f"port {port} is taken by {owner}: stop it or use --port")
         if not args.no_azurite:
             ensure_azurite(storage_ports(values), args.in_memory, started)
         admin_url = None
@@ -432,11 +446,10 @@ def main(argv: list[str] | None = None) -> int:
             telemetry = f"recorded here (local ingestion endpoint {recorder.endpoint})"
         else:
             telemetry = telemetry_destination(values)
-        host = HostProcess(REPO_ROOT, settings_path, None, port=http_port, env=host_environment)
-        started.append(host.child)
-        base_url = host.wait_started(timeout=60)
-        key = host.keys["functionKeys"]["default"]
-        print_banner(base_url, key, containers, admin_url, telemetry, models)
+        base_urls, key = start_hosts(
+            settings_path, http_port, args.instances, host_environment, started
+        )
+        print_banner(base_urls, key, containers, admin_url, telemetry, models)
         ready.set()
         while not stop.wait(0.5):
             if any(child.process.poll() is not None for child in started):
@@ -456,19 +469,46 @@ def main(argv: list[str] | None = None) -> int:
             recorder.stop()
 
 
+def start_hosts(
+    settings_path: Path,
+    first_port: int,
+    instances: int,
+    environment: dict[str, str] | None,
+    started: list[Child],
+) -> tuple[list[str], str]:
+    """The app's hosts on consecutive ports (the first alone, then the others at once:
+    they share its function keys); their URLs and the default function key."""
+    hosts = []
+    for offset in range(instances):
+        log_path = None if offset == 0 else LOCAL_DIR / "logs" / f"host-{offset + 1}.log"
+        host = HostProcess(
+            REPO_ROOT, settings_path, log_path, port=first_port + offset, env=environment
+        )
+        started.append(host.child)
+        hosts.append(host)
+        if offset == 0:
+            host.wait_started(timeout=60)
+    urls = [hosts[0].base_url] + [host.wait_started(timeout=60) for host in hosts[1:]]
+    if instances > 1:
+        print(f"Started {instances} hosts of the app (logs of the others: .local/logs/host-N.log)")
+    return urls, hosts[0].keys["functionKeys"]["default"]
+
+
 def print_banner(
-    base_url: str,
+    base_urls: list[str],
     key: str,
     containers: list[str],
     admin_url: str | None,
     telemetry: str,
     models: list[str],
 ) -> None:
-    local = base_url.replace("127.0.0.1", "localhost")
+    local = base_urls[0].replace("127.0.0.1", "localhost")
+    others = [url.replace("127.0.0.1", "localhost") for url in base_urls[1:]]
     lines = [
         "",
-        "Inferbus is running.",
+        "Inferbus is running." + (f" ({len(base_urls)} instances)" if others else ""),
         f"  API:             {local}/api/v1/requests",
+        *([f"  Instances:       {', '.join([local, *others])}"] if others else []),
         f"  Function key:    {key}   (.local/host-keys.json)",
         f"  Models:          {', '.join(models)}",
         f"  Containers:      {', '.join(containers)}",

@@ -66,6 +66,7 @@ def host_values_factory(
             "EventsTopic": "host-events",
             "EventsSubscription": "all",
             "SessionQueue": "host-sessions",
+            "TickSchedule": "0 0 0 1 1 *",  # the singleton test makes it every second
             "SAMPLE_RECORD_FILE": str(record),
         }
         result.update(overrides)

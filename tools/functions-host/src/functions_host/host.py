@@ -27,6 +27,7 @@ from functions_host.keys import HostKeys, load_or_create_keys
 from functions_host.language_worker import LanguageWorker, WorkerError
 from functions_host.servicebus_listener import ServiceBusListener
 from functions_host.settlement import MessageLocks, SettlementService
+from functions_host.singleton import ListenerLock
 from functions_host.timers import TimerRunner
 from functions_host.worker_logs import WorkerLogPrinter
 
@@ -122,7 +123,8 @@ class LocalHost:
                 self._listeners.append(listener)
                 listener.start()
             elif spec.trigger_type == "timerTrigger":
-                runner = TimerRunner(spec, invoker)
+                lock = ListenerLock.for_timer(_host_id(self.options.script_root), spec.name)
+                runner = TimerRunner(spec, invoker, lock)
                 self._timers.append(runner)
                 runner.start()
         self._log_functions()
@@ -215,5 +217,11 @@ class LocalHost:
 
 
 def _host_id(script_root: Path) -> str:
+    """The host id of the app, as the Functions host has one: the app setting
+    ``AzureFunctionsWebHost__hostid``, else one from the app's folder (every host of one
+    app shares it: its timers' singleton locks and blob receipts)."""
+    configured = os.environ.get("AzureFunctionsWebHost__hostid", "").strip()  # noqa: SIM112 (its name)
+    if configured:
+        return configured[:32]
     name = re.sub(r"[^a-z0-9-]", "-", script_root.resolve().name.lower()).strip("-")
     return (name or "local")[:32] + "-local"

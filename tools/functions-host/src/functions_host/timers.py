@@ -2,7 +2,9 @@
 
 As in the host, executions of one timer never overlap (the next occurrence is computed
 after the previous invocation ends), ``run_on_startup`` fires once when the host starts,
-and ``past_due`` is true when an invocation starts well after its scheduled time.
+``past_due`` is true when an invocation starts well after its scheduled time, and a timer
+fires only on the instance that holds its listener lock (``singleton``): scaled out to
+several hosts, each timer still runs once per occurrence.
 The host sends the timer's JSON (``Schedule``, ``ScheduleStatus``, ``IsPastDue``); the
 runtime turns it into an ``azure.functions.TimerRequest``.
 """
@@ -18,15 +20,19 @@ from functions_host.functions import FunctionSpec
 from functions_host.invocation import HostStoppingError, Invoker
 from functions_host.ncrontab import parse_schedule
 from functions_host.protos import messages
+from functions_host.singleton import ListenerLock
 
 log = logging.getLogger("host.timers")
 PAST_DUE_AFTER = timedelta(seconds=5)
 
 
 class TimerRunner:
-    def __init__(self, spec: FunctionSpec, invoker: Invoker) -> None:
+    def __init__(
+        self, spec: FunctionSpec, invoker: Invoker, lock: ListenerLock | None = None
+    ) -> None:
         self.spec = spec
         self._invoker = invoker
+        self._lock = lock
         self._schedule = parse_schedule(str(spec.trigger.get("schedule", "")))
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -35,15 +41,23 @@ class TimerRunner:
         self._last: datetime | None = None
 
     def start(self) -> None:
+        if self._lock is not None:
+            self._lock.start()
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        if self._lock is not None:
+            self._lock.stop()
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
 
     def _fire(self, scheduled: datetime, past_due: bool) -> None:
+        if self._lock is not None and not self._lock.held:
+            log.debug("timer %s: another instance holds its listener", self.spec.name)
+            self._last = scheduled
+            return
         now = datetime.now(UTC)
         status = {
             "Last": (self._last or now).isoformat(),

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import os
 import time
 import typing
 
@@ -134,6 +135,12 @@ def handle_single(message: func.ServiceBusMessage) -> None:
 @bp.timer_trigger(schedule="0 0 0 1 1 *", arg_name="timer", run_on_startup=True)
 def yearly(timer: func.TimerRequest) -> None:
     record("yearly", past_due=timer.past_due)
+
+
+@bp.timer_trigger(schedule="%TickSchedule%", arg_name="timer")
+def tick(timer: func.TimerRequest) -> None:
+    """Which worker fired, and when: the singleton test counts them."""
+    record("tick", pid=os.getpid(), at=time.time())
 
 
 @bp.service_bus_queue_trigger(

@@ -243,19 +243,41 @@ def openai_port(values: dict[str, str]) -> int | None:
     return None
 
 
-def ensure_openai(port: int, api_key: str, started: list[Child]) -> None:
+def ensure_openai(port: int, api_key: str, quotas: tuple[Quota, ...], started: list[Child]) -> None:
     """Start (or reuse) the Azure OpenAI emulator: the Global Batch lane's service, and the
-    chat completions of the catalog's aliases that point at it."""
+    chat completions of the catalog's aliases that point at it (``quotas``: its
+    deployments' tokens and requests per minute and latency)."""
     _ensure_http_emulator(
         port,
         "the Azure OpenAI emulator",
         "GlobalBatch__endpoint",
         "--no-openai",
         lambda log: OpenAIEmulatorProcess(
-            log, port=port, api_key=api_key, auto_advance=OPENAI_AUTO_ADVANCE_SECONDS
+            log,
+            port=port,
+            api_key=api_key,
+            auto_advance=OPENAI_AUTO_ADVANCE_SECONDS,
+            deployments=quotas,
         ),
         started,
     )
+
+
+Quota = tuple[str, int | None, int | None, int]  # deployment, TPM, RPM, latency ms
+
+
+def model_quota(text: str) -> Quota:
+    """``--model-quota DEPLOYMENT=TPM[,RPM[,LATENCY_MS]]`` (an empty TPM or RPM: no limit)."""
+    name, separator, limits = text.partition("=")
+    parts = limits.split(",") if separator else []
+    try:
+        numbers = [int(part) if part.strip() else None for part in parts]
+    except ValueError:
+        numbers = []
+    if not name or not 1 <= len(numbers) <= 3 or any(n is not None and n < 0 for n in numbers):
+        raise argparse.ArgumentTypeError(f"not DEPLOYMENT=TPM[,RPM[,LATENCY_MS]]: {text!r}")
+    tokens, requests, latency = [*numbers, None, None][:3]
+    return name, tokens, requests, latency or 0
 
 
 def app_settings(settings_path: Path, values: dict[str, str]) -> Settings:
@@ -361,6 +383,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--in-memory", action="store_true", help="Azurite keeps nothing on disk")
     parser.add_argument(
+        "--model-quota",
+        type=model_quota,
+        action="append",
+        default=[],
+        metavar="DEPLOYMENT=TPM[,RPM[,LATENCY_MS]]",
+        help="limit a deployment of the OpenAI emulator as Azure limits one: tokens and "
+        "requests per minute (429 with retry-after-ms beyond them) and a latency per call; "
+        "repeatable",
+    )
+    parser.add_argument(
         "--instances",
         type=int,
         default=1,
@@ -438,7 +470,9 @@ def main(argv: list[str] | None = None) -> int:
             ensure_eventgrid(eventgrid, values.get("Storage", ""), started)
         openai = openai_port(values)
         if openai is not None and not args.no_openai:
-            ensure_openai(openai, values.get("GlobalBatch__apiKey", ""), started)
+            ensure_openai(
+                openai, values.get("GlobalBatch__apiKey", ""), tuple(args.model_quota), started
+            )
         containers = ensure_containers(settings)
         host_environment = None
         if args.telemetry:

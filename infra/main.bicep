@@ -39,8 +39,8 @@ param serviceBusPremiumMessagingUnits int = 1
 @description('Grant Azure Service Bus Data Owner on the requests queue (only) so the intake can read the queue depth for MaxQueueBacklog.')
 param serviceBusGrantBacklogRead bool = true
 
-@description('Upper bound of Function App instances. Size it from the model quota: instances x concurrency x batch size in-flight inferences must fit the deployment\'s requests/tokens per minute.')
-@minValue(1)
+@description('Upper bound of Function App instances (Flex Consumption\'s lowest is 40). The model quota is shared out by the live instances, so no count of instances asks a deployment for more than its quota (infra/README.md, Model capacity).')
+@minValue(40)
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
@@ -86,6 +86,10 @@ param webhookTokenIssuer string = ''
 @minValue(1)
 @maxValue(256)
 param modelConcurrency int = 16
+
+@description('Capacity of the queue lane\'s model deployment in thousands of tokens per minute (its Azure capacity): the app\'s budget for the aliases of allowedModels (ModelCapacity__*); 0: none.')
+@minValue(0)
+param modelCapacity int = 0
 
 @description('ModelProvider, the one-provider shorthand of the model catalog with allowedModels: azure_openai, or empty (or local) for the deterministic local stand-in.')
 @allowed([
@@ -355,6 +359,7 @@ module functionApp 'modules/function-app.bicep' = {
     webhookTokenAudience: webhookTokenAudience
     webhookTokenIssuer: webhookTokenIssuer
     modelConcurrency: modelConcurrency
+    modelCapacity: modelCapacity
     jobsRetentionDays: jobsRetentionDays
     modelProvider: modelProvider
     azureOpenAIEndpoint: azureOpenAIEndpoint

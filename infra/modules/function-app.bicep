@@ -63,8 +63,8 @@ param eventGridPullTopicName string
 @description('Queue event subscription the pull consumer receives from.')
 param eventGridPullSubscriptionName string
 
-@description('Upper bound of instances. Inference is bounded by model quota (tokens and requests per minute), not by backlog alone: instances x concurrency x batch size should stay within it.')
-@minValue(1)
+@description('Upper bound of instances (Flex Consumption\'s lowest is 40). The model quota is shared out by the live instances (ModelCapacity__*), so no count of instances asks a deployment for more than its quota (infra/README.md, Model capacity).')
+@minValue(40)
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
@@ -100,10 +100,14 @@ param webhookTokenAudience string = ''
 @description('Issuer of those tokens, e.g. https://sts.windows.net/<tenant id>/; required with webhookTokenAudience.')
 param webhookTokenIssuer string = ''
 
-@description('Concurrent model calls per instance (ModelConcurrency). With maximumInstanceCount it bounds the load on the model deployment.')
+@description('Concurrent model calls per instance (ModelConcurrency): calls waiting for the model deployment\'s capacity hold one each, so it bounds the waiting, not the load (the capacity gate does).')
 @minValue(1)
 @maxValue(256)
 param modelConcurrency int = 16
+
+@description('The queue lane\'s model deployment capacity, as Azure counts it for Standard and GlobalStandard deployments: thousands of tokens per minute. It sets ModelCapacity__tokensPerMinute (x 1000) and ModelCapacity__requestsPerMinute (x 6, Azure\'s requests per 1,000 tokens for chat models) for the aliases of allowedModels; 0 leaves them unset (no budget, 429s still pause the deployment).')
+@minValue(0)
+param modelCapacity int = 0
 
 @description('Days a job document is kept (the jobs lifecycle rule of the data account, the same parameter of main.bicep): JobRetentionDays, after which the app answers 410 Gone for a request id whose job is gone.')
 @minValue(2)
@@ -326,6 +330,13 @@ var appSettings = {
   ModelProvider: modelProvider
   // An answer that breaks its task's output schema is tried again this many times.
   InvalidOutputRetries: '2'
+  // Model capacity (infra/README.md): each deployment's quota shared out by the live
+  // instances, a 429 pausing the deployment without spending a request's retries.
+  ModelCapacity__enabled: 'true'
+  ModelCapacity__waitSeconds: '300'
+  ModelCapacity__heartbeatSeconds: '10'
+  ModelCapacity__tokensPerMinute: modelCapacity > 0 ? string(modelCapacity * 1000) : ''
+  ModelCapacity__requestsPerMinute: modelCapacity > 0 ? string(modelCapacity * 6) : ''
   LocalModelLatencyMs: '0'
   LocalModelTransientRate: '0'
   LocalModelRefusalTerms: ''

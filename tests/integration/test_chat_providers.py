@@ -12,7 +12,13 @@ import pytest
 
 from shared.adapters.models import serve_catalog
 from shared.contracts import TokenUsage
-from shared.errors import InvalidModelOutput, PermanentError, PolicyRefusal, TransientError
+from shared.errors import (
+    InvalidModelOutput,
+    PermanentError,
+    PolicyRefusal,
+    Throttled,
+    TransientError,
+)
 from shared.inference import InferenceInput
 from shared.inference.served import ServedModel
 from shared.settings import Settings
@@ -214,6 +220,32 @@ def test_throttling_is_transient_with_the_services_retry_after(
         serve(service, provider).client.infer(REQUEST)
     assert error.value.retry_after == wait
     assert len(service.requests) == 1, "the client does not retry on its own"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_429_is_throttling_with_what_the_service_says_is_left(
+    service: Recorder, provider: str
+) -> None:
+    headers = {"retry-after-ms": "1200", "x-ratelimit-remaining-tokens": "0",
+               "x-ratelimit-remaining-requests": "17"}  # fmt: skip
+    service.reply(Reply(429, service_error("429", "Rate limit is exceeded."), headers))
+    with pytest.raises(Throttled) as throttled:
+        serve(service, provider).client.infer(REQUEST)
+    assert throttled.value.retry_after == 1.2
+    assert (throttled.value.remaining_tokens, throttled.value.remaining_requests) == (0, 17)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_every_answer_carries_the_deployments_remaining_quota(
+    service: Recorder, provider: str
+) -> None:
+    headers = {"x-ratelimit-remaining-tokens": "29120", "x-ratelimit-remaining-requests": "nope"}
+    service.reply(Reply(200, completion(json.dumps(ANSWER)), headers))
+
+    answer = serve(service, provider).client.infer(REQUEST)
+
+    assert answer.remaining_tokens == 29_120
+    assert answer.remaining_requests is None, "a header that is not a count is ignored"
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -4,6 +4,7 @@ capacity is given back to the processor without spending an attempt."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import replace
@@ -27,6 +28,7 @@ from shared.inference.catalog import Capacity
 from shared.inference.instances import InstanceRegistry
 from tests.fakes import ManualClock
 from tests.support.catalogs import local_catalog
+from tests.support.wiring import wire
 
 
 class Seconds:
@@ -220,3 +222,30 @@ def test_the_instances_are_counted_from_their_heartbeats() -> None:
     stale = blobs.stored[key]  # three heartbeats missed
     blobs.stored[key] = replace(stale, modified=stale.modified - timedelta(seconds=31))
     assert registries[1].beat() == 2
+
+
+def test_the_services_put_every_alias_behind_its_deployments_gate(tmp_path: Any) -> None:
+    catalog = tmp_path / "models.json"
+    catalog.write_text(
+        json.dumps(
+            {
+                "models": {
+                    "a": {"provider": "local", "deployment": "shared",
+                          "capacity": {"tokens_per_minute": 60000}},
+                    "b": {"provider": "local", "deployment": "shared"},
+                    "c": {"provider": "local", "deployment": "other"},
+                }
+            }
+        )
+    )  # fmt: skip
+    gated = wire(ModelCatalog=str(catalog)).services.models
+    clients = {alias: gated[alias].client for alias in gated}
+    assert all(isinstance(client, BudgetedModel) for client in clients.values())
+    gates = {alias: client.gate for alias, client in clients.items()}  # type: ignore[attr-defined]
+    assert gates["a"] is gates["b"], "one deployment, one quota"
+    assert gates["a"] is not gates["c"]
+    assert gates["a"].limited
+    assert not gates["c"].limited
+
+    ungated = wire(ModelCatalog=str(catalog), ModelCapacity__enabled="false").services.models
+    assert not any(isinstance(ungated[alias].client, BudgetedModel) for alias in ungated)

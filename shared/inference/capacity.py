@@ -176,7 +176,10 @@ class DeploymentGate:
                             f"{limit:.0f}s",
                             retry_after=max(wait, 1.0),
                         )
-                    self._condition.wait(timeout=min(max(wait, 0.01), 1.0))
+                    # The first in line waits for its budget; the others for their turn
+                    # (a notification), looking again each second for their time limit.
+                    first = self._waiting[0] is waiter
+                    self._condition.wait(timeout=min(max(wait, 0.01), 1.0) if first else 1.0)
             finally:
                 self._waiting.remove(waiter)
                 heapq.heapify(self._waiting)

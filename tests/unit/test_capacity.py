@@ -128,7 +128,7 @@ def test_high_priority_work_takes_the_budget_first() -> None:
     order: list[str] = []
 
     def call(priority: str) -> None:
-        budget.acquire(400, priority, 10.0)
+        budget.acquire(800, priority, 10.0)
         order.append(priority)
 
     low = threading.Thread(target=call, args=("low",))

@@ -106,5 +106,5 @@ class ListenerLock:
         except ResourceExistsError:
             pass
         except HttpResponseError as error:
-            if error.status_code != 409:  # a leased blob answers 409 to a write: it exists
+            if error.status_code not in (409, 412):  # a leased blob refuses the write: it exists
                 raise

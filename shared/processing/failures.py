@@ -146,16 +146,8 @@ class Failures:
             why = f"storage or the broker stayed unavailable past the deadline; last error: {error}"
             settler.dead_letter(message, DeadLetterReason.MAX_RETRIES_EXCEEDED, clip(why))
             return "dead-lettered"
-        copy = retry_copy(
-            message,
-            message.retry_count,
-            now + timedelta(seconds=self._delay(outages, error)),
-            request.deadline,
-            now,
-            outage_retry_count=outages + 1,
-            outage_since=since,
-        )
-        if not self._scheduled(message, settler, copy):
+        due = now + timedelta(seconds=self._delay(outages, error))
+        if not self._scheduled(message, settler, self._unattempted_copy(message, request, due)):
             return "abandoned"
         settler.complete(message)
         return "retry-scheduled"
@@ -179,21 +171,28 @@ class Failures:
         since = message.outage_since or now
         deadline = self._deadline_of(request, since)
         due = min(now + timedelta(seconds=self._delay(outages, error)), max(deadline, now))
-        copy = retry_copy(
-            message,
-            message.retry_count,
-            due,
-            request.deadline,
-            now,
-            outage_retry_count=outages + 1,
-            outage_since=since,
-        )
-        if not self._scheduled(message, settler, copy):
+        if not self._scheduled(message, settler, self._unattempted_copy(message, request, due)):
             return "abandoned"
         wait = (due - now).total_seconds()
         self._note_retry(request, error, f"waiting for model capacity, again in {wait:.1f}s")
         settler.complete(message)
         return "capacity-wait"
+
+    def _unattempted_copy(
+        self, message: InboundMessage, request: RequestMessage, due: datetime
+    ) -> OutgoingMessage:
+        """A copy due at ``due`` that keeps ``retry_count`` (the model's budget) and counts
+        ``outage_retry_count``, carrying when the first such wait began."""
+        now = self._clock()
+        return retry_copy(
+            message,
+            message.retry_count,
+            due,
+            request.deadline,
+            now,
+            outage_retry_count=message.outage_retry_count + 1,
+            outage_since=message.outage_since or now,
+        )
 
     def _delay(self, attempts: int, error: TransientError) -> float:
         """The backoff before try ``attempts + 1``, never earlier than a Retry-After."""

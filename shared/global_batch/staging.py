@@ -42,6 +42,14 @@ class BatchStager:
         self._policy = policy
         self._clock = clock
 
+    def withdraw(self, request: RequestMessage) -> None:
+        """Take back ``request``'s staged line (its job ended before it went out)."""
+        served = self._policy.models.get(request.model)
+        if served is not None and served.card.batch_deployment is not None:
+            self._records.unstage(
+                served.card.batch_deployment, request.tenant_id, [request.request_id]
+            )
+
     def stage(
         self,
         request: RequestMessage,

@@ -334,8 +334,10 @@ class MessageProcessor:
         self, message: InboundMessage, request: RequestMessage, settler: Settler, job: Job
     ) -> str:
         """A batch-mode request joins the Global Batch lane (``global_batch.staging``):
-        three storage operations (the job read before, the input, the staged line), and
-        the message is done. The control plane takes it from there."""
+        four storage operations (the job read before, the input, the staged line, the job
+        read again), and the message is done. The control plane takes it from there. The
+        second read closes a race with its caller: cancelled between the first read and
+        the staging, it found no line to take back, so the line is taken back here."""
         if job.batch is not None and job.batch.submission_id is not None:
             settler.complete(message)  # a redelivery of work that went out already
             return "duplicate"
@@ -348,6 +350,11 @@ class MessageProcessor:
                     request, job.correlation_id, content, media_type,
                     message.application_properties,
                 )  # fmt: skip
+                now = self._jobs.find(request.tenant_id, request.request_id)
+                if now is not None and now.status.is_terminal:
+                    self._stager.withdraw(request)
+                    settler.complete(message)
+                    return "duplicate"
         except PlatformUnavailable as outage:
             return self._failures.wait_out_outage(message, request, settler, outage.cause)
         except PermanentError as error:

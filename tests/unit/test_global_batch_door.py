@@ -308,6 +308,30 @@ def test_a_line_within_the_limit_is_staged() -> None:
     assert staged(wired, job_id) is not None
 
 
+def test_a_request_cancelled_while_it_was_being_staged_does_not_go_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its caller cancelled after the processor read the job and before the line was
+    written: the cancellation found no line to take back, so the processor does."""
+    wired = batch_wired()
+    job_id = accepted_id(submit(wired, mode="batch"))
+    stager = wired.services.batch_stager
+    assert stager is not None
+    stage = stager.stage
+
+    def stage_then_cancelled(*args: Any, **kwargs: Any) -> bool:
+        written = stage(*args, **kwargs)
+        assert staged(wired, job_id) is not None
+        assert on_job(wired, api.cancel_request, "DELETE", job_id).status == 200
+        return written
+
+    monkeypatch.setattr(stager, "stage", stage_then_cancelled)
+
+    assert process(wired, job_id)[0] == "duplicate"
+    assert staged(wired, job_id) is None
+    assert wired.services.jobs.get(TENANT, job_id).status is JobStatus.CANCELLED
+
+
 def producer_message(model: str = "local-analyzer") -> OutgoingMessage:
     """A batch-mode request message a producer sent straight to the queue (no job yet)."""
     request = RequestMessage(

@@ -176,7 +176,7 @@ def build_services(settings: Settings, ports: Ports) -> Services:
     stager = (
         BatchStager(
             batch_records,
-            StagingPolicy(models, settings.global_batch_max_bytes_per_file),
+            StagingPolicy(catalog, settings.global_batch_max_bytes_per_file),
             clock,
         )
         if batch_records is not None

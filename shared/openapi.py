@@ -359,9 +359,10 @@ def _per_value(field: str, chosen: Mapping[str, str], target: str) -> list[dict[
 
 def _tailored(
     schemas: dict[str, Any], catalog: ModelCatalog
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """The contracts narrowed to this deployment's catalog: its aliases, the parameters
-    of each (the component names, by alias), and the result of each task."""
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The contracts (``schemas``) narrowed to this deployment's catalog: its aliases,
+    their parameters and each task's result. Returns the component names of the
+    parameters, by alias, and of the results, by task."""
     parameters: dict[str, str] = {}
     for alias, card in catalog.cards.items():
         name = card.parameters.name
@@ -394,13 +395,13 @@ def _tailored(
         document["properties"]["result"]["description"] = (
             "The task's result: see x-task-results (document-analysis: InferenceResult)"
         )
-    return schemas, results
+    return parameters, results
 
 
 @lru_cache(maxsize=8)
 def _document(settings: Settings, catalog: ModelCatalog) -> dict[str, Any]:
-    schemas, results = _tailored(_component_schemas(), catalog)
-    parameters = {alias: card.parameters.name for alias, card in catalog.cards.items()}
+    schemas = _component_schemas()
+    parameters, results = _tailored(schemas, catalog)
     return {
         "openapi": OPENAPI_VERSION,
         "info": {

@@ -384,7 +384,7 @@ class Settings(BaseModel):
             raise ValueError("DefaultDeadlineSeconds must not exceed MaxDeadlineSeconds")
         if not self.allowed_models:
             raise ValueError("AllowedModels must name at least one model")
-        if self.model_catalog and {"allowed_models", "model_provider"} & self.model_fields_set:
+        if self.model_catalog and self.uses_model_shorthand:
             raise ValueError(
                 "set ModelCatalog or AllowedModels/ModelProvider (the one-provider shorthand), "
                 "not both"
@@ -417,6 +417,12 @@ class Settings(BaseModel):
             if name.endswith("_container")
         }
         return sorted(names | set(self.allowed_input_containers))
+
+    @property
+    def uses_model_shorthand(self) -> bool:
+        """Whether AllowedModels or ModelProvider is set: the one-provider shorthand of
+        the model catalog (``shared.inference.catalog``)."""
+        return bool({"allowed_models", "model_provider"} & self.model_fields_set)
 
     @property
     def batch_deployments(self) -> dict[str, str]:

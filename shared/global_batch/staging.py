@@ -21,16 +21,16 @@ from shared.global_batch.files import encoded, input_line
 from shared.global_batch.records import PendingRequest
 from shared.global_batch.store import BatchRecords
 from shared.inference import InferenceInput, reads_as_text
+from shared.inference.catalog import ModelCatalog
 from shared.inference.chat import JSON_SCHEMA, chat_request
 from shared.inference.faults import split_faults
-from shared.inference.served import ServedModels
 
 TRACE_PROPERTIES = ("traceparent", "tracestate")
 
 
 @dataclass(frozen=True)
 class StagingPolicy:
-    models: ServedModels  # each alias's task, parameters and Global Batch deployment
+    catalog: ModelCatalog  # each alias's task, parameters and Global Batch deployment
     max_bytes_per_file: int
 
 
@@ -44,11 +44,9 @@ class BatchStager:
 
     def withdraw(self, request: RequestMessage) -> None:
         """Take back ``request``'s staged line (its job ended before it went out)."""
-        served = self._policy.models.get(request.model)
-        if served is not None and served.card.batch_deployment is not None:
-            self._records.unstage(
-                served.card.batch_deployment, request.tenant_id, [request.request_id]
-            )
+        card = self._policy.catalog.card(request.model)
+        if card is not None and card.batch_deployment is not None:
+            self._records.unstage(card.batch_deployment, request.tenant_id, [request.request_id])
 
     def stage(
         self,
@@ -60,9 +58,9 @@ class BatchStager:
     ) -> bool:
         """Stage ``request`` (its input already read); False when it was staged before.
         PermanentError for a request no batch file can carry."""
-        served = self._policy.models.get(request.model)
-        deployment = served.card.batch_deployment if served is not None else None
-        if served is None or deployment is None:
+        card = self._policy.catalog.card(request.model)
+        deployment = card.batch_deployment if card is not None else None
+        if card is None or deployment is None:
             raise PermanentError(f"model '{request.model}' has no Global Batch deployment here")
         if not reads_as_text(media_type):
             raise PermanentError(f"the batch lane reads text only, not {media_type}")
@@ -74,11 +72,11 @@ class BatchStager:
         ).text()
         given, _ = split_faults(request.parameters, allowed=False)  # no faults in batches
         try:
-            parameters = served.card.parameters.read(given, request.model)
+            parameters = card.parameters.read(given, request.model)
         except InvalidInput as error:  # intake refuses these: only an unchecked message has one
             raise PermanentError(error.message) from error
         # Structured outputs: the Global Batch API versions all have them.
-        body = chat_request(deployment, served.card.task, text, parameters, JSON_SCHEMA)
+        body = chat_request(deployment, card.task, text, parameters, JSON_SCHEMA)
         line = input_line(request.request_id, body)
         size = len(encoded(line))
         if size > self._policy.max_bytes_per_file:

@@ -85,7 +85,6 @@ class _Bucket:
 @dataclass(frozen=True)
 class Reservation:
     tokens: int
-    granted_at: float
 
 
 @dataclass
@@ -168,7 +167,7 @@ class DeploymentGate:
                             bucket.level -= amount
                         self.stats.admitted += 1
                         self.stats.waited_seconds += now - started
-                        return Reservation(tokens, now)
+                        return Reservation(tokens)
                     if now - started + max(wait, 0.0) > limit:
                         self.stats.gave_up += 1
                         raise CapacityExhausted(

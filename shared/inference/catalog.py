@@ -431,18 +431,13 @@ def with_batch_deployments(catalog: ModelCatalog, pairs: Mapping[str, str]) -> M
 # --- which catalog a deployment serves ------------------------------------------------------
 
 
-def shorthand_in_use(settings: Settings) -> bool:
-    """Whether AllowedModels or ModelProvider is set (the one-provider shorthand)."""
-    return bool({"allowed_models", "model_provider"} & settings.model_fields_set)
-
-
 def catalog_file(settings: Settings) -> Path | None:
     """The catalog file this deployment reads: ``ModelCatalog`` (relative to the app
     root), else ``models.json`` at the app root unless the shorthand settings are in use."""
     if settings.model_catalog:
         path = Path(settings.model_catalog)
         return path if path.is_absolute() else APP_ROOT / path
-    if shorthand_in_use(settings):
+    if settings.uses_model_shorthand:
         return None
     default = APP_ROOT / DEFAULT_CATALOG
     return default if default.is_file() else None

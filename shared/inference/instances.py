@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import datetime
 
 from shared.clock import Clock, utc_now
@@ -47,7 +48,6 @@ class InstanceRegistry:
         self._count = 1
         self._started = False
         self._lock = threading.Lock()
-        self._stopped = threading.Event()
         self._failing = False
 
     def count(self) -> int:
@@ -57,9 +57,6 @@ class InstanceRegistry:
                 self._started = True
                 threading.Thread(target=self._run, name="instances", daemon=True).start()
             return self._count
-
-    def stop(self) -> None:
-        self._stopped.set()
 
     def beat(self) -> int:
         """Write this instance's heartbeat and count the live ones (one round trip each)."""
@@ -74,7 +71,7 @@ class InstanceRegistry:
         return max(1, sum(1 for at in modified if fresh(at, newest, 3 * self._heartbeat)))
 
     def _run(self) -> None:
-        while not self._stopped.is_set():
+        while True:  # a daemon thread: it ends with the process
             try:
                 counted = self.beat()
             except Exception as error:
@@ -87,7 +84,7 @@ class InstanceRegistry:
                     if counted != self._count:
                         log.info("live instances: %d (was %d)", counted, self._count)
                     self._count = counted
-            self._stopped.wait(self._heartbeat)
+            time.sleep(self._heartbeat)
 
 
 def fresh(at: datetime, newest: datetime, within: float) -> bool:

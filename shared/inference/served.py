@@ -20,10 +20,6 @@ class ServedModel:
     card: ModelCard
     client: ModelClient
 
-    @property
-    def alias(self) -> str:
-        return self.card.alias
-
 
 class ServedModels(Mapping[str, ServedModel]):
     """Alias -> served model, in the catalog's order."""

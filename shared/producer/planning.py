@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from shared.contracts import ClaimCheck, InlineText, RequestMessage, TextInput
 from shared.errors import FieldError, InvalidInput
-from shared.inference.catalog import catalog_for, shorthand_in_use
+from shared.inference.catalog import catalog_for
 from shared.intake.request_rules import RequestRules
 from shared.lanes import LaneQueues, lane_of_message
 from shared.messaging import OutgoingMessage, request_envelope
@@ -60,7 +60,7 @@ class LinePolicy:
         return cls(
             rules=RequestRules.from_settings(settings, catalog_for(settings)),
             max_input_bytes=settings.max_upload_bytes,
-            check_models=settings.model_catalog is not None or shorthand_in_use(settings),
+            check_models=settings.model_catalog is not None or settings.uses_model_shorthand,
         )
 
     @property

@@ -30,7 +30,6 @@ to drain; a whole invocation (8 runs) about 40 minutes.
 
 from __future__ import annotations
 
-import http.client
 import json
 import random
 import re
@@ -47,6 +46,7 @@ from typing import Any
 from _harness import (
     REPO,
     argument_parser,
+    connect,
     machine,
     now_stamp,
     quantile,
@@ -54,13 +54,13 @@ from _harness import (
     run_threads,
     sample_values,
     spread,
+    submit,
     work_folder,
 )
 from azure.servicebus import ServiceBusClient, ServiceBusReceiveMode
 
 from local_processes import ACCOUNT_KEY, ACCOUNT_NAME, Child, free_port
 
-TENANT = "capacity"
 ALIAS = "gpt-4o-mini"
 READY = re.compile(r"Inferbus is running")
 KEY = re.compile(r"Default function key: (\S+)")
@@ -179,7 +179,7 @@ def burst(port: int, key: str, run: Run, args: Any) -> None:
     indexes = iter(range(args.requests))
 
     def caller() -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        connection = connect(port)
         while True:
             with lock:
                 index = next(indexes, None)
@@ -187,19 +187,13 @@ def burst(port: int, key: str, run: Run, args: Any) -> None:
                 return
             priority = "high" if index % 10 == 0 else "normal"
             request = {"model": ALIAS, "input": {"text": text(index, args.text_chars)}}
-            body = json.dumps({**request, "priority": priority})
             sent = time.perf_counter()
-            connection.request(
-                "POST",
-                f"/api/v1/requests?code={key}",
-                body=body,
-                headers={"Content-Type": "application/json", "X-Tenant-Id": TENANT},
+            status, request_id = submit(
+                connection, key, json.dumps({**request, "priority": priority}).encode()
             )
-            response = connection.getresponse()
-            payload = response.read()
             with lock:
-                if response.status == 202:
-                    run.submitted[str(json.loads(payload)["id"])] = (sent, priority)
+                if status == 202 and request_id:
+                    run.submitted[request_id] = (sent, priority)
                 else:
                     run.refused_at_door += 1
 

@@ -27,19 +27,22 @@ def result_of(stack: Stack, who: str, request_id: str) -> dict[str, Any]:
     return dict(json.loads(raw))
 
 
-def test_a_python_handler_answers_with_its_tasks_shape_and_usage(stack: Stack) -> None:
-    who = tenant()
-    request_id = submit(
-        stack,
-        who,
-        {"model": "sentiment-handler", "input": {"text": "Thanks, a great and happy visit!"}},
-    )
-
+def completed(
+    stack: Stack, who: str, body: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Submit ``body``, wait until its request ends completed: its job and its result."""
+    request_id = submit(stack, who, body)
     finished = poll(stack, who, request_id)
-
     assert finished["status"] == "completed", finished
+    return finished, result_of(stack, who, request_id)
+
+
+def test_a_python_handler_answers_with_its_tasks_shape_and_usage(stack: Stack) -> None:
+    body = {"model": "sentiment-handler", "input": {"text": "Thanks, a great and happy visit!"}}
+
+    finished, document = completed(stack, tenant(), body)
+
     assert finished["result"] == {"outcome": "completed", "task": "sentiment"}
-    document = result_of(stack, who, request_id)
     assert document["schema"] == "inferbus.result/v1"
     assert document["task"] == "sentiment"
     assert document["result"] == {"sentiment": "positive", "score": 1.0}
@@ -50,14 +53,11 @@ def test_a_python_handler_answers_with_its_tasks_shape_and_usage(stack: Stack) -
 def test_an_async_handler_takes_the_parameters_its_alias_declares(stack: Stack) -> None:
     who = tenant()
     text = "Quarterly revenue grew while logistics costs shrank"
-    request_id = submit(
-        stack,
-        who,
-        {"model": "keywords-handler", "input": {"text": text}, "parameters": {"top": 2}},
-    )
+    body = {"model": "keywords-handler", "input": {"text": text}, "parameters": {"top": 2}}
 
-    assert poll(stack, who, request_id)["status"] == "completed"
-    assert result_of(stack, who, request_id)["result"] == {"keywords": ["Quarterly", "logistics"]}
+    _, document = completed(stack, who, body)
+
+    assert document["result"] == {"keywords": ["Quarterly", "logistics"]}
     status, _, raw = stack.request(
         "POST",
         "/api/v1/requests",
@@ -70,17 +70,10 @@ def test_an_async_handler_takes_the_parameters_its_alias_declares(stack: Stack) 
 
 
 def test_an_openai_compatible_endpoint_answers_its_tasks_schema(stack: Stack) -> None:
-    who = tenant()
-    request_id = submit(
-        stack,
-        who,
-        {"model": "sentiment-llm", "input": {"text": "The parcel came late. It was broken."}},
-    )
+    body = {"model": "sentiment-llm", "input": {"text": "The parcel came late. It was broken."}}
 
-    finished = poll(stack, who, request_id)
+    _, document = completed(stack, tenant(), body)
 
-    assert finished["status"] == "completed", finished
-    document = result_of(stack, who, request_id)
     # The emulator's structured output: the schema's first enum value, the middle of its
     # bounds (tools/openai-emulator/README.md).
     assert document["result"] == {"sentiment": "positive", "score": 0.0}

@@ -27,7 +27,7 @@ from shared.inference.capacity import (
 from shared.inference.catalog import Capacity
 from shared.inference.instances import InstanceRegistry
 from tests.fakes import ManualClock
-from tests.support.catalogs import local_catalog
+from tests.support.catalogs import catalog, local_catalog
 from tests.support.wiring import wire
 
 
@@ -201,10 +201,24 @@ def test_a_failed_call_returns_its_reservation() -> None:
     assert budget.acquire(1_000, "normal", 0).tokens == 1_000, "the whole window is back"
 
 
-def test_aliases_of_one_deployment_share_its_gate() -> None:
+def test_a_deployment_is_its_provider_endpoint_and_name() -> None:
+    entry = {"provider": "openai_compatible", "endpoint": "http://127.0.0.1:8000/v1"}
+    cards = catalog(
+        {
+            "models": {
+                "rate": {**entry, "deployment": "llama"},
+                "summarise": {**entry, "deployment": "llama"},  # another task, same model
+                "other-model": {**entry, "deployment": "qwen"},
+                "other-server": {**entry, "deployment": "llama",
+                                 "endpoint": "http://127.0.0.1:9000/v1"},
+            }
+        }
+    ).cards  # fmt: skip
+    assert gate_key(cards["rate"]) == gate_key(cards["summarise"])
+    assert gate_key(cards["rate"]) != gate_key(cards["other-model"])
+    assert gate_key(cards["rate"]) != gate_key(cards["other-server"])
     first, second = local_catalog("a", "b").cards.values()
-    assert gate_key(first) != gate_key(second)  # the shorthand deploys each under its name
-    assert gate_key(first) == gate_key(first)
+    assert gate_key(first) != gate_key(second), "the shorthand deploys each under its name"
 
 
 def test_the_instances_are_counted_from_their_heartbeats() -> None:

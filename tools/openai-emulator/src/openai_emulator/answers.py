@@ -143,20 +143,25 @@ def _line(request: BatchRequest, status: int, body: dict[str, Any]) -> dict[str,
 
 def answer(request: BatchRequest, model: str) -> Answer:
     """The result of ``request`` (deterministic but for ids and timestamps)."""
-    text = user_text(request.body)
+    status, body = response(request.body, model)
+    return Answer(request.custom_id, _line(request, status, body), status == 200)
+
+
+def response(body: dict[str, Any], model: str) -> tuple[int, dict[str, Any]]:
+    """The status and body the service answers a chat-completions request with, as the
+    markers in it choose (a batch line carries them; a chat completion is them)."""
+    text = user_text(body)
     if REFUSE_PROMPT in text:
-        return Answer(request.custom_id, _line(request, 400, {"error": PROMPT_FILTERED}), False)
+        return 400, {"error": PROMPT_FILTERED}
     if FAIL_LINE in text:
         failure = {
             "code": "server_error",
             "message": "The server had an error processing the request.",
         }
-        return Answer(request.custom_id, _line(request, 500, {"error": failure}), False)
+        return 500, {"error": failure}
     if REFUSE_ANSWER in text:
-        body = completion(request.body, model, None, "content_filter")
-    else:
-        body = completion(request.body, model, answer_content(request.body), "stop")
-    return Answer(request.custom_id, _line(request, 200, body), True)
+        return 200, completion(body, model, None, "content_filter")
+    return 200, completion(body, model, answer_content(body), "stop")
 
 
 def expired(request: BatchRequest) -> Answer:

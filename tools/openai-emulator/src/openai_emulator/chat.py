@@ -27,15 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .answers import (
-    FAIL_LINE,
-    PROMPT_FILTERED,
-    REFUSE_ANSWER,
-    REFUSE_PROMPT,
-    answer_content,
-    completion,
-    user_text,
-)
+from .answers import response
 from .errors import ApiError, bad_request
 from .input_file import estimate_tokens, prompt_characters
 
@@ -198,7 +190,7 @@ class ChatService:
             latency = entry.latency_ms / 1000
         if latency:
             self._sleep(latency)
-        answered = self._answer(deployment, body)
+        answered = Answered(*response(body, deployment))
         with self._lock:
             usage = answered.body.get("usage") or {}
             entry.served += 1
@@ -232,18 +224,3 @@ class ChatService:
         if entry.requests is not None:
             headers["x-ratelimit-remaining-requests"] = str(entry.requests.remaining())
         return headers
-
-    @staticmethod
-    def _answer(deployment: str, body: dict[str, Any]) -> Answered:
-        text = user_text(body)
-        if REFUSE_PROMPT in text:
-            return Answered(400, {"error": {**PROMPT_FILTERED, "param": "prompt", "status": 400}})
-        if FAIL_LINE in text:
-            failure = {
-                "code": "server_error",
-                "message": "The server had an error processing the request.",
-            }
-            return Answered(500, {"error": failure})
-        if REFUSE_ANSWER in text:
-            return Answered(200, completion(body, deployment, None, "content_filter"))
-        return Answered(200, completion(body, deployment, answer_content(body), "stop"))

@@ -50,6 +50,7 @@ from devtools.appinsights import IngestionRecorder, LinePrinter
 from eventgrid_emulator.process import EventGridEmulatorProcess
 from functions_host.process import HostProcess
 from local_processes import PORT_OWNERS, Child, StartError, describe_port, start_azurite
+from openai_emulator.chat import Quota, parse_quota
 from openai_emulator.process import OpenAIEmulatorProcess
 from servicebus_emulator.process import EmulatorProcess
 
@@ -263,21 +264,12 @@ def ensure_openai(port: int, api_key: str, quotas: tuple[Quota, ...], started: l
     )
 
 
-Quota = tuple[str, int | None, int | None, int]  # deployment, TPM, RPM, latency ms
-
-
 def model_quota(text: str) -> Quota:
     """``--model-quota DEPLOYMENT=TPM[,RPM[,LATENCY_MS]]`` (an empty TPM or RPM: no limit)."""
-    name, separator, limits = text.partition("=")
-    parts = limits.split(",") if separator else []
     try:
-        numbers = [int(part) if part.strip() else None for part in parts]
-    except ValueError:
-        numbers = []
-    if not name or not 1 <= len(numbers) <= 3 or any(n is not None and n < 0 for n in numbers):
-        raise argparse.ArgumentTypeError(f"not DEPLOYMENT=TPM[,RPM[,LATENCY_MS]]: {text!r}")
-    tokens, requests, latency = [*numbers, None, None][:3]
-    return name, tokens, requests, latency or 0
+        return parse_quota(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def app_settings(settings_path: Path, values: dict[str, str]) -> Settings:

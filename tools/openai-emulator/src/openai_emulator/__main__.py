@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 
 from .batches import Limits
+from .chat import Quota, parse_quota
 from .server import DEFAULT_KEY, Emulator, ServerOptions
 
 DEFAULT_PORT = 5390
@@ -31,20 +32,11 @@ def _number(kind: type[int] | type[float], minimum: float) -> Callable[[str], in
     return parse
 
 
-def deployment(text: str) -> tuple[str, int | None, int | None, int]:
-    """``NAME=TPM[,RPM[,LATENCY_MS]]`` (an empty TPM or RPM: that limit off)."""
-    name, separator, limits = text.partition("=")
-    parts = limits.split(",") if separator else []
-    if not name or not 1 <= len(parts) <= 3:
-        raise argparse.ArgumentTypeError(f"not NAME=TPM[,RPM[,LATENCY_MS]]: {text!r}")
+def deployment(text: str) -> Quota:
     try:
-        numbers = [int(part) if part.strip() else None for part in parts]
+        return parse_quota(text)
     except ValueError as error:
-        raise argparse.ArgumentTypeError(f"not whole numbers: {text!r}") from error
-    if any(n is not None and n < 0 for n in numbers):
-        raise argparse.ArgumentTypeError(f"negative: {text!r}")
-    tokens, requests, latency = [*numbers, None, None][:3]
-    return name, tokens, requests, latency or 0
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -34,6 +34,27 @@ from .input_file import estimate_tokens, prompt_characters
 WINDOW_SECONDS = 10.0
 DEFAULT_COMPLETION_TOKENS = 256
 Clock = Callable[[], float]
+Quota = tuple[str, int | None, int | None, int]  # deployment, TPM, RPM, latency in ms
+
+
+def parse_quota(text: str) -> Quota:
+    """``DEPLOYMENT=TPM[,RPM[,LATENCY_MS]]`` (an empty TPM or RPM: that limit off), as the
+    emulator's ``--deployment`` and the launcher's ``--model-quota`` take it; ValueError
+    saying what is wrong otherwise."""
+    name, separator, limits = text.partition("=")
+    parts = limits.split(",") if separator else []
+    if not name or not 1 <= len(parts) <= 3:
+        raise ValueError(f"not DEPLOYMENT=TPM[,RPM[,LATENCY_MS]]: {text!r}")
+    try:
+        numbers = [int(part) if part.strip() else None for part in parts]
+    except ValueError:
+        raise ValueError(
+            f"not DEPLOYMENT=TPM[,RPM[,LATENCY_MS]] in whole numbers: {text!r}"
+        ) from None
+    if any(n is not None and n < 0 for n in numbers):
+        raise ValueError(f"not DEPLOYMENT=TPM[,RPM[,LATENCY_MS]] (negative): {text!r}")
+    tokens, requests, latency = [*numbers, None, None][:3]
+    return name, tokens, requests, latency or 0
 
 
 @dataclass

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from local_processes import Child
+from openai_emulator.chat import Quota
 from openai_emulator.server import DEFAULT_KEY
 
 STARTUP_TIMEOUT_S = 30.0
@@ -120,7 +121,7 @@ class OpenAIEmulatorProcess:
         max_lines: int | None = None,
         max_bytes: int | None = None,
         enqueued_token_limit: int | None = None,
-        deployments: tuple[tuple[str, int | None, int | None, int], ...] = (),
+        deployments: tuple[Quota, ...] = (),
     ) -> None:
         self.log_path = log_path
         self.api_key = api_key

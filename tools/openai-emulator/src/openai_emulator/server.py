@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 
 from .batches import BatchService, Limits
-from .chat import ChatService
+from .chat import ChatService, Quota
 from .http_api import ApiServer
 
 log = logging.getLogger("openai_emulator")
@@ -27,7 +27,7 @@ class ServerOptions:
     limits: Limits = field(default_factory=Limits)
     # Chat deployments with a quota: (name, tokens per minute, requests per minute,
     # latency in ms); the others answer without limit.
-    deployments: tuple[tuple[str, int | None, int | None, int], ...] = ()
+    deployments: tuple[Quota, ...] = ()
 
 
 class Emulator:

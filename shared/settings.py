@@ -135,8 +135,9 @@ class Settings(BaseModel):
     )
 
     # --- intake policy -----------------------------------------------------------------
-    # Tenants a producer sending straight to the queues may name (empty: any). Sending
-    # rights (Azure Service Bus Data Sender) are the authorization boundary of that door.
+    # Tenants a producer sending straight to the queues may name. Empty: none, so a
+    # direct producer's message is dead-lettered ``TenantNotAllowed`` until its tenant is
+    # listed here (sending rights alone never choose the tenant work runs as).
     producer_tenants: CsvList = Field((), alias="ProducerTenants")
     # The alias for work that names no model (DefaultModel; unset: the catalog's first),
     # and per door: documents dropped in the incoming container, InferenceRequested
@@ -175,8 +176,17 @@ class Settings(BaseModel):
     website_hostname: str | None = Field(
         None, alias="WEBSITE_HOSTNAME", json_schema_extra=ALTERNATIVE
     )
+    # Backpressure per lane: each lane's own queue depth against its own limit (0: no
+    # limit), so high-priority and ordered work is admitted while the standard queue is full.
     max_queue_backlog: int = Field(5000, ge=0, alias="MaxQueueBacklog")
+    max_priority_queue_backlog: int = Field(1000, ge=0, alias="MaxPriorityQueueBacklog")
+    max_ordered_queue_backlog: int = Field(5000, ge=0, alias="MaxOrderedQueueBacklog")
     backlog_cache_seconds: float = Field(5.0, ge=0, alias="BacklogCacheSeconds")
+    # After a send fails because the broker is unreachable, intake answers 503 at once for
+    # this long; then one call probes the broker and, if it gets through, closes the breaker.
+    servicebus_breaker_open_seconds: float = Field(
+        5.0, gt=0, le=300, alias="ServiceBusBreaker__openSeconds"
+    )
 
     # --- processing ----------------------------------------------------------------------
     model_concurrency: int = Field(16, ge=1, le=256, alias="ModelConcurrency")
@@ -210,6 +220,17 @@ class Settings(BaseModel):
     # A job without a deadline that has not changed for this long cannot end by itself
     # any more (the request queues' message time to live is one day).
     job_watchdog_stale_seconds: float = Field(90_000.0, gt=0, alias="JobWatchdogStaleSeconds")
+    # A job still ``accepted`` (or ``running`` with its lock long gone) this long after its
+    # last change, with no live message known for it, is sent again from the job record
+    # (same message id; the processor's dedupe makes a duplicate harmless), at most
+    # JobResend__maxAttempts times, before the watchdog ends it.
+    job_resend_after_seconds: float = Field(1200.0, gt=0, alias="JobResend__afterSeconds")
+    job_resend_max_attempts: int = Field(2, ge=0, le=10, alias="JobResend__maxAttempts")
+    # The dead-letter reconciler reads the dead-letter queues this many messages a page,
+    # from a checkpoint, instead of peeking all of them every run.
+    deadletter_reconcile_page_size: int = Field(
+        100, ge=1, le=1000, alias="DeadLetterReconcilePageSize"
+    )
 
     # --- models (shared/inference/catalog.py) -------------------------------------------
     # The model catalog: a JSON file of tasks and model aliases (relative to the app
@@ -312,6 +333,17 @@ class Settings(BaseModel):
     )
     global_batch_quota_retry_max_seconds: float = Field(
         3600.0, gt=0, alias="GlobalBatch__quotaRetryMaxSeconds"
+    )
+    # A batch refused for quota is tried again until its members' earliest deadline, and
+    # never longer than this; then its members fail ``batch_quota_exceeded``.
+    global_batch_quota_wait_limit_seconds: float = Field(
+        86_400.0, gt=0, alias="GlobalBatch__quotaWaitLimitSeconds"
+    )
+    # The batch deployments' enqueued-token quota (a Global Batch deployment's capacity
+    # x 1000). A planned file whose estimate (input/4 + max_tokens a line) exceeds it is
+    # split. Unset: files are split by lines and bytes only.
+    global_batch_enqueued_tokens: int | None = Field(
+        None, ge=1, alias="GlobalBatch__enqueuedTokens", json_schema_extra=ALTERNATIVE
     )
     # A batch's status is read at most this often (the service asks for once a minute).
     global_batch_poll_seconds: float = Field(60.0, ge=0, alias="GlobalBatch__pollSeconds")

@@ -38,7 +38,7 @@ var names = {
   functionApp: 'func-${environmentName}-${token}'
 }
 
-resource site 'Microsoft.Web/sites@2024-04-01' existing = {
+resource site 'Microsoft.Web/sites@2025-03-01' existing = {
   name: names.functionApp
 }
 

@@ -36,7 +36,7 @@ param serviceBusSku string = 'Standard'
 ])
 param serviceBusPremiumMessagingUnits int = 1
 
-@description('Grant Azure Service Bus Data Owner on the requests queue (only) so the intake can read the queue depth for MaxQueueBacklog.')
+@description('Grant Azure Service Bus Data Owner (the only built-in role with Manage) on each request queue and on the results topic, entity by entity, so the app can read their runtime properties: per-lane backpressure, the inferbus.queue.* gauges and the alerts on them (infra/README.md, Service Bus rights per entity).')
 param serviceBusGrantBacklogRead bool = true
 
 @description('Upper bound of Function App instances (Flex Consumption\'s lowest is 40). The model quota is shared out by the live instances, so no count of instances asks a deployment for more than its quota (infra/README.md, Model capacity).')
@@ -70,8 +70,14 @@ param apiClientId string
 @description('Token audiences the API accepts; empty accepts the client id and api://<client id>.')
 param apiAudiences array = []
 
-@description('Comma-separated model names the intake accepts.')
-param allowedModels string = 'local-analyzer'
+@description('Comma-separated model aliases the app serves (AllowedModels); with modelProvider azure_openai each is a deployment of queueModelName of the same name. Empty: queueModelName (azure_openai) or local-analyzer (local).')
+param allowedModels string = ''
+
+@description('A model catalog file shipped with the app, relative to its root (ModelCatalog), for tasks, providers and deployments of your own; empty serves allowedModels through modelProvider. With a catalog no queue-lane model is deployed here: the catalog names its own.')
+param modelCatalog string = ''
+
+@description('Tenants a producer sending straight to the request queues may name (ProducerTenants), comma-separated. Empty (the default): none, so a direct producer\'s message is dead-lettered TenantNotAllowed until its tenant is listed; callers of the HTTP API, blob and Event Grid doors are unaffected.')
+param producerTenants string = ''
 
 @description('Model for work that names none (documents dropped in the incoming container); one of allowedModels. Empty means the first of allowedModels.')
 param defaultModel string = ''
@@ -87,20 +93,41 @@ param webhookTokenIssuer string = ''
 @maxValue(256)
 param modelConcurrency int = 16
 
-@description('Capacity of the queue lane\'s model deployment in thousands of tokens per minute (its Azure capacity): the app\'s budget for the aliases of allowedModels (ModelCapacity__*); 0: none.')
+@description('Capacity, in thousands of tokens per minute, of the deployments behind azureOpenAIEndpoint (ModelCapacity__*); 0: none. Ignored when the queue lane\'s model is deployed here: its budget is then queueModelCapacity.')
 @minValue(0)
 param modelCapacity int = 0
 
-@description('ModelProvider, the one-provider shorthand of the model catalog with allowedModels: azure_openai, or empty (or local) for the deterministic local stand-in.')
+@description('ModelProvider, the one-provider shorthand of the model catalog with allowedModels: azure_openai (the default: a model deployed here, or azureOpenAIEndpoint) or local, the deterministic local stand-in, only when asked for (the MODEL_WARNING output says so).')
 @allowed([
-  ''
-  'local'
   'azure_openai'
+  'local'
 ])
-param modelProvider string = ''
+param modelProvider string = 'azure_openai'
 
-@description('Azure OpenAI endpoint when modelProvider is azure_openai (grant the app identity Cognitive Services OpenAI User on that resource).')
+@description('An existing Azure OpenAI endpoint to serve allowedModels from instead of deploying a model here (grant the app identity Cognitive Services OpenAI User on that resource); empty deploys one.')
 param azureOpenAIEndpoint string = ''
+
+// The queue lane's model (modules/openai-chat.bicep): deployed into the Azure OpenAI account
+// oai-<environment>-<token> when modelProvider is azure_openai and neither azureOpenAIEndpoint
+// nor modelCatalog brings one.
+
+@description('Model of the queue lane\'s deployments (it must offer queueModelSku in the region).')
+param queueModelName string = 'gpt-4o-mini'
+
+@description('Version of that model.')
+param queueModelVersion string = '2024-07-18'
+
+@description('Deployment type of the queue lane\'s model: GlobalStandard, DataZoneStandard or Standard.')
+@allowed([
+  'GlobalStandard'
+  'DataZoneStandard'
+  'Standard'
+])
+param queueModelSku string = 'GlobalStandard'
+
+@description('Capacity of each queue-lane deployment in thousands of tokens per minute, within the subscription\'s quota for the model and SKU; the app\'s budget follows it (ModelCapacity__tokensPerMinute x 1000, __requestsPerMinute x 6).')
+@minValue(1)
+param queueModelCapacity int = 30
 
 @description('Extra or overriding app settings, applied last.')
 param appSettingOverrides object = {}
@@ -124,8 +151,8 @@ param globalBatchModelVersion string = '2024-07-18'
 @minValue(1)
 param globalBatchCapacity int = 50
 
-@description('Model alias callers name for the batch lane (GlobalBatch__deployments maps it to the deployment); one of allowedModels.')
-param globalBatchModelAlias string = 'local-analyzer'
+@description('Model alias callers name for the batch lane (GlobalBatch__deployments maps it to the deployment); one of allowedModels. Empty: the first served alias.')
+param globalBatchModelAlias string = ''
 
 @description('Days a blob of the batches container (pending requests, submissions, the tenant ledger, copies of the service\'s output files) is kept after its last change; the copies are the platform\'s record of the service\'s output, which the service itself keeps 14 to 30 days.')
 @minValue(30)
@@ -217,6 +244,18 @@ var names = {
 }
 // The Global Batch deployment the batch lane submits to, named after its model.
 var globalBatchDeploymentName = '${globalBatchModelName}-batch'
+// The queue lane's model is deployed here unless the app is told to use the local stand-in,
+// an existing endpoint or a catalog of its own.
+var queueModelDeployed = (modelProvider == 'azure_openai') && empty(azureOpenAIEndpoint) && empty(modelCatalog)
+// The aliases the app serves; each is the name of its deployment (the shorthand's rule).
+var localModelAlias = 'local-analyzer'
+var defaultAlias = (modelProvider == 'local') ? localModelAlias : queueModelName
+var servedModels = empty(allowedModels) ? defaultAlias : replace(allowedModels, ' ', '')
+var servedAliases = split(servedModels, ',')
+var batchModelAlias = empty(globalBatchModelAlias) ? servedAliases[0] : globalBatchModelAlias
+// One Azure OpenAI account serves both lanes unless the batch lane names its own.
+var createOpenAIAccount = queueModelDeployed || (globalBatchEnabled && empty(globalBatchAccountName))
+var batchAccountName = empty(globalBatchAccountName) ? names.openAI : globalBatchAccountName
 var allTags = union(tags, {
   application: 'inferbus'
   environment: environmentName
@@ -314,19 +353,49 @@ module eventGridNamespace 'modules/eventgrid-namespace.bicep' = {
   }
 }
 
+// The account comes from its own module: checkov reads the properties of an unconditional
+// resource only, and the account's (no keys, network access) must be checked.
+module openAIAccount 'modules/openai-account.bicep' = if (createOpenAIAccount) {
+  name: 'openai-account'
+  params: {
+    location: location
+    name: names.openAI
+    tags: allTags
+  }
+}
+
+module openAIChat 'modules/openai-chat.bicep' = if (queueModelDeployed) {
+  name: 'openai-chat'
+  params: {
+    accountName: names.openAI
+    deploymentNames: servedAliases
+    modelName: queueModelName
+    modelVersion: queueModelVersion
+    skuName: queueModelSku
+    capacity: queueModelCapacity
+    appPrincipalId: identities.outputs.appIdentityPrincipalId
+  }
+  dependsOn: [
+    openAIAccount
+  ]
+}
+
+// After the queue lane's deployments: an account takes one deployment operation at a time,
+// and both lanes hold the same role assignment when they share the account.
 module openAIBatch 'modules/openai-batch.bicep' = if (globalBatchEnabled) {
   name: 'openai-batch'
   params: {
-    location: location
-    createAccount: empty(globalBatchAccountName)
-    accountName: empty(globalBatchAccountName) ? names.openAI : globalBatchAccountName
+    accountName: batchAccountName
     deploymentName: globalBatchDeploymentName
     modelName: globalBatchModelName
     modelVersion: globalBatchModelVersion
     capacity: globalBatchCapacity
     appPrincipalId: identities.outputs.appIdentityPrincipalId
-    tags: allTags
   }
+  dependsOn: [
+    openAIAccount
+    openAIChat
+  ]
 }
 
 module functionApp 'modules/function-app.bicep' = {
@@ -354,17 +423,20 @@ module functionApp 'modules/function-app.bicep' = {
     httpPerInstanceConcurrency: httpPerInstanceConcurrency
     serviceBusMaxConcurrentCalls: serviceBusMaxConcurrentCalls
     alwaysReady: alwaysReady
-    allowedModels: allowedModels
+    allowedModels: servedModels
+    modelCatalog: modelCatalog
+    producerTenants: producerTenants
     defaultModel: defaultModel
     webhookTokenAudience: webhookTokenAudience
     webhookTokenIssuer: webhookTokenIssuer
     modelConcurrency: modelConcurrency
-    modelCapacity: modelCapacity
+    modelCapacity: queueModelDeployed ? queueModelCapacity : modelCapacity
     jobsRetentionDays: jobsRetentionDays
     modelProvider: modelProvider
-    azureOpenAIEndpoint: azureOpenAIEndpoint
-    globalBatchDeployments: globalBatchEnabled ? '${globalBatchModelAlias}=${globalBatchDeploymentName}' : ''
+    azureOpenAIEndpoint: queueModelDeployed ? openAIChat.outputs.endpoint : azureOpenAIEndpoint
+    globalBatchDeployments: globalBatchEnabled ? '${batchModelAlias}=${globalBatchDeploymentName}' : ''
     globalBatchEndpoint: globalBatchEnabled ? openAIBatch.outputs.endpoint : ''
+    globalBatchCapacity: globalBatchEnabled ? globalBatchCapacity : 0
     appSettingOverrides: appSettingOverrides
     tags: allTags
     siteTags: {
@@ -432,3 +504,7 @@ output eventGridNamespaceEndpoint string = eventGridNamespace.outputs.endpoint
 output workbookId string = workbook.outputs.id
 output globalBatchEndpoint string = globalBatchEnabled ? openAIBatch.outputs.endpoint : ''
 output globalBatchDeploymentName string = globalBatchEnabled ? openAIBatch.outputs.deploymentName : ''
+output queueModelEndpoint string = queueModelDeployed ? openAIChat.outputs.endpoint : azureOpenAIEndpoint
+output queueModelDeployments string = queueModelDeployed ? servedModels : ''
+// azd shows and keeps every output: a deployment that answers with the stand-in says so.
+output MODEL_WARNING string = (modelProvider == 'local') ? 'modelProvider is local: this deployment answers every model alias with the deterministic local stand-in, not a model. Leave INFERBUS_MODEL_PROVIDER unset (or set it to azure_openai) to deploy one.' : ''

@@ -15,12 +15,22 @@ param environmentName = readEnvironmentVariable('AZURE_ENV_NAME')
 // Required: client id of the API's Entra app registration (infra/README.md, "azd up").
 param apiClientId = readEnvironmentVariable('INFERBUS_API_CLIENT_ID')
 
-param allowedModels = readEnvironmentVariable('INFERBUS_ALLOWED_MODELS', 'local-analyzer')
+param allowedModels = readEnvironmentVariable('INFERBUS_ALLOWED_MODELS', '')
 param defaultModel = readEnvironmentVariable('INFERBUS_DEFAULT_MODEL', '')
+param modelCatalog = readEnvironmentVariable('INFERBUS_MODEL_CATALOG', '')
 
-// Only the exact value azure_openai selects Azure OpenAI; anything else keeps the local model.
-param modelProvider = readEnvironmentVariable('INFERBUS_MODEL_PROVIDER', '') == 'azure_openai' ? 'azure_openai' : ''
+// A real model by default: only the exact value local selects the deterministic stand-in.
+param modelProvider = readEnvironmentVariable('INFERBUS_MODEL_PROVIDER', 'azure_openai') == 'local' ? 'local' : 'azure_openai'
 param azureOpenAIEndpoint = readEnvironmentVariable('INFERBUS_AZURE_OPENAI_ENDPOINT', '')
+
+// The queue lane's model deployment (infra/README.md, "The queue lane's model").
+param queueModelName = readEnvironmentVariable('INFERBUS_QUEUE_MODEL_NAME', 'gpt-4o-mini')
+param queueModelVersion = readEnvironmentVariable('INFERBUS_QUEUE_MODEL_VERSION', '2024-07-18')
+param queueModelSku = readEnvironmentVariable('INFERBUS_QUEUE_MODEL_SKU', 'GlobalStandard')
+param queueModelCapacity = int(readEnvironmentVariable('INFERBUS_QUEUE_MODEL_CAPACITY', '30'))
+
+// Tenants direct Service Bus producers may name, comma-separated (empty: none).
+param producerTenants = readEnvironmentVariable('INFERBUS_PRODUCER_TENANTS', '')
 
 // The postdeploy hook passes the same audience to stage 2 (webhookEntraApplicationIdOrUri).
 param webhookTokenAudience = readEnvironmentVariable('INFERBUS_WEBHOOK_TOKEN_AUDIENCE', '')

@@ -19,7 +19,7 @@ import socket
 import threading
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from shared import telemetry
@@ -41,7 +41,8 @@ from shared.inference.capacity import BudgetedModel, DeploymentGate, gate_key
 from shared.inference.catalog import Capacity, ModelCatalog, catalog_for
 from shared.inference.instances import InstanceRegistry
 from shared.inference.served import ServedModels
-from shared.intake.backpressure import BacklogGate, BacklogProbe
+from shared.intake.backpressure import BacklogProbe, LaneBacklogGates
+from shared.intake.breaker import SendBreaker
 from shared.intake.claim_checks import BlobStore, ClaimChecks
 from shared.intake.idempotency import DocumentIdempotencyStore, IdempotencyGuard
 from shared.intake.request_rules import RequestRules
@@ -49,7 +50,7 @@ from shared.intake.submissions import Intake
 from shared.jobs import DocumentJobStore, JobRepository
 from shared.lanes import Lane, LaneQueues, LaneRouter
 from shared.messaging import MessageSender
-from shared.ops.backlog_report import QueueObserver
+from shared.ops.backlog_report import QueueObserver, SubscriptionObservers
 from shared.ops.eventgrid_deadletters import DeadLetterReplay
 from shared.ops.servicebus_deadletter_queues import DeadLetterQueues
 from shared.processing.batches import BatchProcessor
@@ -59,8 +60,10 @@ from shared.processing.deferral import (
     DocumentDeferralLedger,
 )
 from shared.processing.endings import JobEndings
+from shared.processing.failures import ordered_retry_max_wait
 from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
 from shared.processing.reconciliation import DeadLetterReconciler
+from shared.processing.resends import JobResender, ResendPolicy
 from shared.processing.watchdog import JobWatchdog, WatchdogPolicy
 from shared.settings import Settings, get_settings
 
@@ -76,7 +79,7 @@ class Ports:
     requests: MessageSender  # the request lanes (lanes.LaneRouter): sends and retry copies
     results_topic: MessageSender | None
     events: EventPublisher | None
-    backlog: BacklogProbe | None  # None: no backpressure
+    backlog: BacklogProbe | None  # the standard lane's queue depth (None: not gated)
     models: ServedModels  # the catalog's aliases and their clients
     deferred_source: DeferredSources  # by queue name
     queue_observer: QueueObserverFactory
@@ -87,6 +90,10 @@ class Ports:
     dead_letter_queues: DeadLetterQueues | None = None
     # Azure OpenAI files and batches (None: no Global Batch lane).
     batch_service: BatchService | None = None
+    # The priority and ordered lanes' queue depths (a lane missing: not gated).
+    lane_backlogs: Mapping[Lane, BacklogProbe] = field(default_factory=dict)
+    # The results topic's subscriptions, for their gauges (None: not observed).
+    subscription_observers: SubscriptionObservers | None = None
 
 
 @dataclass(frozen=True)
@@ -155,12 +162,9 @@ def build_services(settings: Settings, ports: Ports) -> Services:
             accepted=jobs.find,
             clock=clock,
         ),
-        sender=ports.requests,
-        backlog=BacklogGate(
-            ports.backlog,
-            settings.max_queue_backlog,
-            settings.backlog_cache_seconds,
-            retry_after=max(5, settings.status_poll_seconds),
+        sender=SendBreaker(ports.requests, settings.servicebus_breaker_open_seconds),
+        backlog=LaneBacklogGates.from_settings(
+            settings, {Lane.STANDARD: ports.backlog, **ports.lane_backlogs}
         ),
         clock=clock,
     )
@@ -197,6 +201,10 @@ def build_services(settings: Settings, ports: Ports) -> Services:
                 retry_jitter_floor=settings.retry_jitter_floor,
                 invalid_output_retries=settings.invalid_output_retries,
                 faults_allowed=settings.local_model_faults,
+                max_lock_renewal_seconds=settings.max_lock_renewal_seconds,
+                ordered_retry_max_wait_seconds=ordered_retry_max_wait(
+                    settings.max_lock_renewal_seconds
+                ),
             ),
             jobs=jobs,
             claim_checks=claim_checks,
@@ -284,6 +292,7 @@ def build_services(settings: Settings, ports: Ports) -> Services:
             jobs=jobs,
             endings=endings,
             clock=clock,
+            page_size=settings.deadletter_reconcile_page_size,
         )
         if ports.dead_letter_queues is not None
         else None,
@@ -299,6 +308,13 @@ def build_services(settings: Settings, ports: Ports) -> Services:
                 stale=timedelta(seconds=settings.job_watchdog_stale_seconds),
             ),
             clock=clock,
+            resender=JobResender(
+                sender=ports.requests,
+                jobs=jobs,
+                policy=ResendPolicy.from_settings(settings),
+                count_resent=telemetry.count_resent,
+                clock=clock,
+            ),
         )
         if isinstance(ports.documents, DocumentListing)
         else None,
@@ -390,12 +406,14 @@ def global_batch_for(
                 max_bytes_per_file=settings.global_batch_max_bytes_per_file,
                 submit_at_lines=settings.global_batch_submit_at_lines,
                 submit_after=timedelta(seconds=settings.global_batch_submit_after_seconds),
+                enqueued_tokens=settings.global_batch_enqueued_tokens,
             ),
             output_expiry_seconds=settings.global_batch_output_expiry_days * 86_400,
             quota_retry=timedelta(seconds=settings.global_batch_quota_retry_seconds),
             quota_retry_max=timedelta(seconds=settings.global_batch_quota_retry_max_seconds),
             poll_interval=timedelta(seconds=settings.global_batch_poll_seconds),
             run_budget=timedelta(seconds=settings.global_batch_run_seconds),
+            quota_wait_limit=timedelta(seconds=settings.global_batch_quota_wait_limit_seconds),
         ),
         clock=ports.clock,
     )
@@ -456,16 +474,20 @@ def azure_ports(settings: Settings) -> Ports:
     """The real adapters: Blob storage, Service Bus, Event Grid, the configured model.
 
     Clients are created once here and reused; the Service Bus client is opened on first
-    use (HTTP-only processes never open one). The backlog probe exists only when
-    MaxQueueBacklog is above zero, the Event Grid publisher only when a topic endpoint is
-    configured.
+    use (HTTP-only processes never open one). A lane's backlog probe exists only when its
+    limit (MaxQueueBacklog, MaxPriorityQueueBacklog, MaxOrderedQueueBacklog) is above
+    zero, the Event Grid publisher only when a topic endpoint is configured.
     """
     from shared.adapters.blob_documents import BlobJsonDocuments
     from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
     from shared.adapters.eventgrid import event_grid_publisher
     from shared.adapters.eventgrid_pull import namespace_queue
     from shared.adapters.openai_batch import openai_batch_service
-    from shared.adapters.queue_counts import backlog_probe_for
+    from shared.adapters.queue_counts import (
+        backlog_probe_for,
+        lane_backlog_probes,
+        subscription_observers_for,
+    )
     from shared.adapters.servicebus import LazyServiceBusSender, servicebus_client
     from shared.adapters.servicebus_deadletters import ServiceBusDeadLetterQueues
     from shared.adapters.servicebus_inbound import deferred_source
@@ -503,6 +525,8 @@ def azure_ports(settings: Settings) -> Ports:
         event_queue=namespace_queue(settings),
         dead_letter_queues=ServiceBusDeadLetterQueues(bus.get),
         batch_service=openai_batch_service(settings) if models.catalog.batch_deployments else None,
+        lane_backlogs=lane_backlog_probes(settings),
+        subscription_observers=subscription_observers_for(settings),
     )
 
 
@@ -572,13 +596,22 @@ def get_services() -> Services:
 
 def observe(services: Services) -> None:
     """Telemetry of the process (a no-op without an OpenTelemetry SDK): log records carry
-    the ids of the request at hand, and the lanes' queue counts are gauges."""
-    from shared.ops.backlog_report import gauge_values
-
+    the ids of the request at hand, and the counts of the lanes' queues and of the results
+    topic's subscriptions are gauges, each entity read on its own."""
     telemetry.install_log_dimensions()
-    observer = services.ports.queue_observer
-    queues = [lane.queue for lane in services.lanes.values()]
-    telemetry.observe_queues(lambda: {q: gauge_values(observer(q).snapshot()) for q in queues})
+    telemetry.observe_queues(lambda: queue_entity_readers(services))
+
+
+def queue_entity_readers(services: Services) -> dict[str, telemetry.EntityCounts]:
+    """A reader of gauge values per observed entity (``backlog_report.entity_readers``)."""
+    from shared.ops.backlog_report import entity_readers
+
+    return entity_readers(
+        [lane.queue for lane in services.lanes.values()],
+        services.ports.queue_observer,
+        services.settings.results_topic_name,
+        services.ports.subscription_observers,
+    )
 
 
 def use_services(services: Services | None) -> None:

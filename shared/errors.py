@@ -118,6 +118,13 @@ class ServiceUnavailable(TransientError):
     code = "service_unavailable"
 
 
+class BrokerUnreachable(TransientError):
+    """Service Bus could not be reached at all (connection, communication, timeout): the
+    namespace, not one message or entity, is the trouble. Intake's breaker
+    (``intake.breaker``) answers the next submissions at once instead of paying the
+    SDK's connect retries for each."""
+
+
 class PermanentError(InferbusError):
     """Retrying the same work cannot succeed."""
 

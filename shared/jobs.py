@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from shared.clock import Clock, utc_now
@@ -96,6 +97,20 @@ def reopen(job: Job, settlement: str, clock: Clock = utc_now) -> Job:
             "settlement": settlement,
         }
     )
+
+
+# Service Bus's longest lock duration: a lock renewed last at some moment has lapsed this
+# long after it, whatever the entity's lock duration.
+LONGEST_LOCK = timedelta(minutes=5)
+
+
+def held_by_a_delivery(job: Job, now: datetime, max_lock_renewal_seconds: float) -> bool:
+    """Whether a ``running`` job may still be in the hands of the delivery that moved it
+    to running: it changed less than MaxLockRenewalSeconds (how long a lock is kept) plus
+    the longest lock duration ago. Past that, its lock is long gone and nobody runs it."""
+    if job.status is not JobStatus.RUNNING:
+        return False
+    return now - job.updated_at < timedelta(seconds=max_lock_renewal_seconds) + LONGEST_LOCK
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
-from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import CallbackOptions, Counter, Observation
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -157,6 +157,7 @@ MODEL_DURATION: Final = "gen_ai.client.operation.duration"
 TOKEN_USAGE: Final = "gen_ai.client.token.usage"  # noqa: S105 (a metric name)
 BATCH_ENDED: Final = "inferbus.batch.ended"
 BATCH_REQUESTS: Final = "inferbus.batch.requests"
+JOBS_RESENT: Final = "inferbus.jobs.resent"
 QUEUE_GAUGES: Final = {
     "inferbus.queue.active_messages": "active_message_count",
     "inferbus.queue.dead_lettered_messages": "dead_letter_message_count",
@@ -194,6 +195,11 @@ class _Instruments:
             unit="{request}",
             description="Requests of the Global Batch lane, by tenant and what became of them",
         )
+        self.jobs_resent = meter.create_counter(
+            JOBS_RESENT,
+            unit="{request}",
+            description="Request messages the job watchdog sent again from the job, by lane",
+        )
 
 
 _instruments: _Instruments | None = None
@@ -225,6 +231,11 @@ def count_refused(door: str, reason: str) -> None:
 
 def count_settled(lane: str, outcome: str) -> None:
     instruments().settled.add(1, {"inferbus.lane": lane, "inferbus.outcome": outcome})
+
+
+def count_resent(lane: str) -> None:
+    """A job's message sent again by the job watchdog (``processing.resends``)."""
+    instruments().jobs_resent.add(1, {"inferbus.lane": lane})
 
 
 def count_batch_ended(status: str, deployment: str) -> None:
@@ -281,45 +292,109 @@ def record_model_call(
     _record_tokens({**common, "inferbus.tenant": tenant}, input_tokens, output_tokens)
 
 
-QueueCounts = Callable[[], Mapping[str, Mapping[str, float]]]
+QUEUE_UNREADABLE: Final = "inferbus.queue.unreadable"
+EntityCounts = Callable[[], Mapping[str, float]]  # one entity's ``QUEUE_GAUGES`` values
+EntityReaders = Callable[[], Mapping[str, EntityCounts]]  # by entity name
 _gauges_registered = False
 
 
-def observe_queues(counts: QueueCounts, max_age_seconds: float = 5.0) -> None:
-    """Register the queue gauges once per process; ``counts`` gives, per queue, the
-    ``QUEUE_GAUGES`` values. The reader collects every gauge in turn (about once a
-    minute): one reading of ``counts``, reused for ``max_age_seconds``, serves them all."""
+class QueueGauges:
+    """The ``inferbus.queue.*`` gauges, each entity read on its own.
+
+    ``readers`` gives, per entity (a queue, or ``topic/subscription``), a reader of its
+    ``QUEUE_GAUGES`` values. The metric reader collects every gauge in turn (about once
+    a minute): one reading of every entity, reused for ``max_age_seconds``, serves them
+    all. An entity whose read fails drops only its own points, counts one
+    ``inferbus.queue.unreadable`` (an alert fires on it) and is logged once per failure
+    streak, with the reason; its recovery is logged too.
+    """
+
+    def __init__(
+        self,
+        readers: EntityReaders,
+        max_age_seconds: float = 5.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._readers = readers
+        self._max_age = max_age_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._reading: tuple[float, Mapping[str, Mapping[str, float]]] | None = None
+        self._unreadable: set[str] = set()
+        self._failures: Counter | None = None  # made by register()
+
+    def register(self, meter: metrics.Meter) -> None:
+        """Create the gauges and the unreadable counter on ``meter``."""
+        self._failures = meter.create_counter(
+            QUEUE_UNREADABLE,
+            unit="{read}",
+            description="Reads of a queue's or subscription's counts that failed",
+        )
+        for name, key in QUEUE_GAUGES.items():
+
+            def observe(options: CallbackOptions, key: str = key) -> Iterable[Observation]:
+                return [
+                    Observation(values[key], {"messaging.destination.name": entity})
+                    for entity, values in self.reading().items()
+                    if key in values
+                ]
+
+            meter.create_observable_gauge(name, callbacks=[observe])
+
+    def reading(self) -> Mapping[str, Mapping[str, float]]:
+        """The values of every entity that could be read (a fresh reading when the last is
+        older than ``max_age_seconds``)."""
+        with self._lock:
+            now = self._clock()
+            if self._reading is None or now - self._reading[0] > self._max_age:
+                self._reading = (now, self._read_all())
+            return self._reading[1]
+
+    def _read_all(self) -> dict[str, Mapping[str, float]]:
+        try:
+            readers = self._readers()
+        except Exception:
+            logging.getLogger(__name__).warning("the queue entities are unknown", exc_info=True)
+            return {}
+        values: dict[str, Mapping[str, float]] = {}
+        for entity, read in readers.items():
+            try:
+                values[entity] = read()
+            except Exception as error:
+                self._failed(entity, error)
+            else:
+                self._recovered(entity)
+        return values
+
+    def _failed(self, entity: str, error: Exception) -> None:
+        if self._failures is not None:
+            self._failures.add(1, {"messaging.destination.name": entity})
+        if entity not in self._unreadable:
+            self._unreadable.add(entity)
+            logging.getLogger(__name__).warning(
+                "the counts of %s cannot be read (%s: %s); its queue gauges are left out "
+                "until they can",
+                entity,
+                type(error).__name__,
+                error,
+            )
+
+    def _recovered(self, entity: str) -> None:
+        if entity in self._unreadable:
+            self._unreadable.discard(entity)
+            logging.getLogger(__name__).info("the counts of %s can be read again", entity)
+
+
+def observe_queues(readers: EntityReaders, max_age_seconds: float = 5.0) -> None:
+    """Register the queue gauges once per process, on the global meter provider (see
+    ``QueueGauges``)."""
     global _gauges_registered
     with _instruments_lock:
         if _gauges_registered:
             return
         _gauges_registered = True
-    reading: list[tuple[float, Mapping[str, Mapping[str, float]]]] = []
-    reading_lock = threading.Lock()
-
-    def snapshot() -> Mapping[str, Mapping[str, float]]:
-        with reading_lock:
-            now = time.monotonic()
-            if not reading or now - reading[0][0] > max_age_seconds:
-                reading[:] = [(now, counts())]
-            return reading[0][1]
-
-    meter = metrics.get_meter(INSTRUMENTATION)
-    for name, key in QUEUE_GAUGES.items():
-
-        def observe(options: CallbackOptions, key: str = key) -> Iterable[Observation]:
-            try:
-                values_by_queue = snapshot()
-            except Exception:
-                logging.getLogger(__name__).warning("queue counts unavailable", exc_info=True)
-                return []
-            return [
-                Observation(values[key], {"messaging.destination.name": queue})
-                for queue, values in values_by_queue.items()
-                if key in values
-            ]
-
-        meter.create_observable_gauge(name, callbacks=[observe])
+    QueueGauges(readers, max_age_seconds).register(metrics.get_meter(INSTRUMENTATION))
 
 
 # --- log dimensions ---------------------------------------------------------------------

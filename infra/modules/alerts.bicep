@@ -1,8 +1,9 @@
 // Alert rules: nothing is lost silently. Platform metrics watch Service Bus dead letters and
 // Event Grid deliveries; log search alerts over the app's OpenTelemetry telemetry in
 // Application Insights (customMetrics and spans, queries in queries/*.kql) watch the oldest
-// waiting request, dead-letter growth, refusal and failure rates, failed invocations, and
-// Global Batch batches that ended expired or failed.
+// waiting request, entities whose counts cannot be read, dead-letter growth, refusal and
+// failure rates, failed invocations, and Global Batch batches that ended expired, failed or
+// for the enqueued-token quota.
 
 @description('Azure region of the log search alert rules.')
 param location string
@@ -47,12 +48,16 @@ param failureRateThresholdPercent int = 5
 @minValue(0)
 param functionFailureThreshold int = 0
 
-@description('Alert on Global Batch batches that ended expired or failed (when the batch lane is deployed).')
+@description('Alert on Global Batch batches that ended expired, failed or batch_quota_exceeded (when the batch lane is deployed).')
 param batchAlertEnabled bool = false
 
-@description('Global Batch batches ending expired or failed within 15 minutes above which an alert fires.')
+@description('Global Batch batches ending expired, failed or batch_quota_exceeded within 15 minutes above which an alert fires.')
 @minValue(0)
 param batchEndedThreshold int = 0
+
+@description('Failed reads of one entity\'s counts (a request queue or a results-topic subscription) within 10 minutes above which an alert fires (counter inferbus.queue.unreadable).')
+@minValue(0)
+param queueUnreadableThreshold int = 0
 
 @description('Tags applied to every rule.')
 param tags object = {}
@@ -188,6 +193,37 @@ module oldestMessageAge 'log-alert.bicep' = {
   }
 }
 
+// Counts the app cannot read blind the alerts above for that entity: the app counts each
+// failed read (inferbus.queue.unreadable), most often a missing Data Owner assignment.
+module queueUnreadable 'log-alert.bicep' = {
+  name: 'alert-queue-unreadable'
+  params: {
+    name: '${namePrefix}-queue-unreadable'
+    alertDescription: 'The app could not read the message counts of a request queue or results-topic subscription in the last 10 minutes, so its backlog gauges and the oldest-message and dead-letter alerts are blind for it. The app logs the reason once per failure streak ("counts of <entity> unreadable"); the usual cause is a missing Azure Service Bus Data Owner assignment on the entity (serviceBusGrantBacklogRead, infra/README.md).'
+    location: location
+    scopeId: appInsightsId
+    query: loadTextContent('queries/alert-queue-unreadable.kql')
+    measureColumn: 'failedReads'
+    timeAggregation: 'Total'
+    operator: 'GreaterThan'
+    threshold: queueUnreadableThreshold
+    dimensions: [
+      {
+        name: 'queue'
+        operator: 'Include'
+        values: [
+          '*'
+        ]
+      }
+    ]
+    severity: 2
+    windowSize: 'PT10M'
+    evaluationFrequency: 'PT5M'
+    actionGroupId: actionGroupId
+    tags: tags
+  }
+}
+
 module deadLetterGrowth 'log-alert.bicep' = {
   name: 'alert-request-deadletter-growth'
   params: {
@@ -308,12 +344,14 @@ module functionFailures 'log-alert.bicep' = {
 }
 
 // A Global Batch batch that misses its 24 h window ends expired, with no exception anywhere;
-// the app counts each ended batch (inferbus.batch.ended, by inferbus.batch.status).
+// the app counts each ended batch (inferbus.batch.ended, by inferbus.batch.status), and a
+// batch whose requests fail because the enqueued-token quota never freed up in time as
+// batch_quota_exceeded.
 module batchEnded 'log-alert.bicep' = if (batchAlertEnabled) {
   name: 'alert-batch-ended'
   params: {
     name: '${namePrefix}-batch-ended'
-    alertDescription: 'A Global Batch batch ended expired (its 24 h window ran out) or failed (the service refused it). The app resubmits the unfinished requests of an expired batch up to GlobalBatch__maxResubmissions times, then fails their jobs; look for "Global Batch <id> ended" in the app\'s traces and at the deployment\'s enqueued-token quota.'
+    alertDescription: 'A Global Batch batch ended expired (its 24 h window ran out), failed (the service refused it) or batch_quota_exceeded (the deployment\'s enqueued-token quota stayed full until the requests\' deadline or GlobalBatch__quotaWaitLimitSeconds, and their jobs failed). The app resubmits the unfinished requests of an expired batch up to GlobalBatch__maxResubmissions times, then fails their jobs; look for "Global Batch <id> ended" in the app\'s traces and at the deployment\'s enqueued-token quota (globalBatchCapacity).'
     location: location
     scopeId: appInsightsId
     query: loadTextContent('queries/alert-batch-ended.kql')

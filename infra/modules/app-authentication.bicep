@@ -27,11 +27,11 @@ param excludedPaths array = [
   '/api/openapi.json'
 ]
 
-resource site 'Microsoft.Web/sites@2024-04-01' existing = {
+resource site 'Microsoft.Web/sites@2025-03-01' existing = {
   name: appName
 }
 
-resource authentication 'Microsoft.Web/sites/config@2024-04-01' = {
+resource authentication 'Microsoft.Web/sites/config@2025-03-01' = {
   parent: site
   name: 'authsettingsV2'
   properties: {

@@ -66,11 +66,11 @@ resource topic 'Microsoft.EventGrid/topics@2025-02-15' existing = {
   name: topicName
 }
 
-resource dataStorage 'Microsoft.Storage/storageAccounts@2024-01-01' existing = {
+resource dataStorage 'Microsoft.Storage/storageAccounts@2026-04-01' existing = {
   name: dataStorageAccountName
 }
 
-resource eventGridIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' existing = {
+resource eventGridIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2024-11-30' existing = {
   name: eventGridIdentityName
 }
 

@@ -88,8 +88,14 @@ param serviceBusMaxConcurrentCalls int = 0
 @description('Always-ready instances, e.g. [{ name: \'http\', instanceCount: 1 }] or [{ name: \'function:<name>\', instanceCount: 1 }]. Empty means scale to zero.')
 param alwaysReady array = []
 
-@description('Comma-separated model names the intake accepts (AllowedModels).')
+@description('Comma-separated model names the intake accepts (AllowedModels), the one-provider shorthand of the model catalog with modelProvider; ignored (left empty) when modelCatalog is set.')
 param allowedModels string = 'local-analyzer'
+
+@description('Model catalog file shipped with the app, relative to its root (ModelCatalog); empty uses allowedModels and modelProvider. The app refuses both at once, so a catalog empties AllowedModels and ModelProvider.')
+param modelCatalog string = ''
+
+@description('Tenants a producer sending straight to the request queues may name (ProducerTenants), comma-separated. Empty: none, so every direct producer\'s message is dead-lettered TenantNotAllowed until its tenant is listed (HTTP, blob and Event Grid callers are unaffected: their tenant comes from their identity).')
+param producerTenants string = ''
 
 @description('Model for work that names none, e.g. documents dropped in the incoming container (DefaultModel); one of allowedModels. Empty means the first of allowedModels.')
 param defaultModel string = ''
@@ -113,13 +119,12 @@ param modelCapacity int = 0
 @minValue(2)
 param jobsRetentionDays int = 90
 
-@description('ModelProvider, the one-provider shorthand of the model catalog with allowedModels: azure_openai, or empty (or local) for the deterministic local stand-in.')
+@description('ModelProvider, the one-provider shorthand of the model catalog with allowedModels: azure_openai (the queue lane\'s deployed model), or local for the deterministic local stand-in.')
 @allowed([
-  ''
   'local'
   'azure_openai'
 ])
-param modelProvider string = ''
+param modelProvider string
 
 @description('Azure OpenAI endpoint (https://<resource>.openai.azure.com/) when modelProvider is azure_openai; the app identity needs Cognitive Services OpenAI User there.')
 param azureOpenAIEndpoint string = ''
@@ -129,6 +134,10 @@ param globalBatchDeployments string = ''
 
 @description('Azure OpenAI endpoint of those deployments (GlobalBatch__endpoint); the app identity needs Cognitive Services OpenAI User there (modules/openai-batch.bicep).')
 param globalBatchEndpoint string = ''
+
+@description('Capacity of the Global Batch deployment in thousands of enqueued tokens; its enqueued-token quota (x 1000) sets GlobalBatch__enqueuedTokens, so no planned file exceeds it. 0 (the lane off) leaves the setting empty.')
+@minValue(0)
+param globalBatchCapacity int = 0
 
 @description('Extra or overriding app settings, applied last.')
 param appSettingOverrides object = {}
@@ -143,7 +152,7 @@ resource appInsights 'Microsoft.Insights/components@2020-02-02' existing = {
   name: appInsightsName
 }
 
-resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+resource plan 'Microsoft.Web/serverfarms@2025-03-01' = {
   name: planName
   location: location
   tags: tags
@@ -157,7 +166,7 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   }
 }
 
-resource site 'Microsoft.Web/sites@2024-04-01' = {
+resource site 'Microsoft.Web/sites@2025-03-01' = {
   name: appName
   location: location
   tags: union(tags, siteTags)
@@ -171,9 +180,11 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
   properties: {
     serverFarmId: plan.id
     httpsOnly: true
+    // No siteConfig.ftpsState: Flex Consumption rejects it (FTP is off through the
+    // basicPublishingCredentialsPolicies below); tests/infra/test_flex_site.py holds the
+    // Flex deprecation table every property of this site is checked against.
     siteConfig: {
       minTlsVersion: '1.2'
-      ftpsState: 'Disabled'
       http20Enabled: true
     }
     functionAppConfig: {
@@ -207,7 +218,7 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
 
 // Publishing with basic credentials (FTP, SCM user/password) is off: deployments go
 // through Microsoft Entra ID (func azure functionapp publish, az functionapp deploy).
-resource ftpPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+resource ftpPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2025-03-01' = {
   parent: site
   name: 'ftp'
   properties: {
@@ -215,7 +226,7 @@ resource ftpPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2
   }
 }
 
-resource scmPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+resource scmPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2025-03-01' = {
   parent: site
   name: 'scm'
   properties: {
@@ -282,9 +293,11 @@ var appSettings = {
   JobsContainer: dataContainers.jobs
   IdempotencyContainer: dataContainers.idempotency
   AllowedInputContainers: '${dataContainers.incoming},${dataContainers.inputs}'
-  // Intake policy. ProducerTenants: tenants a direct queue producer may name (empty: any).
-  ProducerTenants: ''
-  AllowedModels: allowedModels
+  // Intake policy. ProducerTenants: tenants a direct queue producer may name (empty: none).
+  ProducerTenants: producerTenants
+  // AllowedModels/ModelProvider (the shorthand) or ModelCatalog: the app refuses both.
+  ModelCatalog: modelCatalog
+  AllowedModels: empty(modelCatalog) ? allowedModels : ''
   DefaultModel: defaultModel
   MaxInlineTextBytes: '262144'
   MaxUploadBytes: '10485760'
@@ -296,8 +309,13 @@ var appSettings = {
   // Retention: the jobs lifecycle rule deletes a job this many days after its last update;
   // the app answers 410 Gone for an older request id whose job is gone.
   JobRetentionDays: string(jobsRetentionDays)
+  // Backpressure per lane: each lane's own queue depth against its own limit (0: none).
   MaxQueueBacklog: '5000'
+  MaxPriorityQueueBacklog: '1000'
+  MaxOrderedQueueBacklog: '5000'
   BacklogCacheSeconds: '5'
+  // After a send fails for a broker outage, intake answers 503 at once this long.
+  ServiceBusBreaker__openSeconds: '5'
   // Processing: retries with backoff, lock renewal, the deferred-message sweeper.
   ModelConcurrency: string(modelConcurrency)
   PriorityModelConcurrency: '4'
@@ -318,6 +336,11 @@ var appSettings = {
   JobWatchdogSchedule: '45 */5 * * * *'
   JobWatchdogGraceSeconds: '900'
   JobWatchdogStaleSeconds: '90000'
+  // A job left accepted with no live message is sent again from its record, boundedly.
+  JobResend__afterSeconds: '1200'
+  JobResend__maxAttempts: '2'
+  // The reconciler reads the dead-letter queues this many messages a page.
+  DeadLetterReconcilePageSize: '100'
   // Pull door: each timer run receives batches of up to maxEvents (each receive waits up to
   // maxWaitSeconds for events) until drainSeconds have passed.
   EventGridPullSchedule: '*/10 * * * * *'
@@ -327,7 +350,7 @@ var appSettings = {
   // Models: AllowedModels and ModelProvider are the one-provider shorthand of the model
   // catalog (models.json is served when neither is set). The local stand-in knobs stay
   // neutral in Azure.
-  ModelProvider: modelProvider
+  ModelProvider: empty(modelCatalog) ? modelProvider : ''
   // An answer that breaks its task's output schema is tried again this many times.
   InvalidOutputRetries: '2'
   // Model capacity (infra/README.md): each deployment's quota shared out by the live
@@ -335,8 +358,8 @@ var appSettings = {
   ModelCapacity__enabled: 'true'
   ModelCapacity__waitSeconds: '300'
   ModelCapacity__heartbeatSeconds: '10'
-  ModelCapacity__tokensPerMinute: modelCapacity > 0 ? string(modelCapacity * 1000) : ''
-  ModelCapacity__requestsPerMinute: modelCapacity > 0 ? string(modelCapacity * 6) : ''
+  ModelCapacity__tokensPerMinute: (modelCapacity > 0) ? string(modelCapacity * 1000) : ''
+  ModelCapacity__requestsPerMinute: (modelCapacity > 0) ? string(modelCapacity * 6) : ''
   LocalModelLatencyMs: '0'
   LocalModelTransientRate: '0'
   LocalModelRefusalTerms: ''
@@ -363,6 +386,10 @@ var appSettings = {
   GlobalBatch__maxResubmissions: '2'
   GlobalBatch__quotaRetrySeconds: '300'
   GlobalBatch__quotaRetryMaxSeconds: '3600'
+  // A batch refused for quota is retried until its requests' deadline, at most this long.
+  GlobalBatch__quotaWaitLimitSeconds: '86400'
+  // The deployment's enqueued-token quota: planned files are split to stay below it.
+  GlobalBatch__enqueuedTokens: (globalBatchCapacity > 0) ? string(globalBatchCapacity * 1000) : ''
   GlobalBatch__pollSeconds: '60'
   GlobalBatch__runSeconds: '240'
   GlobalBatch__timeoutSeconds: '300'
@@ -380,7 +407,7 @@ var concurrencySettings = (serviceBusMaxConcurrentCalls > 0) ? {
   AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentCalls: string(serviceBusMaxConcurrentCalls)
 } : {}
 
-resource settings 'Microsoft.Web/sites/config@2024-04-01' = {
+resource settings 'Microsoft.Web/sites/config@2025-03-01' = {
   parent: site
   name: 'appsettings'
   properties: union(appSettings, concurrencySettings, appSettingOverrides)

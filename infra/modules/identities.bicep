@@ -14,13 +14,13 @@ param eventGridIdentityName string
 @description('Tags applied to every resource.')
 param tags object = {}
 
-resource appIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
+resource appIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2024-11-30' = {
   name: appIdentityName
   location: location
   tags: tags
 }
 
-resource eventGridIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
+resource eventGridIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2024-11-30' = {
   name: eventGridIdentityName
   location: location
   tags: tags

@@ -64,7 +64,7 @@ param actionGroupId string = ''
 @description('Tags applied to the rule.')
 param tags object = {}
 
-resource rule 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+resource rule 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
   name: name
   location: location
   tags: tags

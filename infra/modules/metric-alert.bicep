@@ -57,7 +57,7 @@ param actionGroupId string = ''
 @description('Tags applied to the rule.')
 param tags object = {}
 
-resource alert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
+resource alert 'Microsoft.Insights/metricAlerts@2026-01-01' = {
   name: name
   location: 'global'
   tags: tags

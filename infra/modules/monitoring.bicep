@@ -20,7 +20,7 @@ param disableLocalAuth bool = false
 @description('Tags applied to every resource.')
 param tags object = {}
 
-resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
+resource workspace 'Microsoft.OperationalInsights/workspaces@2026-03-01' = {
   name: logAnalyticsName
   location: location
   tags: tags

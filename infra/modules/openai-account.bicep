@@ -20,7 +20,7 @@ param publicNetworkAccess string = 'Enabled'
 @description('Tags applied to the account.')
 param tags object = {}
 
-resource account 'Microsoft.CognitiveServices/accounts@2024-10-01' = {
+resource account 'Microsoft.CognitiveServices/accounts@2026-07-01' = {
   name: name
   location: location
   tags: tags

@@ -35,13 +35,13 @@ param premiumMessagingUnits int = 1
 @description('Principal id of the Function App identity.')
 param appPrincipalId string
 
-@description('Grant Azure Service Bus Data Owner on the requests queue only: the intake reads the queue depth (MaxQueueBacklog) with the administration API, which needs Manage rights. Set false when MaxQueueBacklog is 0.')
+@description('Grant Azure Service Bus Data Owner on each request queue and on the results topic (entity scope, never the namespace): the app reads their runtime properties (per-lane backpressure, the inferbus.queue.* gauges, the subscriptions\' dead letters) with the administration API, which needs Manage rights. false leaves the app blind to queue depths.')
 param grantBacklogRead bool = true
 
 @description('Tags applied to every resource.')
 param tags object = {}
 
-resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
+resource namespace 'Microsoft.ServiceBus/namespaces@2026-01-01' = {
   name: name
   location: location
   tags: tags
@@ -57,7 +57,7 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
   }
 }
 
-resource queues 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = [
+resource queues 'Microsoft.ServiceBus/namespaces/queues@2026-01-01' = [
   for queue in serviceBusQueues: {
     parent: namespace
     name: queue.name
@@ -65,13 +65,13 @@ resource queues 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = [
   }
 ]
 
-resource topic 'Microsoft.ServiceBus/namespaces/topics@2024-01-01' = {
+resource topic 'Microsoft.ServiceBus/namespaces/topics@2026-01-01' = {
   parent: namespace
   name: resultsTopic.name
   properties: resultsTopic.properties
 }
 
-resource subscriptions 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2024-01-01' = [
+resource subscriptions 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2026-01-01' = [
   for subscription in resultsTopic.subscriptions: {
     parent: topic
     name: subscription.name
@@ -81,7 +81,7 @@ resource subscriptions 'Microsoft.ServiceBus/namespaces/topics/subscriptions@202
 
 // Creating the first rule through ARM replaces the implicit $Default (TrueFilter) rule of a
 // new subscription; the audit subscription declares $Default itself.
-resource rules 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules@2024-01-01' = [
+resource rules 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules@2026-01-01' = [
   for (subscription, i) in resultsTopic.subscriptions: {
     parent: subscriptions[i]
     name: subscription.rule.name
@@ -126,11 +126,29 @@ resource topicSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   }
 }
 
-// Reading runtime properties (active message count) is a management operation.
-// serviceBusQueues[0] is the requests queue (tests/infra checks the order).
-resource backlogReader 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantBacklogRead) {
-  name: guid(queues[0].id, appPrincipalId, roleDefinitionIds.serviceBusDataOwner)
-  scope: queues[0]
+// Reading runtime properties (active, scheduled and dead-lettered counts, the oldest
+// message) is a management operation: Azure Service Bus Data Owner is the only built-in role
+// with Manage. The app reads every request queue (per-lane backpressure, the queue gauges)
+// and the results topic's subscriptions (their dead-letter counts), so it holds Data Owner on
+// each of those entities, one assignment per entity, never on the namespace
+// (infra/README.md, Service Bus rights per entity).
+resource backlogReaders 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for (queue, i) in serviceBusQueues: if (grantBacklogRead) {
+    name: guid(queues[i].id, appPrincipalId, roleDefinitionIds.serviceBusDataOwner)
+    scope: queues[i]
+    properties: {
+      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleDefinitionIds.serviceBusDataOwner)
+      principalId: appPrincipalId
+      principalType: 'ServicePrincipal'
+    }
+  }
+]
+
+// The subscriptions' runtime properties: one assignment at the topic's scope covers every
+// subscription of the results topic, which the app reads all of.
+resource topicRuntimeReader 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantBacklogRead) {
+  name: guid(topic.id, appPrincipalId, roleDefinitionIds.serviceBusDataOwner)
+  scope: topic
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleDefinitionIds.serviceBusDataOwner)
     principalId: appPrincipalId

@@ -69,7 +69,7 @@ param deadLetterRetentionDays int = 30
 @description('Tags applied to every resource.')
 param tags object = {}
 
-resource account 'Microsoft.Storage/storageAccounts@2024-01-01' = {
+resource account 'Microsoft.Storage/storageAccounts@2026-04-01' = {
   name: name
   location: location
   tags: tags
@@ -92,12 +92,12 @@ resource account 'Microsoft.Storage/storageAccounts@2024-01-01' = {
   }
 }
 
-resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2024-01-01' = {
+resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2026-04-01' = {
   parent: account
   name: 'default'
 }
 
-resource appContainers 'Microsoft.Storage/storageAccounts/blobServices/containers@2024-01-01' = [
+resource appContainers 'Microsoft.Storage/storageAccounts/blobServices/containers@2026-04-01' = [
   for containerName in appContainerNames: {
     parent: blobService
     name: containerName
@@ -108,12 +108,12 @@ resource appContainers 'Microsoft.Storage/storageAccounts/blobServices/container
 ]
 
 // The container the blob trigger watches, created by appContainers above.
-resource incomingContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2024-01-01' existing = {
+resource incomingContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2026-04-01' existing = {
   parent: blobService
   name: dataContainers.incoming
 }
 
-resource deadLetterContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2024-01-01' = {
+resource deadLetterContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2026-04-01' = {
   parent: blobService
   name: dataContainers.eventGridDeadLetters
   properties: {
@@ -124,7 +124,7 @@ resource deadLetterContainer 'Microsoft.Storage/storageAccounts/blobServices/con
 // Retention: one delete rule per container, days after the blob's last modification (a
 // job document is rewritten as its request moves on, so its clock starts at its last
 // update). Every container the app writes to is listed: nothing accumulates unbounded.
-resource lifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@2024-01-01' = {
+resource lifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@2026-04-01' = {
   parent: account
   name: 'default'
   properties: {

@@ -21,7 +21,7 @@ param appPrincipalId string
 @description('Tags applied to every resource.')
 param tags object = {}
 
-resource account 'Microsoft.Storage/storageAccounts@2024-01-01' = {
+resource account 'Microsoft.Storage/storageAccounts@2026-04-01' = {
   name: name
   location: location
   tags: tags
@@ -44,12 +44,12 @@ resource account 'Microsoft.Storage/storageAccounts@2024-01-01' = {
   }
 }
 
-resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2024-01-01' = {
+resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2026-04-01' = {
   parent: account
   name: 'default'
 }
 
-resource deploymentContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2024-01-01' = {
+resource deploymentContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2026-04-01' = {
   parent: blobService
   name: deploymentContainerName
   properties: {

@@ -1,10 +1,13 @@
-"""The request queue's depth from Service Bus runtime properties.
+"""The request queues' and the results topic's subscriptions' counts, from Service Bus
+runtime properties.
 
-In Azure: the management (ATOM) API through ``ServiceBusAdministrationClient``; the app's
-identity needs the "Azure Service Bus Data Owner" role on the queue (see infra/). Locally:
-the project's emulator publishes the same counts as JSON on its admin port
+In Azure: the management (ATOM) API through ``ServiceBusAdministrationClient``
+(``get_queue_runtime_properties``, ``get_subscription_runtime_properties``); the app's
+identity needs Manage rights on each entity it reads (see infra/). Locally: the project's
+emulator publishes the same counts as JSON on its admin port
 (``ServiceBusRuntimeCountsUrl``), because the SDK's administration client only speaks
-HTTPS and the emulator, like Microsoft's, serves AMQP without TLS.
+HTTPS and the emulator, like Microsoft's, serves AMQP without TLS. With an emulator
+connection string and no counts URL nothing can read the counts, so no lane is gated.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 
 from shared.adapters.identity import azure_credential
 from shared.errors import ConfigurationError
-from shared.intake.backpressure import BacklogProbe
-from shared.ops.backlog_report import QueueObserver, QueueSnapshot
+from shared.intake.backpressure import BacklogProbe, lane_backlog_limits
+from shared.lanes import Lane, LaneQueues
+from shared.ops.backlog_report import QueueObserver, QueueSnapshot, SubscriptionObservers
 from shared.settings import Settings
+
+SUBSCRIPTIONS = "/Subscriptions/"  # the middle of a subscription's entity path
 
 
 class EmulatorBacklogProbe:
@@ -36,9 +42,7 @@ class EmulatorBacklogProbe:
 
     def counts(self) -> dict[str, Any]:
         """The emulator's runtime properties of the queue (QueueRuntimeProperties names)."""
-        with urllib.request.urlopen(self._url, timeout=self._timeout) as response:  # noqa: S310
-            counts: dict[str, Any] = json.loads(response.read())
-        return counts
+        return _read_json(self._url, self._timeout)
 
     def active_messages(self) -> int:
         return int(self.counts()["active_message_count"])
@@ -67,15 +71,40 @@ def administration_client(settings: Settings) -> ServiceBusAdministrationClient:
     raise ConfigurationError("no Service Bus connection is configured")
 
 
-def backlog_probe_for(settings: Settings) -> BacklogProbe | None:
-    """The probe for the requests queue, or None when backpressure is disabled."""
-    if settings.max_queue_backlog <= 0:
-        return None
+def _read_json(url: str, timeout: float) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (loopback)
+        document: dict[str, Any] = json.loads(response.read())
+    return document
+
+
+def _counts_readable(settings: Settings) -> bool:
+    """False for an emulator connection without a counts URL (nothing can read them)."""
     if settings.servicebus_runtime_counts_url:
-        return EmulatorBacklogProbe(
-            settings.servicebus_runtime_counts_url, settings.requests_queue_name
-        )
-    return QueueBacklogProbe(administration_client(settings), settings.requests_queue_name)
+        return True
+    connection = (settings.servicebus_connection_string or "").lower()
+    return "usedevelopmentemulator=true" not in connection
+
+
+def lane_backlog_probe(settings: Settings, lane: Lane) -> BacklogProbe | None:
+    """The probe of ``lane``'s queue, or None when that lane is not gated."""
+    if lane_backlog_limits(settings)[lane] <= 0 or not _counts_readable(settings):
+        return None
+    queue = LaneQueues.from_settings(settings).queue(lane)
+    if settings.servicebus_runtime_counts_url:
+        return EmulatorBacklogProbe(settings.servicebus_runtime_counts_url, queue)
+    return QueueBacklogProbe(administration_client(settings), queue)
+
+
+def backlog_probe_for(settings: Settings) -> BacklogProbe | None:
+    """The probe for the standard lane's queue, or None when backpressure is disabled."""
+    return lane_backlog_probe(settings, Lane.STANDARD)
+
+
+def lane_backlog_probes(settings: Settings) -> dict[Lane, BacklogProbe]:
+    """The probes of the priority and ordered lanes that are gated (the standard lane's is
+    ``backlog_probe_for``)."""
+    probes = {lane: lane_backlog_probe(settings, lane) for lane in (Lane.PRIORITY, Lane.ORDERED)}
+    return {lane: probe for lane, probe in probes.items() if probe is not None}
 
 
 class EmulatorQueueObserver:
@@ -139,3 +168,72 @@ def queue_observer_for(
     if settings.servicebus_runtime_counts_url:
         return EmulatorQueueObserver(settings.servicebus_runtime_counts_url, name)
     return ServiceBusQueueObserver(administration_client(settings), client, name)
+
+
+class EmulatorSubscriptionObservers:
+    """The subscriptions of a topic on the local emulator, listed from its counts."""
+
+    def __init__(self, counts_url: str, topic: str, timeout_seconds: float = 2.0) -> None:
+        EmulatorBacklogProbe(counts_url, topic)  # the same loopback rule
+        self._counts_url = counts_url
+        self._topic = topic
+        self._timeout = timeout_seconds
+
+    def __call__(self) -> dict[str, QueueObserver]:
+        everything = _read_json(self._counts_url.rstrip("/"), self._timeout)
+        prefix = f"{self._topic}{SUBSCRIPTIONS}".lower()
+        return {
+            f"{self._topic}/{path[len(prefix) :]}": EmulatorQueueObserver(self._counts_url, path)
+            for path in everything
+            if path.lower().startswith(prefix)
+        }
+
+
+class ServiceBusSubscriptionObserver:
+    """Implements ``backlog_report.QueueObserver`` for one subscription in Azure: its
+    counts from the management API. A subscription's scheduled messages wait on its
+    topic, and reading its oldest message would need Listen rights, so both are left
+    unknown."""
+
+    def __init__(self, admin: ServiceBusAdministrationClient, topic: str, name: str) -> None:
+        self._admin = admin
+        self._topic = topic
+        self._name = name
+
+    def snapshot(self) -> QueueSnapshot:
+        properties = self._admin.get_subscription_runtime_properties(self._topic, self._name)
+        return QueueSnapshot(
+            active=int(properties.active_message_count or 0),
+            dead_lettered=int(properties.dead_letter_message_count or 0),
+            scheduled=None,
+            deferred=None,
+            oldest_active_enqueued_at=None,
+            oldest_known=False,
+        )
+
+
+class ServiceBusSubscriptionObservers:
+    """The subscriptions of a topic in Azure, listed with the management API."""
+
+    def __init__(self, admin: ServiceBusAdministrationClient, topic: str) -> None:
+        self._admin = admin
+        self._topic = topic
+
+    def __call__(self) -> dict[str, QueueObserver]:
+        return {
+            f"{self._topic}/{subscription.name}": ServiceBusSubscriptionObserver(
+                self._admin, self._topic, subscription.name
+            )
+            for subscription in self._admin.list_subscriptions(self._topic)
+        }
+
+
+def subscription_observers_for(settings: Settings) -> SubscriptionObservers | None:
+    """The observers of the results topic's subscriptions (None where nothing can read
+    them: an emulator connection without a counts URL)."""
+    topic = settings.results_topic_name
+    if settings.servicebus_runtime_counts_url:
+        return EmulatorSubscriptionObservers(settings.servicebus_runtime_counts_url, topic)
+    if not _counts_readable(settings):
+        return None
+    return ServiceBusSubscriptionObservers(administration_client(settings), topic)

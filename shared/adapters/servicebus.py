@@ -18,12 +18,15 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSend
 from azure.servicebus.exceptions import (
     MessageSizeExceededError,
     MessagingEntityNotFoundError,
+    OperationTimeoutError,
+    ServiceBusCommunicationError,
+    ServiceBusConnectionError,
     ServiceBusError,
 )
 
 from shared import telemetry
 from shared.adapters.identity import azure_credential
-from shared.errors import ConfigurationError, PermanentError, TransientError
+from shared.errors import BrokerUnreachable, ConfigurationError, PermanentError, TransientError
 from shared.messaging import OutgoingMessage
 from shared.settings import Settings
 
@@ -68,6 +71,12 @@ def servicebus_errors(what: str) -> Iterator[None]:
         raise ConfigurationError(f"{what}: the entity does not exist") from error
     except MessageSizeExceededError as error:
         raise PermanentError(f"{what}: the message is too large") from error
+    except (
+        ServiceBusConnectionError,
+        ServiceBusCommunicationError,
+        OperationTimeoutError,
+    ) as error:
+        raise BrokerUnreachable(f"{what}: {type(error).__name__}") from error
     except ServiceBusError as error:
         raise TransientError(f"{what}: {type(error).__name__}") from error
 

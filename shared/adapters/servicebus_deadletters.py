@@ -1,4 +1,5 @@
-"""The request queues' dead-letter sub-queues through azure-servicebus.
+"""The dead-letter sub-queues of the request queues and of the results topic's subscriptions
+through azure-servicebus (an entity is a queue name or ``<topic>/subscriptions/<name>``).
 
 Reading is ``peek_messages`` on a receiver of ``sub_queue=DEAD_LETTER`` (the management
 operation ``com.microsoft:peek-message``): nothing is locked, received or counted as a
@@ -33,7 +34,11 @@ from azure.servicebus import (
 from shared.adapters.servicebus import LazyServiceBusSender, servicebus_client, servicebus_errors
 from shared.adapters.servicebus_inbound import from_sdk
 from shared.messaging import MessageSender
-from shared.ops.servicebus_deadletter_queues import DEAD_LETTER_PROPERTIES, DeadLetteredMessage
+from shared.ops.servicebus_deadletter_queues import (
+    DEAD_LETTER_PROPERTIES,
+    DeadLetteredMessage,
+    topic_subscription,
+)
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -93,15 +98,37 @@ class ServiceBusDeadLetterQueues:
         found = self._client_or_factory
         return found if isinstance(found, ServiceBusClient) else found()
 
+    def _receiver(self, entity: str, **options: Any) -> Any:
+        """A receiver of ``entity``'s dead-letter sub-queue (a queue or a subscription)."""
+        found = topic_subscription(entity)
+        if found is not None:
+            topic, subscription = found
+            return self._client.get_subscription_receiver(
+                topic, subscription, sub_queue=ServiceBusSubQueue.DEAD_LETTER, **options
+            )
+        return self._client.get_queue_receiver(
+            entity, sub_queue=ServiceBusSubQueue.DEAD_LETTER, **options
+        )
+
     def peek(self, queue: str) -> list[DeadLetteredMessage]:
         found: list[DeadLetteredMessage] = []
-        receiver = self._client.get_queue_receiver(queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER)
+        receiver = self._receiver(queue)
         with servicebus_errors(f"peeking the dead-letter queue of {queue}"), receiver:
             next_number = 1
             while page := receiver.peek_messages(PAGE, sequence_number=next_number):
                 found.extend(dead_lettered(queue, m) for m in page)
                 next_number = max(int(m.sequence_number or 0) for m in page) + 1
         return found
+
+    def peek_page(
+        self, queue: str, from_sequence_number: int, max_count: int
+    ) -> list[DeadLetteredMessage]:
+        """Implements ``DeadLetterPages``: one ``peek_messages`` from a sequence number."""
+        receiver = self._receiver(queue)
+        with servicebus_errors(f"peeking the dead-letter queue of {queue}"), receiver:
+            page = receiver.peek_messages(max_count, sequence_number=max(from_sequence_number, 1))
+        found = [dead_lettered(queue, m) for m in page]
+        return sorted(found, key=lambda i: i.sequence_number)
 
     def remove(self, queue: str, sequence_numbers: Collection[int]) -> list[int]:
         wanted = set(sequence_numbers)
@@ -110,11 +137,8 @@ class ServiceBusDeadLetterQueues:
         removed: list[int] = []
         held: list[ServiceBusReceivedMessage] = []
         seen: set[int] = set()
-        receiver = self._client.get_queue_receiver(
-            queue,
-            sub_queue=ServiceBusSubQueue.DEAD_LETTER,
-            receive_mode=ServiceBusReceiveMode.PEEK_LOCK,
-            prefetch_count=0,
+        receiver = self._receiver(
+            queue, receive_mode=ServiceBusReceiveMode.PEEK_LOCK, prefetch_count=0
         )
         with servicebus_errors(f"purging the dead-letter queue of {queue}"), receiver:
             try:
@@ -149,13 +173,18 @@ class ServiceBusDeadLetterQueues:
 def dead_letter_tools(
     settings: Settings,
 ) -> Iterator[tuple[ServiceBusDeadLetterQueues, Callable[[str], MessageSender]]]:
-    """The dead-letter queues and a sender per queue over one client, closed afterwards."""
+    """The dead-letter queues and a sender per entity over one client, closed afterwards
+    (a subscription's sender sends to its topic: nothing can send to a subscription)."""
     client = servicebus_client(settings)
     senders: list[LazyServiceBusSender] = []
 
     @cache
-    def sender_for(queue: str) -> MessageSender:
-        sender = LazyServiceBusSender(lambda: client, queue)
+    def sender_for(entity: str) -> MessageSender:
+        found = topic_subscription(entity)
+        if found is not None:
+            sender = LazyServiceBusSender(lambda: client, found[0], topic=True)
+        else:
+            sender = LazyServiceBusSender(lambda: client, entity)
         senders.append(sender)
         return sender
 

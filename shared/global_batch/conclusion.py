@@ -13,7 +13,10 @@ its caller cancelled meanwhile stays cancelled. The ends, by what the service sa
 - no answer, because the batch expired: submitted again in a later file, up to
   ``GlobalBatch__maxResubmissions`` times, then the job expires (``batch_expired``);
 - no answer, because the batch was cancelled: the job is cancelled (``batch_cancelled``);
-- the batch failed as a whole: the job fails (``batch_failed``) with the batch's errors.
+- the batch failed as a whole: the job fails (``batch_failed``) with the batch's errors;
+- the enqueued-token quota never let it in (its line alone passes the quota, or the quota
+  stayed full past its deadline or ``GlobalBatch__quotaWaitLimitSeconds``): the job fails
+  ``batch_quota_exceeded`` with why.
 
 A repeated conclusion (a crash before the submission was closed) announces completed
 members again: announcements have deterministic ids, and a consumer drops the repeat.
@@ -38,6 +41,7 @@ from shared.contracts import (
 from shared.errors import Conflict, InvalidModelOutput, NotFound
 from shared.events.announcements import Announcer, result_announcement
 from shared.global_batch.files import Answered, LineFailed, NotAnswered, Refused, answer
+from shared.global_batch.quota import quota_exceeded
 from shared.global_batch.records import MemberFacts, Submission
 from shared.global_batch.store import BatchRecords
 from shared.inference.catalog import ModelCatalog
@@ -113,6 +117,9 @@ class Conclusion:
         if job.status.is_terminal:
             return self._ended_before(submission, job, member)
         if submission.remote_status == "failed":
+            quota = quota_exceeded(submission)
+            if quota is not None:  # never accepted for the quota: its own code, its reason
+                return self._end(current, member, JobStatus.FAILED, quota.code, quota.message)
             why = "; ".join(f"{e.code}: {e.message}" for e in submission.errors) or "no reason"
             return self._end(current, member, JobStatus.FAILED, BATCH_FAILED,
                              f"the batch {submission.batch_id} failed: {why}")  # fmt: skip

@@ -10,11 +10,14 @@ first moves every open submission as far as it can go, then plans new ones:
   ``GlobalBatch__submitAfterSeconds``; they are packed into files within the service's
   limits (``files.pack``), one submission per file;
 - upload: the JSONL file, named after the submission (a retried upload finds the first);
+  a one-line file whose line alone passes the enqueued-token quota ends at once instead;
 - create: the batch over that file (a retried create finds the first), recorded against
   the tenant in the ledger; then every member's job shows its batch (``running``);
 - poll: at most every ``GlobalBatch__pollSeconds``; a batch refused for the enqueued-token
-  quota is created again after a doubling wait, its requests untouched; a final batch has
-  its output and error files copied to our storage before anything reads them;
+  quota is created again after a doubling wait, its requests untouched, until its members'
+  deadline or ``GlobalBatch__quotaWaitLimitSeconds`` (then they fail
+  ``batch_quota_exceeded``: ``quota``); a final batch has its output and error files
+  copied to our storage before anything reads them;
 - conclude: ``conclusion`` gives each member its end; the staged records go, and the
   service's files are deleted (our copies stay).
 
@@ -44,6 +47,13 @@ from shared.global_batch.files import answer_lines
 from shared.global_batch.membership import mark_members
 from shared.global_batch.planning import Planner, PlanningPolicy
 from shared.global_batch.ports import BatchService, RemoteBatch
+from shared.global_batch.quota import (
+    BATCH_QUOTA_EXCEEDED,
+    QuotaPolicy,
+    after_refusal,
+    ending_status,
+    never_fits,
+)
 from shared.global_batch.records import (
     Counts,
     MemberFacts,
@@ -66,6 +76,9 @@ class ControlPolicy:
     quota_retry_max: timedelta
     poll_interval: timedelta
     run_budget: timedelta = timedelta(minutes=4)
+    # The longest a submission waits for the enqueued-token quota after its first refusal
+    # (GlobalBatch__quotaWaitLimitSeconds; its members' earliest deadline may end it first).
+    quota_wait_limit: timedelta = timedelta(days=1)
     # Members marked or concluded per step: each step's progress is saved, so a run that
     # stops (its time is up, or it dies) repeats at most this many members' work.
     chunk: int = 1000
@@ -105,6 +118,9 @@ class GlobalBatchControlPlane:
         self._conclusion = conclusion
         self._policy = policy
         self._planner = Planner(records, policy.planning, clock)
+        self._quota = QuotaPolicy(
+            policy.quota_retry, policy.quota_retry_max, policy.quota_wait_limit
+        )
         self._clock = clock
         self._monotonic = monotonic
         self._stop_at = 0.0
@@ -206,6 +222,10 @@ class GlobalBatchControlPlane:
     def _upload(self, submission: Submission) -> Step:
         if submission.cancel_requested:
             return self._cancelled_before_submission(submission)
+        too_large = never_fits(submission, self._policy.planning.enqueued_tokens)
+        if too_large is not None:  # refused for ever by the service: end it now
+            update = {"state": SubmissionState.ENDED, "remote_status": "failed"}
+            return submission.model_copy(update={**update, "errors": [too_large]}), True
         file_id = self._service.find_file(submission.filename, submission.created_at)
         if file_id is None:
             content = self._records.kept_file(submission.id, "input")
@@ -279,7 +299,8 @@ class GlobalBatchControlPlane:
         if not batch.is_final:
             return observed, False
         if batch.refused_for_quota:
-            return self._wait_for_quota(observed, batch), False
+            waiting = after_refusal(observed, batch, now, self._quota)
+            return waiting, waiting.state is SubmissionState.ENDED
         self._keep_files(submission, batch)
         return observed.model_copy(update={"state": SubmissionState.ENDED}), True
 
@@ -333,25 +354,6 @@ class GlobalBatchControlPlane:
 
     # --- pieces of the steps -------------------------------------------------------------
 
-    def _wait_for_quota(self, submission: Submission, batch: RemoteBatch) -> Submission:
-        retries = submission.quota_retries
-        wait = min(self._policy.quota_retry * (2**retries), self._policy.quota_retry_max)
-        log.warning(
-            "batch %s was refused for the enqueued-token quota of %s; submission %s tries "
-            "again in %s (retry %d)",
-            batch.id, submission.deployment, submission.id, wait, retries + 1,
-        )  # fmt: skip
-        return submission.model_copy(
-            update={
-                "state": SubmissionState.UPLOADED,
-                "refused_batches": [*submission.refused_batches, batch.id],
-                "quota_retries": retries + 1,
-                "retry_at": self._clock() + wait,
-                "batch_id": None,
-                "last_polled_at": None,
-            }
-        )
-
     def _keep_files(self, submission: Submission, batch: RemoteBatch) -> None:
         """Copy the service's output and error files to our storage before anything reads
         them: the service deletes them after GlobalBatch__outputExpiryDays."""
@@ -375,11 +377,11 @@ class GlobalBatchControlPlane:
 
 
 def _report_ending(submission: Submission) -> None:
-    """The metric (the Bicep alert reads it) and, for an expired or failed batch, the
-    ERROR log of a submission that just ended."""
-    status = submission.remote_status or "unknown"
+    """The metric (the Bicep alert reads it) and, for an expired or failed batch (or one
+    the enqueued-token quota ended), the ERROR log of a submission that just ended."""
+    status = ending_status(submission)
     telemetry.count_batch_ended(status, submission.deployment)
-    if status in ("expired", "failed"):
+    if status in ("expired", "failed", BATCH_QUOTA_EXCEEDED):
         counts = submission.counts
         log.error(
             "Global Batch %s ended %s (submission %s, tenant %s): %d of %d answered; %s",

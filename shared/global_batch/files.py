@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.errors import InvalidModelOutput, PolicyRefusal, TransientError
+from shared.global_batch.quota import line_tokens
 from shared.global_batch.records import PendingRequest
 from shared.inference import ModelAnswer
 from shared.inference.chat import CONTENT_FILTER, filtered_categories, read_completion
@@ -31,22 +32,30 @@ def encoded(line: dict[str, Any]) -> bytes:
 
 
 def pack(
-    waiting: Sequence[PendingRequest], max_lines: int, max_bytes: int
+    waiting: Sequence[PendingRequest],
+    max_lines: int,
+    max_bytes: int,
+    max_tokens: int | None = None,
 ) -> list[list[PendingRequest]]:
     """Consecutive groups of ``waiting`` (oldest first) that each fit one input file:
-    at most ``max_lines`` lines and ``max_bytes`` bytes. A full file is closed and the
-    next request starts a new one (staging refuses a request whose line alone is larger
-    than a file may be)."""
+    at most ``max_lines`` lines, ``max_bytes`` bytes and, when given, ``max_tokens``
+    estimated tokens (``quota.line_tokens``: the deployment's enqueued-token quota). A
+    full file is closed and the next request starts a new one (staging refuses a request
+    whose line alone is larger than a file may be; a line whose tokens alone pass
+    ``max_tokens`` goes alone in its file, which the control plane fails at once)."""
     files: list[list[PendingRequest]] = []
     current: list[PendingRequest] = []
-    size = 0
+    size = tokens = 0
     for pending in sorted(waiting, key=lambda p: (p.staged_at, p.request_id)):
         line_bytes = len(encoded(pending.line))
-        if current and (len(current) >= max_lines or size + line_bytes > max_bytes):
+        line_cost = line_tokens(pending.line) if max_tokens is not None else 0
+        over_tokens = max_tokens is not None and tokens + line_cost > max_tokens
+        if current and (len(current) >= max_lines or size + line_bytes > max_bytes or over_tokens):
             files.append(current)
-            current, size = [], 0
+            current, size, tokens = [], 0, 0
         current.append(pending)
         size += line_bytes
+        tokens += line_cost
     if current:
         files.append(current)
     return files

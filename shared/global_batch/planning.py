@@ -4,7 +4,9 @@ A tenant's staged requests for one deployment are due once ``GlobalBatch__submit
 of them wait, or once the oldest has waited ``GlobalBatch__submitAfterSeconds`` (the
 service asks for large files rather than many small ones). Due requests are packed, oldest
 first, into files within the service's limits (``files.pack``): one submission per file,
-for one tenant, so every batch is attributable whole.
+for one tenant, so every batch is attributable whole, and, with
+``GlobalBatch__enqueuedTokens``, within the deployment's enqueued-token quota
+(``quota``: a file estimated above it would be refused for ever).
 
 A planned submission's input file and its members' facts are written before the
 submission itself: an open submission always has them, and uploading and concluding read
@@ -21,6 +23,7 @@ from datetime import datetime, timedelta
 
 from shared.clock import Clock, utc_now
 from shared.global_batch.files import input_file, pack
+from shared.global_batch.quota import line_tokens
 from shared.global_batch.records import PendingRequest, Submission
 from shared.global_batch.store import BatchRecords
 from shared.request_ids import new_request_id
@@ -34,6 +37,9 @@ class PlanningPolicy:
     max_bytes_per_file: int
     submit_at_lines: int
     submit_after: timedelta
+    # The deployments' enqueued-token quota (GlobalBatch__enqueuedTokens): files are split
+    # so that none is estimated above it. None: split by lines and bytes only.
+    enqueued_tokens: int | None = None
 
 
 class Planner:
@@ -70,6 +76,7 @@ class Planner:
                 list(staged.values()),
                 self._policy.max_lines_per_file,
                 self._policy.max_bytes_per_file,
+                self._policy.enqueued_tokens,
             )
             opened.extend(self._open(members, now) for members in files)
         return opened
@@ -77,6 +84,7 @@ class Planner:
     def _open(self, members: list[PendingRequest], now: datetime) -> str:
         content = input_file(members)
         first = members[0]
+        deadlines = [p.request.deadline for p in members if p.request.deadline is not None]
         submission = Submission(
             id=new_request_id(self._clock),
             tenant_id=first.tenant_id,
@@ -84,6 +92,8 @@ class Planner:
             model=first.request.model,
             requests=len(members),
             bytes=len(content),
+            estimated_tokens=sum(line_tokens(pending.line) for pending in members),
+            deadline=min(deadlines, default=None),
             created_at=now,
             updated_at=now,
         )
@@ -91,8 +101,9 @@ class Planner:
         self._records.keep_members(submission.id, (pending.facts() for pending in members))
         self._records.open(submission)
         log.info(
-            "planned submission %s: %d requests of tenant %s for %s (%d bytes)",
+            "planned submission %s: %d requests of tenant %s for %s (%d bytes, about %d "
+            "tokens)",
             submission.id, len(members), submission.tenant_id, submission.deployment,
-            submission.bytes,
+            submission.bytes, submission.estimated_tokens,
         )  # fmt: skip
         return submission.id

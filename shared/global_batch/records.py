@@ -106,6 +106,11 @@ class Submission(_Record):
     model: str
     requests: int = Field(ge=1)  # its members are in files/<id>/members.jsonl
     bytes: int = Field(ge=0)
+    # What the file is counted for against the deployment's enqueued-token quota
+    # (``quota.line_tokens`` of each line), and its members' earliest deadline: a batch
+    # refused for the quota waits no longer than that.
+    estimated_tokens: int = Field(0, ge=0)
+    deadline: datetime | None = None
     created_at: datetime
     updated_at: datetime
     state: SubmissionState = SubmissionState.PLANNED
@@ -115,10 +120,12 @@ class Submission(_Record):
     output_file_id: str | None = None
     error_file_id: str | None = None
     # Batches the service refused for the enqueued-token quota: the same file is
-    # submitted again (``quota_retries`` times so far) once ``retry_at`` has passed.
+    # submitted again (``quota_retries`` times so far) once ``retry_at`` has passed, up to
+    # a limit counted from the first refusal (``quota.after_refusal``).
     refused_batches: list[str] = Field(default_factory=list)
     quota_retries: int = 0
     retry_at: datetime | None = None
+    first_refused_at: datetime | None = None
     # Members whose jobs were marked running, and members concluded, so far: a run that
     # stops (its time is up, or it dies) goes on from there, 1,000 members at a time.
     marked: int = Field(0, ge=0)

@@ -1,4 +1,4 @@
-"""Backpressure the caller can see: refuse new work while the queue is too deep.
+"""Backpressure the caller can see: refuse new work while its lane's queue is too deep.
 
 Accepting work that will sit for hours past its deadline helps nobody; a 503 with
 Retry-After lets well-behaved clients slow down. The queue depth comes from the broker's
@@ -6,6 +6,11 @@ runtime counts, cached for a few seconds so a burst of submissions costs one loo
 the count cannot be read, intake stays open (the broker, not the probe, is the source of
 truth for whether a send succeeds), and the failure is cached like a reading, so an
 unreachable management endpoint costs one attempt per cache period, not one per request.
+
+Each lane (``shared.lanes``) is gated on its own queue and limit (``LaneBacklogGates``):
+a deep standard queue does not refuse high-priority or ordered work, whose queues have
+their own triggers and drain on their own. Global Batch work travels the queue of its
+priority before it is staged, so it is gated there too.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import time
 from typing import Protocol
 
 from shared.errors import ServiceUnavailable
+from shared.lanes import Lane
+from shared.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +34,19 @@ class BacklogProbe(Protocol):
 
 
 class BacklogGate:
+    """One queue's gate: its depth (cached) against its limit."""
+
     def __init__(
-        self, probe: BacklogProbe | None, limit: int, cache_seconds: float, retry_after: int
+        self,
+        probe: BacklogProbe | None,
+        limit: int,
+        cache_seconds: float,
+        retry_after: int,
+        *,
+        lane: str = "standard",
     ) -> None:
         self._probe = probe
+        self._lane = lane
         self._limit = limit
         self._cache_seconds = cache_seconds
         self._retry_after = retry_after
@@ -44,7 +60,8 @@ class BacklogGate:
         depth = self._depth()
         if depth is not None and depth >= self._limit:
             raise ServiceUnavailable(
-                f"the request backlog is {depth} messages (limit {self._limit}); retry later",
+                f"the {self._lane} lane's request backlog is {depth} messages "
+                f"(limit {self._limit}); retry later",
                 retry_after=self._retry_after,
             )
 
@@ -58,8 +75,73 @@ class BacklogGate:
         try:
             depth = self._probe.active_messages()
         except Exception as error:
-            log.warning("could not read the request backlog (%s); accepting work", error)
+            log.warning(
+                "could not read the %s lane's request backlog (%s); accepting work",
+                self._lane,
+                error,
+            )
             depth = None
         with self._lock:
             self._cached = (now, depth)
         return depth
+
+
+def lane_backlog_limits(settings: Settings) -> dict[Lane, int]:
+    """Each lane's backlog limit (0: not gated): MaxQueueBacklog, MaxPriorityQueueBacklog,
+    MaxOrderedQueueBacklog."""
+    return {
+        Lane.STANDARD: settings.max_queue_backlog,
+        Lane.PRIORITY: settings.max_priority_queue_backlog,
+        Lane.ORDERED: settings.max_ordered_queue_backlog,
+    }
+
+
+class LaneBacklogGates:
+    """The gates of every lane; a lane without one (no probe, or limit 0) is not gated."""
+
+    def __init__(self, gates: dict[Lane, BacklogGate]) -> None:
+        self._gates = dict(gates)
+
+    @classmethod
+    def open(cls) -> LaneBacklogGates:
+        """No backpressure on any lane."""
+        return cls({})
+
+    @classmethod
+    def of(
+        cls,
+        probes: dict[Lane, BacklogProbe | None],
+        limits: dict[Lane, int],
+        *,
+        cache_seconds: float,
+        retry_after: int,
+    ) -> LaneBacklogGates:
+        """A gate per lane that has both a probe and a limit above zero."""
+        return cls(
+            {
+                lane: BacklogGate(
+                    probe, limits.get(lane, 0), cache_seconds, retry_after, lane=lane.value
+                )
+                for lane, probe in probes.items()
+                if probe is not None and limits.get(lane, 0) > 0
+            }
+        )
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, probes: dict[Lane, BacklogProbe | None]
+    ) -> LaneBacklogGates:
+        """The gates of the lanes' limits in ``settings`` over ``probes``; a refusal asks
+        the caller to wait as long as a status poll (at least 5 s)."""
+        return cls.of(
+            probes,
+            lane_backlog_limits(settings),
+            cache_seconds=settings.backlog_cache_seconds,
+            retry_after=max(5, settings.status_poll_seconds),
+        )
+
+    def check(self, lane: Lane) -> None:
+        """Raise ServiceUnavailable when ``lane``'s queue holds its limit or more."""
+        gate = self._gates.get(lane)
+        if gate is not None:
+            gate.check()

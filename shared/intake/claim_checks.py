@@ -120,6 +120,20 @@ class ClaimChecks:
             media_type=media_type,
         )
 
+    def stored_by_a_door(self, claim_check: ClaimCheck, tenant_id: str, request_id: str) -> bool:
+        """Whether ``claim_check`` is the input a door of this app stored for this request
+        (``InputsContainer/{tenant}/{request}``, as ``store`` names it). Only the app's
+        identity writes that container, and a direct producer holds send rights on the
+        queues, no storage rights: such a message came through a door that authenticated
+        its tenant, even when the door could not record its job."""
+        try:
+            location = self.locate_any(claim_check.blob_uri)
+        except InvalidInput:
+            return False
+        if location != BlobLocation(self._inputs_container, f"{tenant_id}/{request_id}"):
+            return False
+        return self._blobs.info(location.container, location.name) is not None
+
     def locate_any(self, blob_uri: str) -> BlobLocation:
         """Container and name of a blob URI of this account (no tenant or container rule)."""
         account = urlsplit(self._blobs.account_url)

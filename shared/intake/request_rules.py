@@ -53,6 +53,17 @@ FIXED_MESSAGE_BYTES = 16_384
 
 _METADATA = TypeAdapter(dict[MetadataKey, MetadataValue])
 
+PRODUCER_TENANTS_SETTING = "ProducerTenants"
+
+
+class TenantNotAllowed(InvalidInput):
+    """A direct producer named a tenant that ``ProducerTenants`` does not list: sending
+    rights on a queue never choose the tenant work runs as. The queue door dead-letters
+    such a message ``TenantNotAllowed`` (not ``InvalidPayload``: the message is well
+    formed, and an operator fixes it by listing the tenant, not by fixing the sender)."""
+
+    code = "tenant_not_allowed"
+
 
 @dataclass(frozen=True)
 class RequestRules:
@@ -67,7 +78,8 @@ class RequestRules:
     # enables it (LocalModelFaults); anywhere else such a request is invalid.
     simulated_faults: bool = False
     max_inline_text_bytes: int = 262_144
-    producer_tenants: tuple[str, ...] = ()  # empty: a direct producer may name any tenant
+    # The tenants a direct producer may name; empty: none (denied by default).
+    producer_tenants: tuple[str, ...] = ()
     # The Global Batch lane: the priorities sent there when a request names no mode (the
     # aliases it takes are those with a batch deployment).
     batch_priorities: tuple[str, ...] = ()
@@ -214,24 +226,27 @@ class RequestRules:
     # --- the queue door --------------------------------------------------------------
 
     def check_message(
-        self, request: RequestMessage, received_at: datetime, claim_checks: ClaimChecks
+        self,
+        request: RequestMessage,
+        received_at: datetime,
+        claim_checks: ClaimChecks,
+        *,
+        tenant_vouched: bool = False,
     ) -> None:
         """Everything the doors check, for a message a producer sent straight to a queue.
 
         Its deadline, when it names one, must lie within MaxDeadlineSeconds of when the
         broker took the message; its job gets DefaultDeadlineSeconds otherwise.
+        ``tenant_vouched``: a door of the app already authenticated the tenant (its input
+        is the claim check that door stored), so ProducerTenants does not apply.
         """
         if not TENANT_ID_PATTERN.fullmatch(request.tenant_id):
             raise InvalidInput(
                 f"tenant_id {request.tenant_id!r} is not a valid tenant id",
                 (FieldError("tenant_id", "invalid"),),
             )
-        if self.producer_tenants and request.tenant_id not in self.producer_tenants:
-            raise InvalidInput(
-                f"tenant '{request.tenant_id}' may not be named by queue producers here "
-                "(ProducerTenants)",
-                (FieldError("tenant_id", "not allowed"),),
-            )
+        if not tenant_vouched:
+            self.check_producer_tenant(request.tenant_id)
         self.check_model(request.model)
         self.check_parameters(request.parameters, request.model)
         self._check_metadata(request.metadata)
@@ -257,6 +272,23 @@ class RequestRules:
         self.check_timing(request.not_before, deadline)
         ordered = bool(request.document_id or request.after)
         self.mode_for(request.mode, request.model, request.priority, ordered)
+
+    def check_producer_tenant(self, tenant_id: str) -> None:
+        """TenantNotAllowed unless ``tenant_id`` is listed in ProducerTenants (an empty
+        list allows no tenant). The description names the tenant and the setting, never
+        the tenants that are listed."""
+        if tenant_id in self.producer_tenants:
+            return
+        listed = (
+            f"it lists {len(self.producer_tenants)} other tenant(s)"
+            if self.producer_tenants
+            else "it is empty, so no tenant may be named"
+        )
+        raise TenantNotAllowed(
+            f"tenant '{tenant_id}' may not be named by producers sending straight to the "
+            f"queues: it is not listed in the app setting {PRODUCER_TENANTS_SETTING} ({listed})",
+            (FieldError("tenant_id", f"not listed in {PRODUCER_TENANTS_SETTING}"),),
+        )
 
     def message_deadline(self, request: RequestMessage, received_at: datetime) -> datetime:
         """A message's deadline: its own, or DefaultDeadlineSeconds after it was sent."""

@@ -40,11 +40,12 @@ from shared.errors import (
     ServiceUnavailable,
     TransientError,
 )
-from shared.intake.backpressure import BacklogGate
+from shared.intake.backpressure import LaneBacklogGates
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.idempotency import Claimed, IdempotencyGuard, Replay
 from shared.intake.request_rules import RequestRules
 from shared.jobs import JobRepository
+from shared.lanes import lane_for
 from shared.messaging import MessageSender, request_envelope
 from shared.request_ids import new_request_id
 from shared.tracing import TraceContext, continue_or_start
@@ -107,7 +108,7 @@ class Intake:
         claim_checks: ClaimChecks,
         idempotency: IdempotencyGuard,
         sender: MessageSender,
-        backlog: BacklogGate,
+        backlog: LaneBacklogGates,
         clock: Clock = utc_now,
     ) -> None:
         self._policy = policy
@@ -152,7 +153,7 @@ class Intake:
 
     def _submit(self, submission: Submission, trace: TraceContext) -> Accepted:
         submission, deadline_seconds = self._validate(submission)
-        self._backlog.check()
+        self._backlog.check(lane_for(submission.priority, submission.document_id))
         claim: Claimed | None = None
         if submission.idempotency_key:
             outcome = self._idempotency.begin(

@@ -26,7 +26,9 @@ TENANT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 MAX_PRINCIPAL_BYTES = 65_536
 
 
-def _principal_claims(encoded: str) -> dict[str, str]:
+def _principal_claims(encoded: str) -> dict[str, object]:
+    """The principal's claims by type, each with its first value as sent (any JSON value:
+    only the tenant claim must be a string, and ``resolve_tenant`` checks it)."""
     try:
         decoded = base64.b64decode(encoded, validate=True)
         document = parse_json(decoded, max_bytes=MAX_PRINCIPAL_BYTES, what="the client principal")
@@ -35,11 +37,39 @@ def _principal_claims(encoded: str) -> dict[str, str]:
     claims = document.get("claims") if isinstance(document, dict) else None
     if not isinstance(claims, list):
         raise Unauthenticated("the client principal carries no claims")
-    result: dict[str, str] = {}
+    result: dict[str, object] = {}
     for claim in claims:
         if isinstance(claim, dict) and isinstance(claim.get("typ"), str):
-            result.setdefault(claim["typ"], str(claim.get("val", "")))
+            result.setdefault(claim["typ"], claim.get("val", ""))
     return result
+
+
+def _tenant_claim(claims: Mapping[str, object], claim_type: str) -> str | None:
+    """The tenant named by ``claim_type``, None when the claim is absent or empty, or
+    Unauthenticated when its value is not a string: ``str(None)`` or ``str(0)`` would
+    make up a tenant ("None", "0") that no identity provider issued."""
+    if claim_type not in claims:
+        return None
+    value = claims[claim_type]
+    if not isinstance(value, str):
+        raise Unauthenticated(
+            f"the client principal's tenant claim '{claim_type}' is not a string "
+            f"(it is {_json_kind(value)})"
+        )
+    return value or None
+
+
+def _json_kind(value: object) -> str:
+    """The JSON name of a decoded value's kind (for the caller, not Python's type name)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
 
 
 def _checked(tenant_id: str, origin: str) -> str:
@@ -56,8 +86,9 @@ def resolve_tenant(
     if encoded:
         claims = _principal_claims(encoded)
         for claim_type in claim_types:
-            if claims.get(claim_type):
-                return _checked(claims[claim_type], "the client principal")
+            tenant_id = _tenant_claim(claims, claim_type)
+            if tenant_id is not None:
+                return _checked(tenant_id, "the client principal")
         raise Unauthenticated(
             "the client principal has no tenant claim (" + ", ".join(claim_types) + ")"
         )

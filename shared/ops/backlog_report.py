@@ -15,6 +15,7 @@ The Functions host forwards worker logs to Application Insights (``traces``), wh
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -28,11 +29,17 @@ REPORT_PREFIX = "inferbus.backlog"
 
 @dataclass(frozen=True)
 class QueueSnapshot:
+    """One entity's counts; None where the source does not tell (a subscription's
+    scheduled messages live on its topic; the management API counts no deferred ones)."""
+
     active: int
     dead_lettered: int
-    scheduled: int
+    scheduled: int | None
     deferred: int | None
     oldest_active_enqueued_at: datetime | None
+    # False where the oldest message cannot be seen (a subscription in Azure is not peeked):
+    # its age is then unknown, not zero.
+    oldest_known: bool = True
 
 
 class QueueObserver(Protocol):
@@ -45,9 +52,10 @@ def report_line(queue: str, snapshot: QueueSnapshot, now: datetime) -> str:
     if snapshot.oldest_active_enqueued_at is not None:
         age = max(0.0, (now - snapshot.oldest_active_enqueued_at).total_seconds())
     deferred = "unknown" if snapshot.deferred is None else str(snapshot.deferred)
+    scheduled = "unknown" if snapshot.scheduled is None else str(snapshot.scheduled)
     return (
         f"{REPORT_PREFIX} queue={queue} active={snapshot.active} "
-        f"dead_lettered={snapshot.dead_lettered} scheduled={snapshot.scheduled} "
+        f"dead_lettered={snapshot.dead_lettered} scheduled={scheduled} "
         f"deferred={deferred} oldest_age_seconds={age:.1f}"
     )
 
@@ -59,17 +67,62 @@ def report_backlog(queue: str, observer: QueueObserver, clock: Clock = utc_now) 
 
 
 def gauge_values(snapshot: QueueSnapshot, now: datetime | None = None) -> dict[str, float]:
-    """A snapshot as the values of ``telemetry.QUEUE_GAUGES`` (deferred only where known)."""
+    """A snapshot as the values of ``telemetry.QUEUE_GAUGES`` (each count only where known;
+    an empty entity's oldest message is 0 seconds old)."""
     moment = now or utc_now()
     oldest = snapshot.oldest_active_enqueued_at
     values: dict[str, float] = {
         "active_message_count": snapshot.active,
         "dead_letter_message_count": snapshot.dead_lettered,
-        "scheduled_message_count": snapshot.scheduled,
-        "oldest_message_age_seconds": max(0.0, (moment - oldest).total_seconds())
-        if oldest
-        else 0.0,
     }
+    if snapshot.oldest_known:
+        values["oldest_message_age_seconds"] = (
+            max(0.0, (moment - oldest).total_seconds()) if oldest else 0.0
+        )
+    if snapshot.scheduled is not None:
+        values["scheduled_message_count"] = snapshot.scheduled
     if snapshot.deferred is not None:
         values["deferred_message_count"] = snapshot.deferred
     return values
+
+
+# The results topic's subscriptions, by entity name (``topic/subscription``); raises when
+# they cannot be listed.
+SubscriptionObservers = Callable[[], Mapping[str, QueueObserver]]
+EntityCounts = Callable[[], Mapping[str, float]]
+
+
+def entity_readers(
+    queues: Iterable[str],
+    observer: Callable[[str], QueueObserver],
+    topic: str,
+    subscriptions: SubscriptionObservers | None,
+) -> dict[str, EntityCounts]:
+    """A reader of gauge values per entity: each queue, and each subscription of ``topic``.
+    When the subscriptions cannot be listed, the topic itself stands for them, with a
+    reader that fails with the listing's error (so it is counted unreadable)."""
+
+    def of_queue(queue: str) -> EntityCounts:
+        return lambda: gauge_values(observer(queue).snapshot())
+
+    def of_subscription(subscription: QueueObserver) -> EntityCounts:
+        return lambda: gauge_values(subscription.snapshot())
+
+    readers = {queue: of_queue(queue) for queue in queues}
+    if subscriptions is None:
+        return readers
+    try:
+        listed = subscriptions()
+    except Exception as error:
+        readers[topic] = _failing(error)
+        return readers
+    for entity, subscription in listed.items():
+        readers[entity] = of_subscription(subscription)
+    return readers
+
+
+def _failing(error: Exception) -> EntityCounts:
+    def read() -> Mapping[str, float]:
+        raise error
+
+    return read

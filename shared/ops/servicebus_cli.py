@@ -4,8 +4,13 @@
     python -m shared.ops sb-deadletters show MESSAGE_ID_OR_SEQUENCE_NUMBER [--queue Q] [--json]
     python -m shared.ops sb-deadletters replay|purge (--all | FILTERS) [--queue Q ...]
                                                       [--dry-run] [--yes]
+    python -m shared.ops sb-deadletters replay ... --extend-deadline DURATION
 
-They work on the dead-letter queues of the request queues through ``DeadLetterOperations``
+    python -m shared.ops sb-deadletters ACTION --subscription NAME   (the results topic's)
+
+They work on the dead-letter queues of the request queues, or of the results topic's
+subscriptions (``--subscription NAME`` or ``--queue <topic>/subscriptions/NAME``; a replay
+sends to the topic, see ``subscription_deadletters``), through ``DeadLetterOperations``
 (``servicebus_deadletters``). Here live the argument parsing, the queue and filter
 choice, the operator's confirmation and the command flow; the printing is in
 ``servicebus_cli_output``. ``servicebus_operations`` is the one place the commands reach
@@ -21,6 +26,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from datetime import timedelta
 from typing import Any
 
 from shared.composition import Services
@@ -28,6 +34,7 @@ from shared.documents import Document
 from shared.errors import ConfigurationError, TransientError
 from shared.lanes import Lane, LaneQueues
 from shared.ops.deadletter_filters import Selection, find, parse_age, summarise
+from shared.ops.deadline_extension import DeadlineExtension, parse_duration
 from shared.ops.servicebus_cli_output import (
     describe_outcome,
     format_age,
@@ -38,7 +45,12 @@ from shared.ops.servicebus_cli_output import (
     newest_first,
     ranked,
 )
-from shared.ops.servicebus_deadletter_queues import DeadLetteredMessage
+from shared.ops.servicebus_deadletter_queues import (
+    SUBSCRIPTIONS,
+    DeadLetteredMessage,
+    subscription_path,
+    topic_subscription,
+)
 from shared.ops.servicebus_deadletters import DeadLetterOperations, ReplayOutcome
 
 OperationsFactory = Callable[[Services], AbstractContextManager[DeadLetterOperations]]
@@ -62,11 +74,31 @@ def servicebus_operations(services: Services) -> Iterator[DeadLetterOperations]:
         )
 
 
+def _subscription(entity: str, topic: str) -> str:
+    """A results-topic subscription's entity path, checked."""
+    found = topic_subscription(entity)
+    if found is None or found[0] != topic or "/" in found[1]:
+        raise ConfigurationError(
+            f"{entity!r} is not a subscription of the results topic "
+            f"(write {subscription_path(topic, 'NAME')}, or --subscription NAME)"
+        )
+    return entity
+
+
 def _queues(args: argparse.Namespace, services: Services) -> list[str]:
-    """The queues ``--queue`` names (a queue or a lane), all three request queues by default."""
+    """The entities ``--queue`` (a request queue, a lane, or a results-topic subscription's
+    path) and ``--subscription`` name; all three request queues when neither is given."""
     lanes = LaneQueues.from_settings(services.settings)
-    chosen = []
-    for name in args.queue or [lane.value for lane in Lane]:
+    topic = services.settings.results_topic_name
+    chosen = [subscription_path(topic, name) for name in args.subscription]
+    for path in chosen:
+        _subscription(path, topic)
+    names = args.queue or ([] if chosen else [lane.value for lane in Lane])
+    for name in names:
+        if SUBSCRIPTIONS in name:
+            if (path := _subscription(name, topic)) not in chosen:
+                chosen.append(path)
+            continue
         queue = lanes.queue(Lane(name)) if name in set(Lane) else name
         try:
             lanes.lane(queue)
@@ -169,6 +201,28 @@ def _confirmed(
     return chosen
 
 
+def _duration(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _extension(args: argparse.Namespace, services: Services) -> DeadlineExtension | None:
+    """``--extend-deadline``, capped by ``MaxDeadlineSeconds`` (told once when it is)."""
+    if args.extend_deadline is None:
+        return None
+    cap = timedelta(seconds=services.settings.max_deadline_seconds)
+    extension = DeadlineExtension(args.extend_deadline, cap)
+    if extension.capped:
+        print(
+            f"--extend-deadline {format_age(extension.duration)} is beyond "
+            f"MaxDeadlineSeconds={services.settings.max_deadline_seconds}: "
+            f"deadlines become now + {format_age(cap)}"
+        )
+    return extension
+
+
 def sb_replay_command(
     args: argparse.Namespace, services: Services, operations: DeadLetterOperations
 ) -> int:
@@ -179,12 +233,18 @@ def sb_replay_command(
             file=sys.stderr,
         )
         return 2
+    extension = _extension(args, services)
     chosen = _confirmed(args, services, operations, "Replay")
     if chosen is None:
         return 1
+    if any(topic_subscription(item.queue) for item in chosen):
+        print(
+            "results messages are sent again to their topic: every subscription whose "
+            "filter admits a copy receives it (replay_subscription names the one meant)"
+        )
     if args.dry_run:
         for position, item in enumerate(chosen, start=1):
-            told = describe_outcome(operations.plan(item), dry_run=True)
+            told = describe_outcome(operations.plan(item, extension), dry_run=True)
             print(f"[{position}/{len(chosen)}] {label(item)}: {told}")
         return 0
 
@@ -193,7 +253,7 @@ def sb_replay_command(
         print(f"[{position}/{total}] {label(outcome.item)}: {told}", flush=True)
 
     try:
-        outcomes = operations.replay(chosen, progress)
+        outcomes = operations.replay(chosen, progress, extension)
     except TransientError as error:
         print(f"stopped: {error}. Run the same command again to continue.", file=sys.stderr)
         return 3
@@ -247,11 +307,16 @@ def add_servicebus_commands(commands: Any) -> None:
     area = commands.add_parser(
         "sb-deadletters",
         aliases=["servicebus-deadletters"],
-        help="Service Bus dead-letter queues of the request queues",
+        help="Service Bus dead-letter queues of the request queues and the results "
+        "topic's subscriptions",
     )
     area.set_defaults(servicebus=True)
     actions = area.add_subparsers(dest="action", required=True)
-    queue_help = "a request queue or lane (standard, priority, ordered); default: all three"
+    queue_help = (
+        "a request queue or lane (standard, priority, ordered), or a results-topic "
+        "subscription as <topic>/subscriptions/<name>; default: the three request queues"
+    )
+    subscription_help = "a subscription of the results topic (ResultsTopicName), e.g. audit"
     commands_and_help: list[tuple[str, str, Callable[..., int]]] = [
         ("list", "summarise and list dead-lettered messages (peek only)", sb_list_command),
         ("show", "one message: properties and a body preview without secrets", sb_show_command),
@@ -261,6 +326,7 @@ def add_servicebus_commands(commands: Any) -> None:
     for name, help_text, run in commands_and_help:
         action = actions.add_parser(name, help=help_text)
         action.add_argument("--queue", action="append", default=[], help=queue_help)
+        action.add_argument("--subscription", action="append", default=[], help=subscription_help)
         action.set_defaults(run=run)
         if name == "list":
             action.add_argument("--limit", type=int, default=50)
@@ -270,3 +336,11 @@ def add_servicebus_commands(commands: Any) -> None:
             action.add_argument("--json", action="store_true")
         else:
             _filters(action)
+        if name == "replay":
+            action.add_argument(
+                "--extend-deadline",
+                type=_duration,
+                metavar="DURATION",
+                help="give each replayed request the deadline now + DURATION (90m, 2h, 1d, "
+                "PT2H; at most MaxDeadlineSeconds); off by default: late requests are refused",
+            )

@@ -17,9 +17,25 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from shared.processing.inbound import PropertyValue
+
+# A topic subscription's entity path, as Service Bus writes it (``<topic>/subscriptions/<s>``):
+# where the dead-letter tools name a queue, they also take a subscription of the results
+# topic this way.
+SUBSCRIPTIONS = "/subscriptions/"
+
+
+def subscription_path(topic: str, subscription: str) -> str:
+    return f"{topic}{SUBSCRIPTIONS}{subscription}"
+
+
+def topic_subscription(entity: str) -> tuple[str, str] | None:
+    """(topic, subscription) of a subscription's entity path; None for a queue."""
+    topic, found, subscription = entity.partition(SUBSCRIPTIONS)
+    return (topic, subscription) if found and topic and subscription else None
+
 
 # The broker puts these beside the application properties; they are not the sender's.
 DEAD_LETTER_PROPERTIES = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})
@@ -27,7 +43,7 @@ DEAD_LETTER_PROPERTIES = frozenset({"DeadLetterReason", "DeadLetterErrorDescript
 
 @dataclass(frozen=True)
 class DeadLetteredMessage:
-    queue: str  # the request queue whose dead-letter sub-queue holds it
+    queue: str  # the entity whose dead-letter sub-queue holds it (a queue or a subscription)
     sequence_number: int
     message_id: str | None
     enqueued_time: datetime | None
@@ -70,3 +86,35 @@ class DeadLetterQueues(Protocol):
         """Delete these messages from ``queue``'s dead-letter sub-queue and leave the
         others as they are; the sequence numbers actually removed."""
         ...
+
+
+@runtime_checkable
+class DeadLetterPages(Protocol):
+    """A dead-letter sub-queue read a page at a time (adapter: ``adapters.
+    servicebus_deadletters``), so a reader's cost does not grow with what it holds."""
+
+    def peek_page(
+        self, queue: str, from_sequence_number: int, max_count: int
+    ) -> list[DeadLetteredMessage]:
+        """Up to ``max_count`` messages of ``queue``'s dead-letter sub-queue whose sequence
+        numbers are ``from_sequence_number`` or higher, in sequence order; peek only."""
+        ...
+
+
+class _SlicedPages:
+    """Pages cut from a whole ``peek``: for dead-letter queues that hold everything in
+    memory anyway (the in-memory adapter)."""
+
+    def __init__(self, queues: DeadLetterQueues) -> None:
+        self._queues = queues
+
+    def peek_page(
+        self, queue: str, from_sequence_number: int, max_count: int
+    ) -> list[DeadLetteredMessage]:
+        later = [i for i in self._queues.peek(queue) if i.sequence_number >= from_sequence_number]
+        return sorted(later, key=lambda i: i.sequence_number)[:max_count]
+
+
+def pages_of(queues: DeadLetterQueues) -> DeadLetterPages:
+    """``queues`` read by pages: itself when it can, else pages cut from its ``peek``."""
+    return queues if isinstance(queues, DeadLetterPages) else _SlicedPages(queues)

@@ -11,7 +11,9 @@ message id ``<original>:replay:<n>`` (the queue's duplicate detection would drop
 original id) with ``replay_of=<dead-lettered message id>``, ``retry_count`` reset to 0,
 the same session id. The processor keys the job by the body's request id, so a job the
 dead-lettering marked failed or expired is reopened first (compare-and-swap); a completed
-or cancelled job is skipped, a request past its deadline refused. A marker per
+or cancelled job is skipped, a request past its deadline refused, unless the operator
+extends it (``--extend-deadline``, ``deadline_extension``): then the copy's body and time
+to live, and the job, carry the new deadline, and each extension is logged. A marker per
 dead-lettered message (``<LedgerContainer>/sb-replays/<queue>/<sequence>.json``) is
 created "sending" before the send and set "sent" after it: a second run skips what was
 sent and resumes what a crash or a broker outage interrupted (the copy's id is the same,
@@ -23,6 +25,8 @@ until it is purged.
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -30,20 +34,25 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from shared.clock import Clock, utc_now
-from shared.contracts import JobStatus, RequestMessage
+from shared.contracts import Job, JobStatus, RequestMessage
 from shared.documents import Document, JsonDocuments
 from shared.errors import Conflict, NotFound
 from shared.jobs import REOPENABLE, JobRepository, Versioned, reopen
 from shared.messaging import MessageSender, OutgoingMessage
+from shared.ops.deadline_extension import DeadlineExtension, NewDeadline
 from shared.ops.message_preview import redact_text
 from shared.ops.servicebus_deadletter_queues import (
     DEAD_LETTER_PROPERTIES,
     DeadLetteredMessage,
     DeadLetterQueues,
+    topic_subscription,
 )
+from shared.ops.subscription_deadletters import result_copy
 from shared.processing.adopted_jobs import INVALID_REQUEST
 from shared.processing.inbound import OUTAGE_RETRY_COUNT, OUTAGE_SINCE, InboundMessage
 from shared.processing.request_parsing import InvalidPayload, parse_request
+
+log = logging.getLogger(__name__)
 
 MARKER_PREFIX = "sb-replays/"
 # The settlement of a job a replay reopened (``... of <queue>``).
@@ -66,9 +75,21 @@ def replay_message_id(original: str) -> str:
     return f"{_REPLAY_SUFFIX.sub('', original)}:replay:{replay_generation(original) + 1}"
 
 
+def with_deadline(body: bytes, deadline: datetime) -> bytes:
+    """A request body whose ``deadline`` is ``deadline`` (the processor reads the body's
+    deadline before the job's); every other field as it was."""
+    document = json.loads(body)
+    document["deadline"] = deadline.isoformat()
+    return json.dumps(document, ensure_ascii=False).encode()
+
+
 def replay_copy(
-    item: DeadLetteredMessage, request: RequestMessage, now: datetime
+    item: DeadLetteredMessage,
+    request: RequestMessage,
+    now: datetime,
+    new_deadline: datetime | None = None,
 ) -> OutgoingMessage:
+    """The corrected copy of ``item``; ``new_deadline``: the one an extension gave it."""
     original = item.message_id or request.request_id
     properties = {
         k: v
@@ -78,9 +99,9 @@ def replay_copy(
     for outage_property in (OUTAGE_RETRY_COUNT, OUTAGE_SINCE):  # a replay starts afresh
         properties.pop(outage_property, None)
     properties.update(retry_count=0, replay_of=original)
-    deadline = request.deadline
+    deadline = new_deadline or request.deadline
     return OutgoingMessage(
-        body=item.body,
+        body=with_deadline(item.body, new_deadline) if new_deadline else item.body,
         message_id=replay_message_id(original),
         correlation_id=item.correlation_id or request.request_id,
         content_type=item.content_type or "application/json",
@@ -108,6 +129,7 @@ class _Plan:
     request: RequestMessage | None = None
     job: Versioned | None = None
     marker: Document | None = None
+    deadline: NewDeadline | None = None  # what --extend-deadline made of it
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -118,6 +140,20 @@ def _belongs(marker: Document, item: DeadLetteredMessage) -> bool:
     """Whether a marker is ``item``'s (sequence numbers restart with a recreated queue)."""
     same_message = marker.get("message_id") == item.message_id
     return same_message and marker.get("enqueued_time") == _iso(item.enqueued_time)
+
+
+def _resumed_deadline(marker: Document | None, old: datetime | None) -> NewDeadline | None:
+    """The deadline an interrupted replay gave its copy (in its "sending" marker), so
+    that resuming it sends the same copy even without ``--extend-deadline``."""
+    given = marker.get("deadline_extended_to") if marker else None
+    if not isinstance(given, str):
+        return None
+    new = datetime.fromisoformat(given)
+    return None if old is not None and old >= new else NewDeadline(old, new, False, False)
+
+
+def _extended(job: Job, deadline: datetime, clock: Clock) -> Job:
+    return job.model_copy(update={"deadline": deadline, "updated_at": clock()})
 
 
 def replay_marker_name(item: DeadLetteredMessage) -> str:
@@ -182,15 +218,22 @@ class DeadLetterOperations:
                     marked[(queue, item.sequence_number)] = document
         return marked
 
-    def plan(self, item: DeadLetteredMessage) -> ReplayOutcome:
+    def plan(
+        self, item: DeadLetteredMessage, extension: DeadlineExtension | None = None
+    ) -> ReplayOutcome:
         """What ``replay`` would do with ``item`` (reads only)."""
-        return self._plan(item).outcome
+        return self._plan(item, extension).outcome
 
-    def _plan(self, item: DeadLetteredMessage) -> _Plan:
+    def _plan(self, item: DeadLetteredMessage, extension: DeadlineExtension | None) -> _Plan:
         marker = self.marker(item)
         if marker and marker.get("status") == "sent":
             sent_as = str(marker.get("replay_message_id"))
             return _Plan(ReplayOutcome(item, "already-replayed", f"as {sent_as}", sent_as))
+        subscription = topic_subscription(item.queue)
+        if subscription is not None:  # a results message: no request, no job
+            copy_id = replay_message_id(item.message_id or f"{item.queue}#{item.sequence_number}")
+            detail = f"as {copy_id} to {subscription[0]} for subscription {subscription[1]}"
+            return _Plan(ReplayOutcome(item, "replay", detail, copy_id), marker=marker)
         inbound = InboundMessage(item.body, item.message_id, item.sequence_number, 0, None)
         try:
             request = parse_request(inbound, self._aliases)
@@ -205,33 +248,48 @@ class DeadLetterOperations:
             # message): a copy would run it unchecked, since its job now exists.
             why = f"it breaks a rule ({job.job.error.message}); fix it and submit it anew"
             return _Plan(ReplayOutcome(item, "refused", redact_text(why, 300)))
+        now = self.clock()
         deadline = request.deadline or (job.job.deadline if job else None)
-        if deadline is not None and deadline <= self.clock():
-            why = f"deadline passed at {deadline.isoformat()}; submit a new request"
+        new = _resumed_deadline(marker, deadline)
+        if new is None and extension is not None and deadline is not None:
+            applied = extension.apply(deadline, now)
+            new = None if applied.kept else applied
+        if deadline is not None and deadline <= now and new is None:
+            why = (
+                f"deadline passed at {deadline.isoformat()}; submit a new request "
+                "(or replay it with --extend-deadline DURATION)"
+            )
             return _Plan(ReplayOutcome(item, "refused", why))
         copy_id = replay_message_id(item.message_id or request.request_id)
         state = f"job {job.job.status.value}" if job else "no job yet"
         if job is not None and job.job.status in REOPENABLE:
             state += ", reopened"
         detail = f"as {copy_id} to {item.queue} ({state})"
-        return _Plan(ReplayOutcome(item, "replay", detail, copy_id), request, job, marker)
+        if new is not None:
+            detail += "; " + new.describe(extension.cap if extension else timedelta())
+        outcome = ReplayOutcome(item, "replay", detail, copy_id)
+        return _Plan(outcome, request, job, marker, new)
 
     def replay(
         self,
         items: list[DeadLetteredMessage],
         progress: Callable[[int, int, ReplayOutcome], None] = lambda *_: None,
+        extension: DeadlineExtension | None = None,
     ) -> list[ReplayOutcome]:
-        """Replay ``items`` in order; a broker or storage outage raises TransientError
-        (the markers let the same command continue where it stopped)."""
+        """Replay ``items`` in order, with new deadlines when ``extension`` is given; a
+        broker or storage outage raises TransientError (the markers let the same command
+        continue where it stopped)."""
         outcomes = []
         for position, item in enumerate(items, start=1):
-            outcome = self._replay_one(self._plan(item))
+            outcome = self._replay_one(self._plan(item, extension), extension)
             outcomes.append(outcome)
             progress(position, len(items), outcome)
         return outcomes
 
-    def _replay_one(self, plan: _Plan) -> ReplayOutcome:
-        outcome, request = plan.outcome, plan.request
+    def _replay_one(self, plan: _Plan, extension: DeadlineExtension | None) -> ReplayOutcome:
+        outcome, request, new = plan.outcome, plan.request, plan.deadline
+        if outcome.status == "replay" and topic_subscription(outcome.item.queue) is not None:
+            return self._replay_result(plan)
         if outcome.status != "replay" or request is None or outcome.replay_message_id is None:
             return outcome
         item, now = outcome.item, self.clock()
@@ -246,26 +304,83 @@ class DeadLetterOperations:
             "replay_message_id": outcome.replay_message_id,
             "status": "sending",
             "started_at": now.isoformat(),
+            **(
+                {"deadline_extended_from": _iso(new.old), "deadline_extended_to": _iso(new.new)}
+                if new is not None
+                else {}
+            ),
         }
         if plan.marker is None and not self._claim(name, marker, item):
-            return self._replay_one(self._plan(item))  # another run got there first
-        if plan.job is not None and plan.job.job.status in REOPENABLE:
-            settlement = f"{REPLAYED_SETTLEMENT} of {item.queue}"
-            try:
-                self._jobs.advance(plan.job, lambda job: reopen(job, settlement, self.clock))
-            except Conflict:  # someone else reopened it (go on), or it ended meanwhile
-                ended = self._jobs.find(request.tenant_id, request.request_id)
-                if ended is not None and ended.status.is_terminal:
-                    if plan.marker is None:
-                        self._documents.delete(self._markers, name)
-                    return ReplayOutcome(item, "skipped", f"job {ended.status.value} meanwhile")
-            except NotFound:
-                pass  # deleted meanwhile: the processor records it from the copy
-        self._sender_for(item.queue).send(replay_copy(item, request, now))
+            return self._replay_one(self._plan(item, extension), extension)  # another run won
+        if plan.job is not None and (plan.job.job.status in REOPENABLE or new is not None):
+            ended = self._update_job(plan.job, item, request, new)
+            if ended is not None:
+                if plan.marker is None:
+                    self._documents.delete(self._markers, name)
+                return ReplayOutcome(item, "skipped", f"job {ended.value} meanwhile")
+        if new is not None:
+            log.warning(
+                "replaying %s (request %s): deadline extended from %s to %s%s",
+                item.message_id,
+                request.request_id,
+                _iso(new.old),
+                new.new.isoformat(),
+                " (capped by MaxDeadlineSeconds)" if new.capped else "",
+            )
+        copy = replay_copy(item, request, now, new.new if new else None)
+        self._sender_for(item.queue).send(copy)
         self._documents.put(
             self._markers, name, {**marker, "status": "sent", "sent_at": self.clock().isoformat()}
         )
         return outcome
+
+    def _replay_result(self, plan: _Plan) -> ReplayOutcome:
+        """Send a results message again to its topic (``subscription_deadletters``)."""
+        outcome, item = plan.outcome, plan.outcome.item
+        copy_id = outcome.replay_message_id or ""
+        name = replay_marker_name(item)
+        marker: Document = plan.marker or {
+            "queue": item.queue,
+            "sequence_number": item.sequence_number,
+            "message_id": item.message_id,
+            "enqueued_time": _iso(item.enqueued_time),
+            "replay_message_id": copy_id,
+            "status": "sending",
+            "started_at": self.clock().isoformat(),
+        }
+        if plan.marker is None and not self._claim(name, marker, item):
+            return self._replay_one(self._plan(item, None), None)  # another run won
+        self._sender_for(item.queue).send(result_copy(item, copy_id))
+        self._documents.put(
+            self._markers, name, {**marker, "status": "sent", "sent_at": self.clock().isoformat()}
+        )
+        return outcome
+
+    def _update_job(
+        self,
+        current: Versioned,
+        item: DeadLetteredMessage,
+        request: RequestMessage,
+        new: NewDeadline | None,
+    ) -> JobStatus | None:
+        """Reopen a failed or expired job and give it the new deadline; the status of a
+        job that ended meanwhile (then nothing is sent), else None."""
+
+        def change(job: Job) -> Job:
+            if job.status in REOPENABLE:
+                job = reopen(job, f"{REPLAYED_SETTLEMENT} of {item.queue}", self.clock)
+            elif job.status.is_terminal:
+                raise Conflict(f"job {job.id} is {job.status.value}", code="job_ended")
+            return _extended(job, new.new, self.clock) if new is not None else job
+
+        try:
+            self._jobs.advance(current, change)
+        except Conflict:  # it ended meanwhile (completed or cancelled)
+            found = self._jobs.find(request.tenant_id, request.request_id)
+            return found.status if found is not None else None
+        except NotFound:
+            pass  # deleted meanwhile: the processor records it from the copy
+        return None
 
     def purge(self, items: list[DeadLetteredMessage]) -> list[DeadLetteredMessage]:
         """Remove ``items`` from their dead-letter queues (and their replay markers);

@@ -28,9 +28,22 @@ from shared.processing.settlement import MAX_DESCRIPTION_CHARS, DeadLetterReason
 
 log = logging.getLogger(__name__)
 
-# The longest an ordered (session) message waits in place before it is tried again: its
-# session stays locked meanwhile (the lock keeper renews it), holding up that document only.
-ORDERED_RETRY_MAX_WAIT_SECONDS = 30.0
+# The longest an ordered (session) message waits in place in one delivery before it is
+# tried again: its session stays locked meanwhile (the lock keeper renews it), holding up
+# that document only. It stays inside the invocation's limits with room for the try
+# itself: host.json's functionTimeout (10 min) and MaxLockRenewalSeconds (600 s), past
+# which the lock keeper stops renewing. Above the largest jitter floor of the default
+# backoff (300 s), so the ordered lane waits out as long an outage as the other lanes.
+ORDERED_RETRY_MAX_WAIT_SECONDS = 420.0
+# What a try may take besides the wait, within MaxLockRenewalSeconds.
+ORDERED_TRY_ALLOWANCE_SECONDS = 120.0
+
+
+def ordered_retry_max_wait(max_lock_renewal_seconds: float) -> float:
+    """The ordered lane's longest wait in place for this MaxLockRenewalSeconds: the lock
+    keeper must still be renewing the session's lock when the wait ends."""
+    room = max_lock_renewal_seconds - ORDERED_TRY_ALLOWANCE_SECONDS
+    return max(0.0, min(ORDERED_RETRY_MAX_WAIT_SECONDS, room))
 
 
 def clip(text: str) -> str:
@@ -72,7 +85,9 @@ class Failures:
         sleep: Callable[[float], None] = time.sleep,
         jitter_floor: float = 0.0,
         deadline_of: Callable[[RequestMessage, datetime], datetime] | None = None,
+        ordered_max_wait_seconds: float = ORDERED_RETRY_MAX_WAIT_SECONDS,
     ) -> None:
+        self._ordered_max_wait = ordered_max_wait_seconds
         self._deadline_of = deadline_of or (lambda request, _: request.deadline or datetime.max)
         self._jitter_floor = jitter_floor
         self._ordered = ordered
@@ -235,11 +250,13 @@ class Failures:
         completed: bool,
     ) -> str:
         """The ordered lane's retry: a scheduled copy would let the document's next step
-        overtake this one, so the session holds still instead. The backoff is waited out
-        here, with the session (and the message) locked, up to ORDERED_RETRY_MAX_WAIT;
-        then the message is abandoned and comes back first in its session. The broker's
-        max delivery count stays above MaxRetries, so giving up is ours to do."""
-        wait = min(delay, ORDERED_RETRY_MAX_WAIT_SECONDS)
+        overtake this one, so the session holds still instead. The backoff, the same as
+        the other lanes' (``_delay``), is waited out here with the session (and the
+        message) locked, up to ``ordered_max_wait_seconds`` a try; then the message is
+        abandoned and comes back first in its session. With the default settings the
+        waits add up to at least 917 s over MaxRetries tries, as for a scheduled retry.
+        The broker's max delivery count stays above MaxRetries, so giving up is ours."""
+        wait = min(delay, self._ordered_max_wait)
         if not completed:
             self._note_retry(
                 request, error, f"retry {message.delivery_count} in order after {wait:.1f}s"

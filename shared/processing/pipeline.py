@@ -38,11 +38,17 @@ from shared.global_batch.staging import BatchStager
 from shared.inference.served import ServedModels
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.request_rules import RequestRules
-from shared.jobs import JobRepository, Versioned, transition
+from shared.jobs import JobRepository, Versioned, held_by_a_delivery, transition
 from shared.messaging import MessageSender
 from shared.processing.adopted_jobs import INVALID_REQUEST, JobAdoption
 from shared.processing.deferral import DeferralLedger, DeferredEntry
-from shared.processing.failures import Failures, PlatformUnavailable, clip, platform_call
+from shared.processing.failures import (
+    ORDERED_RETRY_MAX_WAIT_SECONDS,
+    Failures,
+    PlatformUnavailable,
+    clip,
+    platform_call,
+)
 from shared.processing.inbound import InboundMessage
 from shared.processing.request_parsing import InvalidPayload, parse_request
 from shared.processing.settlement import DeadLetterReason, NotedSettler, Settler
@@ -70,6 +76,10 @@ class ProcessingPolicy:
     # job fails invalid_model_output (InvalidOutputRetries).
     invalid_output_retries: int = 2
     faults_allowed: bool = False  # LocalModelFaults: parameters.simulate is honoured
+    # MaxLockRenewalSeconds: a running job changed more recently may be another delivery's.
+    max_lock_renewal_seconds: float = 600.0
+    # The ordered lane's longest wait in place a try (``failures.ordered_retry_max_wait``).
+    ordered_retry_max_wait_seconds: float = ORDERED_RETRY_MAX_WAIT_SECONDS
 
 
 class MessageProcessor:
@@ -110,6 +120,7 @@ class MessageProcessor:
             sleep=sleep,
             jitter_floor=policy.retry_jitter_floor,
             deadline_of=rules.message_deadline,
+            ordered_max_wait_seconds=policy.ordered_retry_max_wait_seconds,
         )
         self._adoption = JobAdoption(
             jobs=jobs,
@@ -117,6 +128,7 @@ class MessageProcessor:
             claim_checks=claim_checks,
             failures=self._failures,
             clock=clock,
+            sleep=sleep,
         )
 
     def process(
@@ -221,6 +233,9 @@ class MessageProcessor:
         if job.status.is_terminal:
             return self._ended_already(message, request, settler, job)
         now = self._clock()
+        if self._another_delivery_runs(message, job, now):
+            settler.complete(message)
+            return "duplicate"
         deadline = request.deadline or job.deadline
         if deadline is not None and now >= deadline:
             return self._expire(message, request, settler, current)
@@ -236,6 +251,19 @@ class MessageProcessor:
                 return self._prerequisite_failed(message, request, settler, prerequisite)
             return self._defer(message, request, settler, now + PREREQUISITE_RECHECK, "after")
         return self._run(message, request, settler, current)
+
+    def _another_delivery_runs(self, message: InboundMessage, job: Job, now: datetime) -> bool:
+        """A first delivery that meets its job ``running`` and recently changed is a
+        second message for work another delivery is doing (the job watchdog resends a
+        job whose message seemed lost, with the same message id): running it too would
+        pay for the model twice. A redelivery or a retry copy is the same work coming back
+        (a lost lock, an abandon), and one that meets a job whose lock is long gone runs."""
+        if message.attempted_before:
+            return False
+        if not held_by_a_delivery(job, now, self._policy.max_lock_renewal_seconds):
+            return False
+        log.info("message %s: job %s is running in another delivery", message.message_id, job.id)
+        return True
 
     # --- the rows of the table ------------------------------------------------------------
 

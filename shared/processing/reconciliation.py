@@ -14,12 +14,22 @@ Peek only: the message stays for inspection and replay (``python -m shared.ops
 sb-deadletters``). What was reconciled is recorded per message as a marker document,
 ``<LedgerContainer>/sb-reconciled/<queue>/<sequence>-<identity>.json``, where the
 identity digests the message's id and enqueued time (sequence numbers start again in a
-recreated queue). A marker rather than a "last sequence number" cursor, because a
-dead-lettered message keeps the sequence number it had in its queue: messages reach the
-sub-queue out of sequence order, and a cursor would skip a message dead-lettered after a
-later-numbered one. A run lists each queue's markers once; the names alone tell which
-messages are done, so a dead-letter queue kept for inspection costs one listing a run,
-not a read per message, and a second run changes nothing.
+recreated queue); a second run changes nothing.
+
+A run reads by pages of ``DeadLetterReconcilePageSize`` messages from a checkpoint per
+queue (``<LedgerContainer>/sb-reconcile-checkpoints/<queue>.json``), so that its cost does
+not grow with a dead-letter queue kept for inspection: first what is new, every page from
+the frontier (the highest sequence number reconciled) up, saving the checkpoint after each
+page; then one page of a sweep that walks the rest of the queue from the start, a page a
+run, and starts again when it reaches the frontier. The sweep is there because a
+dead-lettered message keeps the sequence number it had in its queue, and sequence numbers
+are given when a message is sent or scheduled: a retry copy scheduled ten minutes ahead, a
+deferred message or a message that waited behind a long session is dead-lettered after
+later-numbered ones, below the frontier. Such a message is reconciled within one sweep
+(queue size / page size runs). Purges and replays only remove messages: the frontier never
+passes a message it has not read. A message whose ending could not be announced (or that
+another run holds) stops the frontier (or the sweep) before it, so the next run tries it
+again first. Each message read costs one marker listing of its own name.
 
 A claim (``<sequence>-<identity>.ending.json``) is created before the job is touched and
 replaced by the finished marker once the ending is announced: a run that crashed, or
@@ -49,13 +59,15 @@ from shared.contracts import Job, JobStatus, RequestMessage
 from shared.documents import Document, JsonDocuments
 from shared.errors import InvalidInput, TransientError
 from shared.jobs import JobRepository, Versioned
-from shared.ops.servicebus_deadletter_queues import DeadLetteredMessage, DeadLetterQueues
-from shared.ops.servicebus_deadletters import MARKER_PREFIX as REPLAY_MARKER_PREFIX
+from shared.ops.servicebus_deadletter_queues import (
+    DeadLetteredMessage,
+    DeadLetterQueues,
+    pages_of,
+)
 from shared.ops.servicebus_deadletters import (
     REPLAYED_SETTLEMENT,
     replay_generation,
     replay_marker,
-    replay_marker_name,
 )
 from shared.processing.adopted_jobs import job_from_message
 from shared.processing.endings import (
@@ -69,10 +81,15 @@ from shared.processing.settlement import DeadLetterReason
 log = logging.getLogger(__name__)
 
 MARKER_PREFIX = "sb-reconciled/"
+CHECKPOINT_PREFIX = "sb-reconcile-checkpoints/"
 DONE_SUFFIX = ".json"
 CLAIM_SUFFIX = ".ending.json"
 TTL_EXPIRED = "TTLExpiredException"
+# Outcomes that leave a message to be tried again by the next run.
+UNFINISHED = frozenset({"announce-pending", "claimed-by-another-run"})
 INVALID_PAYLOAD = DeadLetterReason.INVALID_PAYLOAD.value
+# Refused before any job was kept (a bad payload, a tenant direct producers may not name).
+NO_JOB_KEPT = frozenset({INVALID_PAYLOAD, DeadLetterReason.TENANT_NOT_ALLOWED.value})
 
 _COPY_SUFFIX = re.compile(r":(?:replay|retry|requeue):.*$")
 _WORD = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -157,6 +174,15 @@ class ReconcileReport:
     outcomes: Counter[str] = field(default_factory=Counter)  # ended-failed, skipped, ...
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where a queue's reconciliation stands: the highest sequence number read by the
+    new-message pass (``frontier``), and where the sweep's next page starts."""
+
+    frontier: int = 0
+    sweep_from: int = 1
+
+
 class DeadLetterReconciler:
     """Peeks the request queues' dead-letter sub-queues and ends their messages' jobs."""
 
@@ -169,42 +195,94 @@ class DeadLetterReconciler:
         jobs: JobRepository,
         endings: JobEndings,
         clock: Clock = utc_now,
+        page_size: int = 100,
     ) -> None:
-        self._dead_letters = dead_letters
+        """``page_size``: messages a page (``settings.deadletter_reconcile_page_size``)."""
+        if page_size < 1:
+            raise ValueError(f"page_size must be at least 1, not {page_size}")
+        self._pages = pages_of(dead_letters)
         self._documents = documents
         self._container = marker_container
         self._jobs = jobs
         self._endings = endings
         self._clock = clock
+        self._page_size = page_size
 
     def reconcile(self, queues: Iterable[str]) -> ReconcileReport:
         report = ReconcileReport()
         for queue in queues:
-            items = self._dead_letters.peek(queue)
-            report.examined += len(items)
-            if not items:
-                continue
-            marked = set(self._documents.list_names(self._container, f"{MARKER_PREFIX}{queue}/"))
-            replayed = set(
-                self._documents.list_names(self._container, f"{REPLAY_MARKER_PREFIX}{queue}/")
-            )
-            for item in items:
-                outcome = self._reconcile_one(item, marked, replayed)
-                report.outcomes[outcome] += 1
+            start = self.checkpoint(queue)
+            frontier = self._read_new(queue, start, report)
+            sweep_from = self._sweep(queue, start, report)
+            self._save(queue, Checkpoint(frontier, sweep_from))
         if report.outcomes:
             log.info("dead-letter reconciliation: %s", dict(report.outcomes))
         return report
 
-    def _replayed(self, item: DeadLetteredMessage, replayed: set[str]) -> bool:
+    def checkpoint(self, queue: str) -> Checkpoint:
+        found = self._documents.load(self._container, f"{CHECKPOINT_PREFIX}{queue}.json")
+        if found is None:
+            return Checkpoint()
+        frontier, sweep_from = found[0].get("frontier"), found[0].get("sweep_from")
+        if not isinstance(frontier, int) or not isinstance(sweep_from, int):
+            log.warning("checkpoint of %s unreadable (%s); starting afresh", queue, found[0])
+            return Checkpoint()
+        return Checkpoint(frontier, sweep_from)
+
+    def _save(self, queue: str, checkpoint: Checkpoint) -> None:
+        document = {
+            "queue": queue,
+            "frontier": checkpoint.frontier,
+            "sweep_from": checkpoint.sweep_from,
+            "at": self._clock().isoformat(),
+        }
+        self._documents.put(self._container, f"{CHECKPOINT_PREFIX}{queue}.json", document)
+
+    def _read_new(self, queue: str, start: Checkpoint, report: ReconcileReport) -> int:
+        """Every page above the frontier; the new frontier (saved after each page)."""
+        frontier = start.frontier
+        while page := self._pages.peek_page(queue, frontier + 1, self._page_size):
+            stopped_at = self._examine(page, report)
+            if stopped_at is not None:
+                return max(frontier, stopped_at - 1)
+            frontier = page[-1].sequence_number
+            self._save(queue, Checkpoint(frontier, start.sweep_from))
+        return frontier
+
+    def _sweep(self, queue: str, start: Checkpoint, report: ReconcileReport) -> int:
+        """One page of the sweep below the frontier the run began with; where the next
+        page starts (1 again once the sweep reached the frontier or the queue's end)."""
+        if start.frontier < 1:
+            return 1
+        sweep_from = start.sweep_from if start.sweep_from <= start.frontier else 1
+        page = self._pages.peek_page(queue, sweep_from, self._page_size)
+        below = [i for i in page if i.sequence_number <= start.frontier]
+        if not below:
+            return 1
+        stopped_at = self._examine(below, report)
+        if stopped_at is not None:
+            return stopped_at
+        return below[-1].sequence_number + 1 if len(below) == len(page) else 1
+
+    def _examine(self, page: list[DeadLetteredMessage], report: ReconcileReport) -> int | None:
+        """Reconcile a page in sequence order; the sequence number of the first message
+        left for the next run (None: all done)."""
+        report.examined += len(page)
+        first_unfinished = None
+        for item in page:
+            outcome = self._reconcile_one(item)
+            report.outcomes[outcome] += 1
+            if outcome in UNFINISHED and first_unfinished is None:
+                first_unfinished = item.sequence_number
+        return first_unfinished
+
+    def _replayed(self, item: DeadLetteredMessage) -> bool:
         """Whether the operator replayed ``item`` (the replay marker names this message)."""
-        if replay_marker_name(item) not in replayed:
-            return False
         return replay_marker(self._documents, self._container, item) is not None
 
-    def _reconcile_one(
-        self, item: DeadLetteredMessage, marked: set[str], replayed: set[str]
-    ) -> str:
+    def _reconcile_one(self, item: DeadLetteredMessage) -> str:
         name = marker_stem(item)
+        marked = set(self._documents.list_names(self._container, name))
         if name + DONE_SUFFIX in marked:
             return "reconciled-before"
         ids = request_of(item)
@@ -215,9 +293,9 @@ class DeadLetterReconciler:
         job = current.job if current else None
         if name + CLAIM_SUFFIX in marked:  # a run stopped after it claimed the message
             return self._resume(name, item, current)
-        was_replayed = self._replayed(item, replayed)
+        was_replayed = self._replayed(item)
         why = skip_reason(item, job, was_replayed)
-        if current is None and not was_replayed and item.reason != INVALID_PAYLOAD:
+        if current is None and not was_replayed and item.reason not in NO_JOB_KEPT:
             return self._record_ended(name, item, ids)
         if why is not None or current is None:
             self._finish(name, item, ids, why or "no job")
@@ -237,8 +315,9 @@ class DeadLetterReconciler:
         """A message dead-lettered before its job was ever recorded (a producer's message
         that met a storage outage on each delivery, so its job was never adopted): the job
         is recorded already ended, so the status API tells the producer the truth too.
-        Messages refused as ``InvalidPayload`` are left out: the processor already recorded
-        what it could of those (and keeps no job for a refused tenant)."""
+        Messages refused as ``InvalidPayload`` or ``TenantNotAllowed`` are left out: the
+        processor already recorded what it could of those (and keeps no job for a refused
+        tenant)."""
         request = request_message(item)
         if request is None or (request.tenant_id, request.request_id) != ids:
             self._finish(name, item, ids, "no job, and no readable request to record one")

@@ -19,6 +19,8 @@ class DeadLetterReason(StrEnum):
     CLAIM_CHECK_INVALID = "ClaimCheckInvalid"
     MAX_RETRIES_EXCEEDED = "MaxRetriesExceeded"
     PERMANENT_FAILURE = "PermanentFailure"
+    # A direct producer named a tenant ProducerTenants does not list (no job is kept).
+    TENANT_NOT_ALLOWED = "TenantNotAllowed"
 
 
 # Service Bus limits the dead-letter description; keep ours well inside it.

@@ -12,7 +12,11 @@ its send failed. A timer (``JobWatchdogSchedule``) ends such jobs:
   queues' message time to live, so no live message can end it): ``failed``, error
   ``stale_job``;
 
-each announced with ``InferenceFailed``. The grace period (never below
+each announced with ``InferenceFailed``. Before that, a job whose message seems lost
+(``accepted``, or ``running`` with its lock long gone, and unchanged for
+``JobResend__afterSeconds``, its deadline still ahead) is sent again from its record, at
+most ``JobResend__maxAttempts`` times (``processing.resends``); the count of each job's
+resends is kept in the checkpoint until the job finishes. The grace period (never below
 ``MaxLockRenewalSeconds``) lets a model call that started before the deadline finish,
 and a job written within the grace period is someone's current work: it is not even
 read. The ending itself is a compare-and-swap whose change re-checks both rules on the
@@ -38,8 +42,9 @@ from datetime import datetime, timedelta
 from shared.clock import Clock, utc_now
 from shared.contracts import Job, JobStatus, ProcessingMode
 from shared.documents import DocumentListing, JsonDocuments
-from shared.jobs import JobRepository
+from shared.jobs import JobRepository, Versioned
 from shared.processing.endings import DEADLINE_EXCEEDED, STALE_JOB, Ending, JobEndings
+from shared.processing.resends import JobResender, resend_due_at
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +111,9 @@ class JobWatchdog:
         endings: JobEndings,
         policy: WatchdogPolicy,
         clock: Clock = utc_now,
+        resender: JobResender | None = None,
     ) -> None:
+        self._resender = resender
         self._listing = listing
         self._documents = documents
         self._jobs_container = jobs_container
@@ -119,7 +126,7 @@ class JobWatchdog:
     def watch(self) -> WatchReport:
         now = self._clock()
         horizon = now - self._policy.grace
-        through, pending, unannounced = self._load_checkpoint()
+        through, pending, unannounced, resent = self._load_checkpoint()
         report = WatchReport()
         unannounced = [name for name in unannounced if not self._announce_again(name, report)]
         written = [
@@ -130,16 +137,17 @@ class JobWatchdog:
         due = [name for name, when in pending.items() if when <= now]
         for name in sorted(set(written) | set(due)):
             report.read += 1
-            outcome, still_due_at = self._examine(name, now)
+            outcome, still_due_at = self._examine(name, now, resent)
             report.outcomes[outcome] += 1
             if outcome == "announce-failed":
                 unannounced.append(name)
             if still_due_at is None:
                 pending.pop(name, None)
+                resent.pop(name, None)
             else:
                 pending[name] = still_due_at
-        self._save_checkpoint(horizon, pending, unannounced)
-        if report.outcomes.get("ended") or report.outcomes.get("announce-failed"):
+        self._save_checkpoint(horizon, pending, unannounced, resent)
+        if any(report.outcomes.get(o) for o in ("ended", "announce-failed", "resent")):
             log.warning("job watchdog: %s", dict(report.outcomes))
         return report
 
@@ -164,8 +172,11 @@ class JobWatchdog:
         report.outcomes["announced-again"] += 1
         return True
 
-    def _examine(self, name: str, now: datetime) -> tuple[str, datetime | None]:
-        """What became of the job in blob ``name``, and when to look again (None: never)."""
+    def _examine(
+        self, name: str, now: datetime, resent: dict[str, int]
+    ) -> tuple[str, datetime | None]:
+        """What became of the job in blob ``name``, and when to look again (None: never);
+        ``resent`` counts each job's resends (updated here)."""
         ids = self._ids(name)
         if ids is None:
             return "not-a-job", None
@@ -176,7 +187,7 @@ class JobWatchdog:
             return "in-a-batch", None  # its submission ends it; a later write brings it back
         when = due_at(current.job, self._policy)
         if when > now:
-            return "watching", when
+            return self._resend_or_watch(name, current, now, when, resent)
         ended = self._endings.end(
             current,
             ending_for(current.job, self._policy),
@@ -193,25 +204,58 @@ class JobWatchdog:
         log.warning("job %s ended %s (%s)", ended.id, ended.status.value, ended.error)
         return "ended", None
 
-    def _load_checkpoint(self) -> tuple[datetime | None, dict[str, datetime], list[str]]:
+    def _resend_or_watch(
+        self,
+        name: str,
+        current: Versioned,
+        now: datetime,
+        ending_due: datetime,
+        resent: dict[str, int],
+    ) -> tuple[str, datetime]:
+        """A job not due to end yet: resent when its message seems lost and resends are
+        left, else watched until it is due to end or to be resent."""
+        resender = self._resender
+        attempts = resent.get(name, 0)
+        if resender is None or attempts >= resender.policy.max_attempts:
+            return "watching", ending_due
+        resend_due = resend_due_at(current.job, resender.policy)
+        if resend_due is None:
+            return "watching", ending_due
+        if resend_due > now:
+            return "watching", min(ending_due, resend_due)
+        if not resender.resend(current, attempts + 1):
+            return "resend-failed", now  # the broker did not take it: again next run
+        resent[name] = attempts + 1
+        return "resent", min(ending_due, now + resender.policy.after)
+
+    def _load_checkpoint(
+        self,
+    ) -> tuple[datetime | None, dict[str, datetime], list[str], dict[str, int]]:
         found = self._documents.load(self._checkpoints, CHECKPOINT)
         if found is None:
-            return None, {}, []
+            return None, {}, [], {}
         document = found[0]
         through = document.get("through")
         pending = document.get("pending") or {}
+        resent = document.get("resent") or {}
         return (
             datetime.fromisoformat(through) if isinstance(through, str) else None,
             {str(k): datetime.fromisoformat(str(v)) for k, v in pending.items()},
             [str(name) for name in document.get("unannounced") or []],
+            {str(k): int(v) for k, v in resent.items()},
         )
 
     def _save_checkpoint(
-        self, through: datetime, pending: dict[str, datetime], unannounced: list[str]
+        self,
+        through: datetime,
+        pending: dict[str, datetime],
+        unannounced: list[str],
+        resent: dict[str, int],
     ) -> None:
         document = {
             "through": through.isoformat(),
             "pending": {name: when.isoformat() for name, when in sorted(pending.items())},
             "unannounced": sorted(set(unannounced)),
+            "resent": dict(sorted(resent.items())),
         }
         self._documents.put(self._checkpoints, CHECKPOINT, document)

@@ -5,10 +5,11 @@ door applies (``intake.request_rules.RequestRules``) and dead-letters one that b
 them. The producer applies the same rules first, so such a line is refused at once with
 its line number instead: the model (where the producer's settings name ``AllowedModels``:
 a producer whose settings leave it out does not guess), ``parameters`` (at most 32,
-``simulate`` only where ``LocalModelFaults`` is on), ``ProducerTenants``, the default and
-largest deadline, ``not_before`` before the deadline, and no ``not_before`` or ``after``
-on a document's step. Inline text above ``MaxInlineTextBytes`` is not refused: the
-producer moves it into a claim check (``producer.Producer``); above ``MaxUploadBytes`` it is.
+``simulate`` only where ``LocalModelFaults`` is on), ``ProducerTenants`` (empty: no tenant),
+the default and largest deadline, ``not_before`` before the deadline, and no
+``not_before`` or ``after`` on a document's step. Inline text above ``MaxInlineTextBytes``
+is not refused: the producer moves it into a claim check (``producer.Producer``); above
+``MaxUploadBytes`` it is.
 
 The message is ``messaging.request_envelope`` (the same properties as intake's, time to
 live up to the deadline, ``session_id = document_id``) with ``source=producer``, routed
@@ -80,10 +81,7 @@ class LinePolicy:
                 field = error.fields[0].field if error.fields else "request"
                 problems.append(FieldError(field, error.message))
 
-        if rules.producer_tenants and request.tenant_id not in rules.producer_tenants:
-            problems.append(
-                FieldError("tenant_id", "not one of the tenants producers may name here")
-            )
+        rule(lambda: rules.check_producer_tenant(request.tenant_id))
         if self.check_models:
             rule(lambda: rules.check_model(request.model))
         rule(lambda: rules.check_parameters(request.parameters, request.model))

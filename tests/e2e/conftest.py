@@ -36,6 +36,9 @@ from shared.telemetry import QUEUE_GAUGES
 
 STARTUP_TIMEOUT_S = 90.0
 E2E_CATALOG = Path(__file__).with_name("models.json")
+# The tenant the end-to-end direct producers name: listed in ProducerTenants, as a
+# deployment lists its producers' tenants (an unlisted one is dead-lettered).
+PRODUCER_TENANT = "e2e-producer"
 _STARTED = re.compile(r"Host started: (http://\S+)")
 _KEY = re.compile(r"Default function key: (\S+)")
 _RUNNING = re.compile(r"Inferbus is running")
@@ -136,6 +139,7 @@ def write_stack_settings(
             # Every kind of provider beside the local analyzer (tests/e2e/models.json).
             "ModelCatalog": str(E2E_CATALOG),
             "CompatibleModelKey": "local-openai-key",
+            "ProducerTenants": PRODUCER_TENANT,
             **(extra_values or {}),
         }
     )

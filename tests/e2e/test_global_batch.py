@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from openai_emulator.process import OpenAIEmulator
-from tests.e2e.conftest import Stack
+from tests.e2e.conftest import PRODUCER_TENANT, Stack
 from tests.e2e.test_journeys import job, poll, submit, tenant, text_request
 
 pytestmark = pytest.mark.e2e
@@ -36,7 +36,9 @@ def wait_for_batch(stack: Stack, who: str, request_id: str) -> str:
 
 
 def test_batch_requests_from_every_door_complete_through_the_control_plane(stack: Stack) -> None:
-    who = tenant()
+    # One tenant's waiting requests go out together: the producer's tenant, which
+    # ProducerTenants lists, for the HTTP requests too.
+    who = PRODUCER_TENANT
     ids = [submit(stack, who, batch_request(f"Batch document {n}. It is short.")) for n in range(3)]
     cancelled = submit(stack, who, batch_request("A document its caller gives up on."))
     status, _, raw = stack.request(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Stack
+from tests.e2e.conftest import PRODUCER_TENANT, Stack
 from tests.e2e.test_journeys import poll, submit, tenant, text_request
 
 pytestmark = pytest.mark.e2e
@@ -57,7 +57,7 @@ def test_the_steps_of_a_document_run_in_order_while_documents_run_in_parallel(
 
 
 def test_a_producer_sending_straight_to_the_queue_gets_its_job_and_result(stack: Stack) -> None:
-    who = tenant()
+    who = PRODUCER_TENANT
     request_id = f"ext-{uuid.uuid4().hex}"
     body = {
         "schema": "inferbus.request/v1",

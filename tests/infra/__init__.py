@@ -11,7 +11,8 @@ escapes and ``${...}`` holes as written); calls and operators are ``{"function":
 ``{"operator": ...}`` nodes. The helpers below only look at that output: :func:`render` writes
 a value back as canonical Bicep text, :func:`resolve` evaluates the compile-time part
 (references to constants, ``loadJsonContent``, ``loadTextContent``, interpolation,
-``take``, ``string``, ``union``).
+``take``, ``string``, ``union``, ``empty``, ``split``, ``replace``, conditions, comparisons,
+``&&``, ``||`` and ``*``).
 """
 
 from __future__ import annotations
@@ -382,7 +383,18 @@ def resolve(value: Any, known: dict[str, Any], base: Path = MODULES) -> Any:
     if node_type == "index_accessor":
         owner = resolve(inner["operands"]["operand_1"], known, base)
         return owner[resolve(inner["operands"]["operand_2"], known, base)]
+    if node_type in _EVALUATED_OPERATORS:
+        return _operate(node_type, inner["operands"], known, base)
     parameters = inner.get("parameters", {})
+    if node_type == "empty":
+        return not resolve(parameters["item_to_test"], known, base)
+    if node_type == "split":
+        text = resolve(parameters["input_string"], known, base)
+        return text.split(resolve(parameters["delimiter"], known, base))
+    if node_type == "replace":
+        text = resolve(parameters["original_string"], known, base)
+        old = resolve(parameters["old_string"], known, base)
+        return text.replace(old, resolve(parameters["new_string"], known, base))
     if node_type == "load_json_content":
         return _load_json(base, parameters)
     if node_type == "load_text_content":
@@ -395,6 +407,40 @@ def resolve(value: Any, known: dict[str, Any], base: Path = MODULES) -> Any:
     if node_type == "union":
         return _union([resolve(argument, known, base) for argument in _arguments(parameters)])
     raise Unresolved(render(value))
+
+
+_EVALUATED_OPERATORS = {
+    "conditional",
+    "equals",
+    "not_equals",
+    "and",
+    "or",
+    "greater_than",
+    "multiply",
+}
+
+
+def _operate(node_type: str, operands: dict[str, Any], known: dict[str, Any], base: Path) -> Any:
+    """The operators the templates compute settings and conditions with (``and``/``or``
+    short-circuit as in Bicep, so an unknown operand that cannot matter stays unread)."""
+    if node_type == "conditional":
+        chosen = "true_value" if resolve(operands["condition"], known, base) else "false_value"
+        return resolve(operands[chosen], known, base)
+    first = resolve(operands["operand_1"], known, base)
+    if node_type == "and" and not first:
+        return False
+    if node_type == "or" and first:
+        return True
+    second = resolve(operands["operand_2"], known, base)
+    if node_type in ("and", "or"):
+        return bool(second)
+    if node_type == "equals":
+        return first == second
+    if node_type == "not_equals":
+        return first != second
+    if node_type == "greater_than":
+        return first > second
+    return first * second
 
 
 def _arguments(parameters: dict[str, Any]) -> list[Any]:

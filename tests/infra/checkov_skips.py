@@ -8,11 +8,11 @@ Reasons fall in three groups:
 
 - **No virtual network by design.** The Function App runs on Flex Consumption without VNet
   integration and Event Grid delivers to public webhooks, so the storage accounts, the
-  Event Grid topic, the Global Batch lane's Azure OpenAI account and the site keep public
+  Event Grid topic, the Azure OpenAI account (queue lane and Global Batch) and the site keep public
   endpoints. They accept Microsoft Entra ID only (no shared keys, no SAS, no topic or
   account keys: tests/infra/test_security.py, tests/infra/test_global_batch.py) and TLS 1.2.
 - **Flex Consumption.** Settings of dedicated App Service plans that Flex Consumption does
-  not have (worker count, Azure Files content share, platform health check).
+  not have (worker count, Azure Files content share, platform health check, FTPS state).
 - **Checkov reads ``Microsoft.Web/sites/config`` children as a whole site.** The App Service
   checks below look for site configuration (logging, .NET version, public access) on any
   ``sites/config`` resource; Inferbus has two such children, ``appsettings`` and
@@ -61,8 +61,9 @@ SKIPS: dict[str, Skip] = {
         EVENT_GRID_TOPIC,
     ),
     "CKV_AZURE_134": _skip(
-        "Azure OpenAI account publicNetworkAccess Disabled: the app submits Global Batch "
-        "files and batches from Flex Consumption without VNet integration; the account "
+        "Azure OpenAI account publicNetworkAccess Disabled: the app calls the queue lane's "
+        "model and submits Global Batch files and batches from Flex Consumption without "
+        "VNet integration; the account "
         "accepts Entra ID only (disableLocalAuth, CKV_AZURE_236 passes) and its one data "
         "role is the app identity's (parameter publicNetworkAccess for private endpoints).",
         COGNITIVE_SERVICES,
@@ -92,6 +93,15 @@ SKIPS: dict[str, Skip] = {
         "App Service health check (siteConfig.healthCheckPath): the platform health check "
         "is not offered on Flex Consumption; failures are watched by the function-failures "
         "and dead-letter alerts (modules/alerts.bicep).",
+        SITE,
+    ),
+    "CKV_AZURE_78": _skip(
+        "FTP deployments off through siteConfig.ftpsState: Flex Consumption rejects that "
+        "property (its deprecation table: FTPS is not supported; ARM answers 400 for a Flex "
+        "site that sets it). FTP and SCM basic publishing are off through the site's "
+        "basicPublishingCredentialsPolicies ftp and scm (allow false), which "
+        "tests/infra/test_security.py asserts, and tests/infra/test_flex_site.py keeps "
+        "ftpsState out of the site.",
         SITE,
     ),
     "CKV_AZURE_88": _skip(

@@ -9,6 +9,7 @@ the YAML it uses (block mappings of plain scalars): anything else fails loudly.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -196,7 +197,9 @@ def test_bicepparam_fallbacks_are_the_defaults_of_main() -> None:
     for name, value in bicepparam_assignments().items():
         read_env = _READ_ENV.search(value)
         assert read_env, f"{name} should come from the azd environment"
-        fallback = read_env.group(2)
+        fallback: str | int | None = read_env.group(2)
+        if value.startswith("int(") and fallback is not None:
+            fallback = int(fallback)  # an int parameter reads its text through int()
         if has_default(declared[name]):
             assert fallback == declared[name]["default"], f"{name}: {fallback!r}"
         else:
@@ -205,6 +208,21 @@ def test_bicepparam_fallbacks_are_the_defaults_of_main() -> None:
         if allowed:
             literals = set(re.findall(r"'([^']*)'", _READ_ENV.sub("", value)))
             assert literals <= set(allowed), name
+
+
+def test_az_cli_parameters_deploy_what_azd_deploys() -> None:
+    """main.parameters.json (the az CLI path) names only parameters of main.bicep, and the
+    ones azd reads from its environment keep main.bicep's defaults there too, so both paths
+    deploy the same model and tenancy unless told otherwise."""
+    document = json.loads(read(INFRA / "main.parameters.json"))
+    declared = params(MAIN)
+    given = {name: entry["value"] for name, entry in document["parameters"].items()}
+    assert set(given) <= set(declared), f"unknown parameters: {set(given) - set(declared)}"
+    for name in set(given) & set(bicepparam_assignments()):
+        if has_default(declared[name]):
+            assert given[name] == declared[name]["default"], name
+    assert given["modelProvider"] == "azure_openai"
+    assert "allowedModels" not in given, "the served aliases default to the deployed model"
 
 
 def test_readme_documents_every_azd_environment_value() -> None:

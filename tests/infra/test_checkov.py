@@ -151,7 +151,8 @@ def test_every_skip_is_still_needed(checkov_report: dict[str, Any]) -> None:
 
 
 def test_skips_are_few_and_reasoned() -> None:
-    assert len(SKIPS) <= 16
+    # 17: CKV_AZURE_78 looks for siteConfig.ftpsState, which Flex Consumption rejects.
+    assert len(SKIPS) <= 17
     for check_id, skip in SKIPS.items():
         assert check_id.startswith("CKV_AZURE_"), check_id
         assert skip.resource_types, check_id

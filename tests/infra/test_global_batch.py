@@ -1,10 +1,10 @@
 """The Global Batch lane's infrastructure: deployment, role, app settings, retention, alert.
 
 ``modules/openai-batch.bicep`` deploys a ``GlobalBatch`` model deployment on an Azure OpenAI
-account (created by ``modules/openai-account.bicep``, or an existing one) and grants the app
-identity Cognitive Services OpenAI User on that account alone: the app is the only submitter
-(infra/README.md, Global Batch). It is off by default, so a default deployment needs no
-Azure OpenAI quota.
+account (the one main.bicep creates through ``modules/openai-account.bicep``, shared with
+the queue lane's model, or an existing one) and grants the app identity Cognitive Services
+OpenAI User on that account alone: the app is the only submitter (infra/README.md, Global
+Batch). It is off by default, so a default deployment needs no enqueued-token quota.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from annotated_types import Le
 
 from shared import telemetry
+from shared.global_batch.quota import BATCH_QUOTA_EXCEEDED
 from shared.settings import Settings
 from tests.infra import (
     ALERTS,
@@ -47,7 +48,7 @@ from tests.infra import (
 BATCH = MODULES / "openai-batch.bicep"
 ACCOUNT = MODULES / "openai-account.bicep"
 BATCH_ALERT_QUERY = MODULES / "queries" / "alert-batch-ended.kql"
-COGNITIVE_API_VERSION = "2024-10-01"
+COGNITIVE_API_VERSION = "2026-07-01"
 
 
 def _only(path: Any, resource_type: str) -> dict[str, Any]:
@@ -73,18 +74,35 @@ def test_created_account_is_openai_s0_without_keys() -> None:
     assert decorator(network, "allowed") == ["Enabled", "Disabled"]
 
 
+def _main_value(name: str, **overrides: Any) -> Any:
+    """A variable of main.bicep evaluated with its defaults (and ``overrides``)."""
+    known = {**constants(MAIN), "environmentName": "env", **overrides}
+    return resolve(known[name], known)
+
+
 def test_account_is_created_only_when_no_existing_one_is_named() -> None:
-    created = modules(BATCH)["newAccount"]
-    assert created["detail"]["path"] == "openai-account.bicep"
-    assert render(created["config"]["condition"]) == "createAccount"
+    created = modules(MAIN)["openAIAccount"]
+    assert created["detail"]["path"] == "modules/openai-account.bicep"
+    assert render(created["config"]["condition"]) == "createOpenAIAccount"
+    assert not modules(BATCH), "the batch module creates no account of its own"
     (existing,) = [r for r in resources(BATCH).values() if r["existing"]]
     assert existing["type"] == "Microsoft.CognitiveServices/accounts"
     assert is_reference(resource_body(existing)["name"], "accountName")
     passed = module(MAIN, "openAIBatch")["params"]
-    assert render(passed["createAccount"]) == "empty(globalBatchAccountName)"
-    assert render(passed["accountName"]) == (
+    assert is_reference(passed["accountName"], "batchAccountName")
+    assert render(variables(MAIN)["batchAccountName"]) == (
         "(empty(globalBatchAccountName) ? names.openAI : globalBatchAccountName)"
     )
+    # The batch lane alone (local model) still creates the account; a named one is used as is.
+    local = {"modelProvider": "local"}
+    assert _main_value("createOpenAIAccount", globalBatchEnabled=True, **local) is True
+    assert (
+        _main_value(
+            "createOpenAIAccount", globalBatchEnabled=True, globalBatchAccountName="mine", **local
+        )
+        is False
+    )
+    assert _main_value("createOpenAIAccount", **local) is False
 
 
 # --- the deployment ----------------------------------------------------------------------------
@@ -102,8 +120,12 @@ def test_deployment_is_global_batch_with_a_capacity_parameter() -> None:
     assert model["format"] == "OpenAI"
     assert is_reference(model["name"], "modelName")
     assert is_reference(model["version"], "modelVersion")
-    # An existing reference carries no dependency on the account the module may create.
-    assert body["dependsOn"] == ["newAccount"]
+    # One deployment operation at a time on an account: after its creation and the queue
+    # lane's deployments.
+    assert resource_body(modules(MAIN)["openAIBatch"])["dependsOn"] == [
+        "openAIAccount",
+        "openAIChat",
+    ]
 
 
 def test_module_outputs_the_endpoint_and_the_deployment_name() -> None:
@@ -144,7 +166,9 @@ def test_app_identity_is_openai_user_on_the_account_only() -> None:
 
 
 def test_no_other_principal_or_role_on_the_account() -> None:
-    """Another submitter would be an unmetered second door to the model."""
+    """Another submitter would be an unmetered second door to the model. The queue lane's
+    grant is the same assignment (same name, role and principal) when the lanes share the
+    account, so the app identity holds one role there."""
     granted = [
         (path.name, symbol)
         for path in bicep_files()
@@ -155,7 +179,16 @@ def test_no_other_principal_or_role_on_the_account() -> None:
         or resources(path).get(render(resource_body(assignment).get("scope", "")), {}).get("type")
         == "Microsoft.CognitiveServices/accounts"
     ]
-    assert granted == [("openai-batch.bicep", "batchSubmitter")]
+    assert granted == [
+        ("openai-batch.bicep", "batchSubmitter"),
+        ("openai-chat.bicep", "modelCaller"),
+    ]
+    names = {
+        render(resource_body(resources(MODULES / name)[symbol])["name"]) for name, symbol in granted
+    }
+    assert names == {
+        "guid(account.id, appPrincipalId, roleDefinitionIds.cognitiveServicesOpenAIUser)"
+    }
 
 
 def test_role_constant_is_the_documented_openai_user_id() -> None:
@@ -176,8 +209,9 @@ def test_batch_settings_come_from_the_deployment_and_the_app_identity() -> None:
     assert "GlobalBatch__apiKey" not in settings
     passed = module(MAIN, "functionApp")["params"]
     assert render(passed["globalBatchDeployments"]) == (
-        "(globalBatchEnabled ? '${globalBatchModelAlias}=${globalBatchDeploymentName}' : '')"
+        "(globalBatchEnabled ? '${batchModelAlias}=${globalBatchDeploymentName}' : '')"
     )
+    assert render(passed["globalBatchCapacity"]) == "(globalBatchEnabled ? globalBatchCapacity : 0)"
     assert render(passed["globalBatchEndpoint"]) == (
         "(globalBatchEnabled ? openAIBatch.outputs.endpoint : '')"
     )
@@ -206,19 +240,23 @@ def test_enabled_defaults_make_a_valid_batch_lane() -> None:
     known = constants(MAIN)
     passed = module(MAIN, "functionApp")["params"]
     deployments = _enabled(passed["globalBatchDeployments"], known)
-    assert deployments == "local-analyzer=gpt-4o-mini-batch"
+    # The batch alias defaults to the first served alias: the queue lane's model.
+    assert deployments == "gpt-4o-mini=gpt-4o-mini-batch"
     app_known = {
         **constants(FUNCTION_APP),
-        "allowedModels": resolve(known["allowedModels"], known),
+        "allowedModels": resolve(passed["allowedModels"], known),
         "globalBatchDeployments": deployments,
         "globalBatchEndpoint": "https://oai-test.openai.azure.com/",
+        "globalBatchCapacity": _enabled(passed["globalBatchCapacity"], known),
     }
     values = {}
     for name, raw in app_settings().items():
         if name.startswith(("GlobalBatch", "Batch", "AllowedModels")):
             values[name] = resolve(raw, {**app_known, "appIdentityClientId": "client"})
     settings = Settings.model_validate(values)
-    assert settings.batch_deployments == {"local-analyzer": "gpt-4o-mini-batch"}
+    assert settings.batch_deployments == {"gpt-4o-mini": "gpt-4o-mini-batch"}
+    # The enqueued-token quota of the default capacity (50 thousand tokens).
+    assert settings.global_batch_enqueued_tokens == 50_000
     assert settings.batch_endpoint == "https://oai-test.openai.azure.com/"
     assert settings.batch_container == "batches"
     assert settings.global_batch_schedule == "5 */1 * * * *"
@@ -264,7 +302,7 @@ def test_output_copies_outlive_the_services_own_copy() -> None:
 # --- the alert on expired or failed batches -------------------------------------------------------
 
 
-def test_alert_fires_on_expired_or_failed_batches() -> None:
+def test_alert_fires_on_expired_failed_or_quota_exceeded_batches() -> None:
     alert = modules(ALERTS)["batchEnded"]
     assert alert["detail"]["path"] == "log-alert.bicep"
     assert render(alert["config"]["condition"]) == "batchAlertEnabled"
@@ -285,7 +323,9 @@ def test_alert_query_counts_the_ended_metric_by_status() -> None:
     query = without_comments(read(BATCH_ALERT_QUERY))
     assert f'"{telemetry.BATCH_ENDED}"' in query
     assert 'customDimensions["inferbus.batch.status"]' in query
-    assert re.search(r'status in \("expired", "failed"\)', query)
+    # The enqueued-token quota's ending (shared/global_batch/quota.py) is one of them.
+    assert BATCH_QUOTA_EXCEEDED == "batch_quota_exceeded"
+    assert re.search(r'status in \("expired", "failed", "batch_quota_exceeded"\)', query)
     assert "traces" not in query
     last = query.strip().splitlines()[-1]
     for column in ("timestamp", "status", "batches"):

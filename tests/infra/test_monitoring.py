@@ -185,6 +185,14 @@ LOG_ALERTS: dict[str, tuple[str, str, str, str, str, tuple[str, ...]]] = {
         "oldestMessageAgeThresholdSeconds",
         (OLDEST_AGE,),
     ),
+    "queueUnreadable": (
+        "alert-queue-unreadable.kql",
+        "failedReads",
+        "Total",
+        "queue",
+        "queueUnreadableThreshold",
+        (telemetry.QUEUE_UNREADABLE,),
+    ),
     "deadLetterGrowth": (
         "alert-deadletter-growth.kql",
         "growth",
@@ -277,6 +285,20 @@ def test_alerts_read_telemetry_not_log_lines(symbol: str) -> None:
     assert "traces" not in query
     assert "extract(" not in query
     assert "parse " not in query
+
+
+def test_unreadable_counts_alert_after_ten_minutes_of_failed_reads() -> None:
+    """One entity whose counts cannot be read fires on its own (dimension queue = the
+    entity, the attribute the app's counter carries), over a 10-minute window."""
+    alert = _log_alerts()["queueUnreadable"]
+    assert alert["windowSize"] == "PT10M"
+    assert alert["evaluationFrequency"] == "PT5M"
+    assert params(ALERTS)["queueUnreadableThreshold"]["default"] == 0
+    query = without_comments(_query(alert["query"]))
+    assert 'customDimensions["messaging.destination.name"]' in query
+    assert "sum(value)" in query
+    # The counter's attribute is the gauges' own, so the alert names the entity they miss.
+    assert '"messaging.destination.name": entity' in read(SHARED / "telemetry.py")
 
 
 def test_the_backlog_log_line_alert_is_gone() -> None:

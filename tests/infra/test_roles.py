@@ -60,7 +60,11 @@ ALLOWED_SCOPES = {
         "Microsoft.ServiceBus/namespaces/queues",
         "Microsoft.ServiceBus/namespaces/topics",
     },
-    "serviceBusDataOwner": {"Microsoft.ServiceBus/namespaces/queues"},
+    # Manage (runtime properties): each request queue and the results topic, never the namespace.
+    "serviceBusDataOwner": {
+        "Microsoft.ServiceBus/namespaces/queues",
+        "Microsoft.ServiceBus/namespaces/topics",
+    },
     # The host account (Functions host) and the container the blob trigger reads.
     "storageBlobDataOwner": {
         "Microsoft.Storage/storageAccounts",
@@ -73,7 +77,8 @@ ALLOWED_SCOPES = {
     # The pull topic (namespace topic); never the namespace.
     "eventGridDataReceiver": {"Microsoft.EventGrid/namespaces/topics"},
     "monitoringMetricsPublisher": {"Microsoft.Insights/components"},
-    # The Global Batch lane's Azure OpenAI account; never its resource group.
+    # The Azure OpenAI account of the queue lane's model and the Global Batch lane; never
+    # its resource group.
     "cognitiveServicesOpenAIUser": {"Microsoft.CognitiveServices/accounts"},
 }
 
@@ -225,3 +230,35 @@ def test_app_containers_get_contributor_one_by_one() -> None:
     per_container = assignments["appContainerContributor"]
     assert _is_loop(per_container)
     assert render(resource_body(per_container)["scope"]) == "appContainers[i]"
+
+
+def test_data_owner_on_every_request_queue_and_the_results_topic() -> None:
+    """Queue counts come from runtime properties (Manage): every entity the app reads is
+    granted on its own, so no queue (nor the topic's subscriptions) goes unread."""
+    path = MODULES / "servicebus.bicep"
+    assignments = resources_of_type(path, "Microsoft.Authorization/roleAssignments")
+    owners = {
+        symbol: body
+        for symbol, body in ((s, resource_body(a)) for s, a in assignments.items())
+        if _role_constant(body) == "serviceBusDataOwner"
+    }
+    assert sorted(owners) == ["backlogReaders", "topicRuntimeReader"]
+    per_queue = assignments["backlogReaders"]
+    assert _is_loop(per_queue)
+    loop = per_queue["config"]
+    assert loop["loop_type"]["detail"]["array_name"] == "serviceBusQueues"
+    assert render(loop["condition"]) == "grantBacklogRead"
+    assert render(owners["backlogReaders"]["scope"]) == "queues[i]"
+    assert render(owners["backlogReaders"]["name"]) == (
+        "guid(queues[i].id, appPrincipalId, roleDefinitionIds.serviceBusDataOwner)"
+    )
+    queues = resources(path)["queues"]
+    assert queues["config"]["loop_type"]["detail"]["array_name"] == "serviceBusQueues"
+    catalog = json.loads(read(MODULES / "catalog.json"))
+    assert {queue["name"] for queue in catalog["serviceBusQueues"]} == set(
+        catalog["queueNames"].values()
+    ), "every request lane's queue is an entity of the loop"
+    assert is_reference(owners["topicRuntimeReader"]["scope"], "topic")
+    assert render(assignments["topicRuntimeReader"]["config"]["condition"]) == "grantBacklogRead"
+    # Never the namespace: entity scope only.
+    assert all(render(body["scope"]) != "namespace" for body in owners.values())

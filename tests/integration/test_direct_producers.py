@@ -138,8 +138,32 @@ def test_invalid_producer_messages_are_dead_lettered_with_the_rule_they_broke(
     dead = {str(m.message_id): m for m in drain(bus, QUEUE, sub_queue="deadletter")}
     assert set(dead) == set(cases)
     for name, (_, words) in cases.items():
-        assert dead[name].dead_letter_reason == "InvalidPayload"
+        reason = "TenantNotAllowed" if name == "bad-tenant" else "InvalidPayload"
+        assert dead[name].dead_letter_reason == reason, name
         assert words in str(dead[name].dead_letter_error_description), name
     failed = services.jobs.get(tenant, "bad-params")
     assert failed.status is JobStatus.FAILED
     assert services.jobs.find("not-listed", "bad-tenant") is None, "no job for a refused tenant"
+
+
+def test_with_no_tenant_listed_every_producer_message_is_refused(
+    install_services: InstallServices, bus: ServiceBusClient, tenant: str
+) -> None:
+    services = install_services(ProducerTenants="")
+    with bus.get_queue_sender(QUEUE) as sender:
+        sender.send_messages(
+            ServiceBusMessage(
+                request(tenant, "ext-open"),
+                message_id="ext-open",
+                content_type="application/json",
+                application_properties={"tenant": tenant},
+            )
+        )
+    assert process_everything(bus, 1) == [("deadletter", "ext-open")]
+
+    [dead] = drain(bus, QUEUE, sub_queue="deadletter")
+    assert dead.dead_letter_reason == "TenantNotAllowed"
+    description = str(dead.dead_letter_error_description)
+    assert f"tenant '{tenant}'" in description
+    assert "ProducerTenants" in description
+    assert services.jobs.find(tenant, "ext-open") is None, "no job for a refused tenant"

@@ -76,6 +76,7 @@ def producer_settings(azurite: Azurite, emulator: ServiceBusEmulator, prefix: st
             "Storage": azurite.connection_string,
             "ServiceBusConnection": emulator.connection_string,
             "AllowedModels": "local-analyzer",
+            "ProducerTenants": "contoso",  # the lines' tenant: direct producers may name it
             **lane_values(prefix),
         }
     )
@@ -213,6 +214,7 @@ def test_an_invalid_line_is_refused_with_exit_code_1_and_the_rest_still_go(
         "ServiceBusConnection": producer_emulator.connection_string,
         "Storage": azurite.connection_string,
         "AllowedModels": "local-analyzer",
+        "ProducerTenants": "contoso",
         **lane_values("invalid"),
     }
 

@@ -12,17 +12,27 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
 from openai_emulator.process import OpenAIEmulator
+from shared import telemetry
 from shared.adapters.in_memory import RecordingPublisher, RecordingSender, RecordingSettler
+from shared.clock import Clock
 from shared.composition import Services, build_services, use_services
 from shared.contracts import Job, JobStatus
 from shared.documents import Document, JsonDocuments
-from shared.events.announcements import COMPLETED, FAILED
-from shared.global_batch.control_plane import RunReport
+from shared.events.announcements import COMPLETED, FAILED, Announcer
+from shared.global_batch.conclusion import Conclusion, ConclusionPolicy
+from shared.global_batch.control_plane import ControlPolicy, GlobalBatchControlPlane, RunReport
+from shared.global_batch.planning import PlanningPolicy
 from shared.global_batch.ports import BatchService, RemoteBatch
+from shared.processing.endings import JobEndings
+from shared.settings import Settings
 from tests.support.wiring import delivered
 
 DEPLOYMENT = "gpt-4o-mini-batch"
@@ -260,3 +270,87 @@ def members_of(services: Services, submission_id: str) -> list[str]:
 
 def statuses(lane: BatchLane, tenant: str, ids: list[str]) -> dict[str, JobStatus]:
     return {i: lane.job(tenant, i).status for i in ids}
+
+
+class BatchEndings:
+    """The ``inferbus.batch.ended`` counts the app recorded, read through the OpenTelemetry
+    SDK: a meter provider of the test's own (the global one cannot be replaced, and other
+    tests install theirs) makes the app's instruments for the test's duration."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self._reader = InMemoryMetricReader()
+        provider = MeterProvider(metric_readers=[self._reader])
+        monkeypatch.setattr(telemetry.metrics, "get_meter", provider.get_meter)
+        monkeypatch.setattr(telemetry, "_instruments", None)
+
+    def counted(self) -> dict[tuple[str, str], int]:
+        """(status, deployment) -> batches counted so far."""
+        data = self._reader.get_metrics_data()
+        counts: dict[tuple[str, str], int] = {}
+        for resource in data.resource_metrics if data else []:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name != telemetry.BATCH_ENDED:
+                        continue
+                    for point in metric.data.data_points:
+                        attributes = point.attributes or {}
+                        key = (
+                            str(attributes["inferbus.batch.status"]),
+                            str(attributes["gen_ai.request.model"]),
+                        )
+                        counts[key] = counts.get(key, 0) + int(point.value)
+        return counts
+
+
+def control_policy(settings: Settings, **changes: Any) -> ControlPolicy:
+    """The control plane's policy as ``composition.global_batch_for`` makes it of
+    ``settings``, with the quota's settings passed through (``enqueued_tokens``: the
+    planning's; ``changes``: other fields)."""
+    planning = PlanningPolicy(
+        max_lines_per_file=settings.global_batch_max_lines_per_file,
+        max_bytes_per_file=settings.global_batch_max_bytes_per_file,
+        submit_at_lines=settings.global_batch_submit_at_lines,
+        submit_after=timedelta(seconds=settings.global_batch_submit_after_seconds),
+        enqueued_tokens=changes.pop("enqueued_tokens", settings.global_batch_enqueued_tokens),
+    )
+    policy = ControlPolicy(
+        planning=planning,
+        output_expiry_seconds=settings.global_batch_output_expiry_days * 86_400,
+        quota_retry=timedelta(seconds=settings.global_batch_quota_retry_seconds),
+        quota_retry_max=timedelta(seconds=settings.global_batch_quota_retry_max_seconds),
+        poll_interval=timedelta(seconds=settings.global_batch_poll_seconds),
+        run_budget=timedelta(seconds=settings.global_batch_run_seconds),
+        quota_wait_limit=timedelta(seconds=settings.global_batch_quota_wait_limit_seconds),
+    )
+    return replace(policy, **changes)
+
+
+def with_control_plane(lane: BatchLane, policy: ControlPolicy, clock: Clock) -> BatchLane:
+    """``lane`` whose control plane has ``policy`` and runs on ``clock`` (the rest of the
+    services as they are)."""
+    services = lane.services
+    assert services.batch_records is not None
+    assert services.ports.batch_service is not None
+    announcer = Announcer(lane.events, None)
+    settings = services.settings
+    control_plane = GlobalBatchControlPlane(
+        records=services.batch_records,
+        service=services.ports.batch_service,
+        jobs=services.jobs,
+        conclusion=Conclusion(
+            records=services.batch_records,
+            jobs=services.jobs,
+            endings=JobEndings(services.jobs, announcer, clock),
+            announcer=announcer,
+            requeue=lane.queue,
+            policy=ConclusionPolicy(
+                failed_lines=settings.global_batch_failed_lines,
+                max_resubmissions=settings.global_batch_max_resubmissions,
+            ),
+            catalog=services.models.catalog,
+            clock=clock,
+        ),
+        policy=policy,
+        clock=clock,
+    )
+    return replace(lane, services=replace(services, global_batch=control_plane))

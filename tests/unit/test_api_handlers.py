@@ -437,6 +437,7 @@ def test_every_error_class_maps_to_a_status_and_only_the_deployments_are_5xx() -
         "Throttled",
         "CapacityExhausted",
         "ServiceUnavailable",
+        "BrokerUnreachable",
         "ConcurrencyConflict",
     }
     assert statuses["PermanentError"] == statuses["InvalidParameters"] == 422

@@ -36,7 +36,7 @@ TEXT = "Invoice 12: 300 EUR due in 30 days."
 
 
 def batch_wired(clock: ManualClock | None = None, **values: str) -> Wired:
-    return wire(clock, None, **{**BATCH_SETTINGS, **values})
+    return wire(clock, None, **{**BATCH_SETTINGS, "ProducerTenants": TENANT, **values})
 
 
 @pytest.fixture

@@ -165,5 +165,5 @@ def test_a_producers_message_meets_the_same_declaration() -> None:
     )
     claim_checks = ClaimChecks(InMemoryBlobs(), "inputs", ("inputs",), 10_000)
     with pytest.raises(InvalidParameters) as refused:
-        rules().check_message(message, datetime.now(UTC), claim_checks)
+        rules(producer_tenants=("contoso",)).check_message(message, datetime.now(UTC), claim_checks)
     assert fields(refused) == {"parameters.summary_sentences"}

@@ -19,7 +19,7 @@ from shared.adapters.in_memory import (
     RecordingSettler,
 )
 from shared.adapters.models.local import LocalModel
-from shared.contracts import ClaimCheck, Job, JobStatus, RequestMessage
+from shared.contracts import ClaimCheck, InlineText, Job, JobStatus, RequestMessage
 from shared.errors import (
     CapacityExhausted,
     InvalidModelOutput,
@@ -73,8 +73,14 @@ class Harness:
     model: ScriptedModel = field(default_factory=ScriptedModel)
     max_retries: int = 3
     ordered: bool = False
-    producer_tenants: tuple[str, ...] = ()
+    producer_tenants: tuple[str, ...] = (TENANT,)  # direct producers may name it
     slept: list[float] = field(default_factory=list)
+    while_sleeping: Callable[[], None] | None = None  # e.g. intake records the job meanwhile
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        if self.while_sleeping is not None:
+            self.while_sleeping()
 
     def __post_init__(self) -> None:
         documents = InMemoryDocuments(self.blobs)
@@ -105,7 +111,7 @@ class Harness:
             ),
             clock=lambda: NOW,
             uniform=lambda low, high: high,  # worst case of the jitter: deterministic
-            sleep=self.slept.append,
+            sleep=self.sleep,
         )
 
     def job(self, request_id: str = "r1", **changes: Any) -> Job:
@@ -563,7 +569,9 @@ def test_a_claim_check_outside_the_tenant_is_refused_before_any_read(h: Harness)
 
 def test_a_tenant_producers_may_not_name_gets_no_job() -> None:
     h = Harness(producer_tenants=("t2",))
-    assert h.processor.process(message(request_body(h)), h.settler) == "dead-lettered"
+    inline = InlineText(text="Invoice 8. Total amount due: 40 EUR.").model_dump(mode="json")
+    body = {**request_body(h), "input": inline}  # a producer's: no claim check of a door
+    assert h.processor.process(message(body), h.settler) == "dead-lettered"
     assert "ProducerTenants" in str(h.settler.actions[0][3])
     assert h.jobs.find(TENANT, "r1") is None
     assert h.events.published == []

@@ -30,7 +30,9 @@ TEXT_LINE = {"tenant_id": "contoso", "model": "local-analyzer", "input": {"text"
 
 
 def settings(**values: str) -> Settings:
-    return Settings.model_validate({"AllowedModels": "local-analyzer", **values})
+    """A producer's settings; the lines' tenant is one direct producers may name."""
+    defaults = {"AllowedModels": "local-analyzer", "ProducerTenants": "contoso"}
+    return Settings.model_validate({**defaults, **values})
 
 
 def jsonl(*documents: Any) -> list[str]:
@@ -270,7 +272,11 @@ def test_metadata_follows_the_contracts_rules() -> None:
 
 
 def test_models_are_checked_only_where_the_settings_name_them() -> None:
-    unnamed = Producer(Settings.model_validate({}), FakeSenders(), clock=ManualClock(NOW))
+    unnamed = Producer(
+        Settings.model_validate({"ProducerTenants": "contoso"}),
+        FakeSenders(),
+        clock=ManualClock(NOW),
+    )
     report = unnamed.send([RequestLine.model_validate({**TEXT_LINE, "model": "gpt-4o"})])
     assert (report.sent, report.refusals) == (1, [])
 
@@ -396,7 +402,7 @@ def test_a_blob_reference_is_described_from_storage_and_checked_for_the_tenant()
     senders, blobs = FakeSenders(), InMemoryBlobs()
     blobs.upload("incoming", "contoso/scan.pdf", b"%PDF-1.7", "application/pdf", {})
     uri = f"{ACCOUNT_URL}/incoming/contoso/scan.pdf"
-    report = producer(senders, blobs).send(
+    report = producer(senders, blobs, ProducerTenants="contoso,fabrikam").send(
         parse_lines(
             jsonl(
                 {**TEXT_LINE, "input": {"blob_uri": uri}},

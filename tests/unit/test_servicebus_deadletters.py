@@ -354,7 +354,8 @@ def test_a_request_past_its_deadline_or_unreadable_is_refused(harness: Harness) 
     outcomes = harness.operations.replay([late, garbage, unknown_model])
     assert [o.status for o in outcomes] == ["refused"] * 3
     assert outcomes[0].detail == (
-        "deadline passed at 2026-11-30T11:59:00+00:00; submit a new request"
+        "deadline passed at 2026-11-30T11:59:00+00:00; submit a new request "
+        "(or replay it with --extend-deadline DURATION)"
     )
     assert "not a request the processor accepts" in outcomes[1].detail
     assert "unknown model 'retired-model'" in outcomes[2].detail

@@ -113,6 +113,7 @@ def test_progression_driven_by_advance_and_results_joined_by_custom_id(
         "input_file_id": batch.input_file_id,
         "lines": len(TEXTS),
         "tokens": stats["batches"][batch.id]["tokens"],
+        "deployment": MODEL,
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -120,7 +121,7 @@ def test_enqueued_token_quota(quota_emulator: OpenAIEmulator) -> None:
         assert errors_of(refused) == [
             {
                 "code": "token_limit_exceeded",
-                "message": QUOTA_MESSAGE.format(limit=100, model=MODEL),
+                "message": QUOTA_MESSAGE.format(limit="0.1K", model=MODEL),
                 "line": None,
                 "param": None,
             }
@@ -139,7 +140,68 @@ def test_enqueued_token_quota(quota_emulator: OpenAIEmulator) -> None:
             "files_uploaded": 0,
             "batches_created": 0,
             "enqueued_token_limit": 100,
+            "enqueued_token_limits": {},
             "batches": {},
             "deployments": {},
         }
         assert client.files.list().data == []
+
+
+# --- the quota per deployment, as Azure's is ------------------------------------------------
+
+OTHER = "gpt-4o-batch"
+
+
+@pytest.fixture
+def deployment_quota_emulator(tmp_path: Path) -> Iterator[OpenAIEmulator]:
+    """One deployment limited to 30,000 enqueued tokens, the others unlimited."""
+    process = OpenAIEmulatorProcess(
+        tmp_path / "emulator.log", deployment_token_limits={MODEL: 30_000}
+    )
+    try:
+        yield process.wait_ready()
+    finally:
+        assert process.stop() == 0
+    assert f"enqueued-token-limit=unlimited,{MODEL}=30000" in process.child.output()
+
+
+def test_each_deployment_has_its_own_enqueued_token_quota(
+    deployment_quota_emulator: OpenAIEmulator,
+) -> None:
+    emulator = deployment_quota_emulator
+    with azure_client(emulator) as client:
+        half = [request_line("1", "Short.", max_tokens=20_000)]
+        first = submit(client, half)
+        assert emulator.advance(first.id)["status"] == "in_progress"
+        other = submit(client, [request_line("o", "Short.", model=OTHER, max_tokens=90_000)])
+        assert emulator.advance(other.id)["status"] == "in_progress", "another deployment's"
+        second = submit(client, [request_line("2", "Short.", max_tokens=20_000)])
+        refused = emulator.advance(second.id)
+        assert refused["status"] == "failed"
+        assert errors_of(refused) == [
+            {
+                "code": "token_limit_exceeded",
+                "message": QUOTA_MESSAGE.format(limit="30K", model=MODEL),
+                "line": None,
+                "param": None,
+            }
+        ]
+        emulator.set_quota(10_000, deployment=OTHER)
+        too_big = submit(client, [request_line("b", "Short.", model=OTHER, max_tokens=10_001)])
+        alone = emulator.advance(too_big.id)
+        assert alone["status"] == "failed", "a file larger than the limit never passes"
+        assert errors_of(alone)[0]["message"] == QUOTA_MESSAGE.format(limit="10K", model=OTHER)
+        assert emulator.stats()["enqueued_token_limits"] == {MODEL: 30_000, OTHER: 10_000}
+        emulator.reset()
+        assert emulator.stats()["enqueued_token_limits"] == {MODEL: 30_000}
+
+
+def test_a_bad_quota_is_a_clear_400(client: AzureOpenAI, emulator: OpenAIEmulator) -> None:
+    for body, reason in (
+        ({"enqueued_token_limit": -1}, "non-negative integer"),
+        ({"enqueued_token_limit": 5, "deployment": ""}, "deployment name"),
+    ):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            emulator._call("PUT", "/_emulator/quota", body)
+        assert refused.value.code == 400
+        assert reason in refused.value.read().decode()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from openai_emulator.__main__ import limits_of, parse_args
 from openai_emulator.process import OpenAIEmulatorProcess
 
 
@@ -38,6 +39,9 @@ def test_ready_line_health_and_sigterm(tmp_path: Path) -> None:
         (["--auto-advance", "soon"], "--auto-advance"),
         (["--max-lines", "0"], "--max-lines"),
         (["--key", ""], "--key"),
+        (["--enqueued-token-limit", "=5"], "--enqueued-token-limit"),
+        (["--enqueued-token-limit", "gpt=many"], "--enqueued-token-limit"),
+        (["--enqueued-token-limit", "-3"], "--enqueued-token-limit"),
     ],
 )
 def test_bad_options_exit_2_and_say_why(options: list[str], reason: str) -> None:
@@ -50,3 +54,10 @@ def test_bad_options_exit_2_and_say_why(options: list[str], reason: str) -> None
     )
     assert result.returncode == 2
     assert reason in result.stderr
+
+
+def test_token_limits_name_deployments_and_a_bare_one_is_the_default() -> None:
+    args = parse_args(["--enqueued-token-limit", "5000", "--enqueued-token-limit", "d=30000"])
+    limits = limits_of(args)
+    assert (limits.enqueued_token_limit, limits.deployment_token_limits) == (5000, (("d", 30000),))
+    assert limits_of(parse_args([])).enqueued_token_limit is None

@@ -39,6 +39,34 @@ def deployment(text: str) -> Quota:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+TokenLimit = tuple[str | None, int]  # (deployment, or None for every deployment; limit)
+
+
+def token_limit(text: str) -> TokenLimit:
+    """``N`` (every deployment's enqueued-token limit) or ``DEPLOYMENT=N`` (that one's)."""
+    name, separator, number = text.rpartition("=")
+    if separator and not name:
+        raise argparse.ArgumentTypeError(f"not N or DEPLOYMENT=N: {text!r}")
+    try:
+        limit = int(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not N or DEPLOYMENT=N in whole tokens: {text!r}"
+        ) from None
+    if limit < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {text!r}")
+    return (name or None), limit
+
+
+def limits_of(args: argparse.Namespace) -> Limits:
+    """The batch limits the options give (the last bare ``--enqueued-token-limit`` is the
+    default; a named one is its deployment's)."""
+    chosen: list[TokenLimit] = args.enqueued_token_limit
+    default = next((limit for name, limit in reversed(chosen) if name is None), None)
+    named = {name: limit for name, limit in chosen if name is not None}
+    return Limits(args.max_lines, args.max_bytes, default, tuple(named.items()))
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m openai_emulator",
@@ -74,9 +102,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--enqueued-token-limit",
-        type=_number(int, 0),
-        default=None,
-        help="the deployment's enqueued-token quota (default unlimited)",
+        type=token_limit,
+        action="append",
+        default=[],
+        metavar="[DEPLOYMENT=]N",
+        help="the enqueued-token quota of DEPLOYMENT, or of every deployment not named "
+        "(default unlimited); repeatable",
     )
     parser.add_argument(
         "--deployment",
@@ -108,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         port=args.port,
         api_key=args.key,
         auto_advance=args.auto_advance,
-        limits=Limits(args.max_lines, args.max_bytes, args.enqueued_token_limit),
+        limits=limits_of(args),
         deployments=tuple(args.deployment),
     )
     stop = threading.Event()

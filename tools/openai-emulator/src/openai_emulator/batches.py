@@ -2,9 +2,11 @@
 
 What the HTTP API calls for the SDK's ``files.*`` and ``batches.*``, and for the control
 endpoints tests use (advance, expire, quota, stats, reset). The enqueued-token quota is
-checked when a batch leaves ``validating``: its tokens plus those of the batches in
-``in_progress`` or ``finalizing`` and of the ones still ``validating`` that were created
-before it must not pass the limit.
+the deployment's, as in Azure: a limit per deployment (``body.model`` of the lines), or
+the default one for deployments not named. It is checked when a batch leaves
+``validating``: its tokens plus those of the same deployment's batches in ``in_progress``
+or ``finalizing`` and of its valid ones still ``validating`` that were created before it
+must not pass the deployment's limit (a file larger than the limit alone never passes).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ MAX_METADATA = (16, 64, 512)  # pairs, key length, value length
 class Limits:
     max_lines: int = 100_000
     max_bytes: int = 200 * 1024 * 1024
-    enqueued_token_limit: int | None = None
+    enqueued_token_limit: int | None = None  # every deployment's, unless named below
+    deployment_token_limits: tuple[tuple[str, int], ...] = ()  # (deployment, limit)
 
 
 def _metadata(value: Any) -> dict[str, str] | None:
@@ -69,6 +72,9 @@ class BatchService:
             self.files = FileStore()
             self.batches: dict[str, BatchJob] = {}
             self.token_limit = self.limits.enqueued_token_limit
+            self.deployment_limits: dict[str, int | None] = dict(
+                self.limits.deployment_token_limits
+            )
             self.files_uploaded = 0
             self.batches_created = 0
 
@@ -149,21 +155,30 @@ class BatchService:
             return job.to_json()
 
     # steps ---------------------------------------------------------------------------
+    def limit_of(self, deployment: str) -> int | None:
+        """A deployment's enqueued-token limit (None: unlimited)."""
+        if deployment in self.deployment_limits:
+            return self.deployment_limits[deployment]
+        return self.token_limit
+
     def _validate(self, job: BatchJob) -> None:
         if job.plan.errors:
             job.fail(job.plan.errors)
             return
-        if self.token_limit is not None:
+        deployment = job.plan.model or ""
+        limit = self.limit_of(deployment)
+        if limit is not None:
             enqueued = sum(
                 other.plan.tokens
                 for other in self.batches.values()
                 if other is not job
+                and other.plan.model == deployment
                 and other.status in ACTIVE
                 and not other.plan.errors
                 and (other.status != "validating" or other.sequence < job.sequence)
             )
-            if enqueued + job.plan.tokens > self.token_limit:
-                job.fail([quota_error(self.token_limit, job.plan.model or "")])
+            if enqueued + job.plan.tokens > limit:
+                job.fail([quota_error(limit, deployment)])
                 return
         job.start()
 
@@ -229,14 +244,20 @@ class BatchService:
                     job.last_step = now
 
     # control -------------------------------------------------------------------------
-    def set_quota(self, limit: Any) -> dict[str, Any]:
+    def set_quota(self, limit: Any, deployment: Any = None) -> dict[str, Any]:
+        """The default limit, or ``deployment``'s own (null: that deployment unlimited)."""
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
         ):
             raise bad_request("'enqueued_token_limit' must be a non-negative integer or null.")
+        if deployment is not None and (not isinstance(deployment, str) or not deployment):
+            raise bad_request("'deployment' must be a deployment name (a non-empty string).")
         with self.lock:
-            self.token_limit = limit
-            return {"enqueued_token_limit": limit}
+            if deployment is None:
+                self.token_limit = limit
+                return {"enqueued_token_limit": limit}
+            self.deployment_limits[deployment] = limit
+            return {"deployment": deployment, "enqueued_token_limit": limit}
 
     def stats(self) -> dict[str, Any]:
         with self.lock:
@@ -244,12 +265,14 @@ class BatchService:
                 "files_uploaded": self.files_uploaded,
                 "batches_created": self.batches_created,
                 "enqueued_token_limit": self.token_limit,
+                "enqueued_token_limits": dict(self.deployment_limits),
                 "batches": {
                     job.id: {
                         "status": job.status,
                         "input_file_id": job.input_file_id,
                         "lines": job.lines,
                         "tokens": job.plan.tokens,
+                        "deployment": job.plan.model,
                     }
                     for job in self.batches.values()
                 },

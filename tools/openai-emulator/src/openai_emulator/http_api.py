@@ -304,7 +304,9 @@ class ApiHandler(BaseHTTPRequestHandler):
         if operation == "expire":
             return 200, service.expire(match["id"], document.get("completed_lines"))
         if operation == "quota":
-            return 200, service.set_quota(_required(document, "enqueued_token_limit"))
+            return 200, service.set_quota(
+                _required(document, "enqueued_token_limit"), document.get("deployment")
+            )
         if operation == "deployment":
             return 200, self.server.chat.configure(
                 urllib.parse.unquote(match["deployment"]),

@@ -32,13 +32,18 @@ TIMESTAMPS = (
 )
 
 
+def thousands(limit: int) -> str:
+    """A limit as the service writes it in its refusal: in thousands (``30K``)."""
+    return f"{limit / 1000:g}K"
+
+
 def quota_error(limit: int, model: str) -> dict[str, Any]:
     """The service's refusal when enqueued tokens pass the deployment's limit (its text)."""
     return error(
         "token_limit_exceeded",
-        f"The number of enqueued tokens has surpassed the configured limit of {limit} for the "
-        f"deployment '{model}'. Please either increase the limit or try again once the "
-        "current jobs have finished.",
+        f"The number of enqueued tokens has surpassed the configured limit of "
+        f"{thousands(limit)} for the deployment '{model}'. Please either increase the limit "
+        "or try again once the current jobs have finished.",
     )
 
 

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,9 +67,13 @@ class OpenAIEmulator:
         result: dict[str, Any] = self._call("POST", path, {"completed_lines": completed_lines})
         return result
 
-    def set_quota(self, limit: int | None) -> None:
-        """The enqueued-token limit from now on (None: unlimited)."""
-        self._call("PUT", "/_emulator/quota", {"enqueued_token_limit": limit})
+    def set_quota(self, limit: int | None, deployment: str | None = None) -> None:
+        """The enqueued-token limit from now on (None: unlimited): every deployment's not
+        named otherwise, or ``deployment``'s own."""
+        body: dict[str, Any] = {"enqueued_token_limit": limit}
+        if deployment is not None:
+            body["deployment"] = deployment
+        self._call("PUT", "/_emulator/quota", body)
 
     def stats(self) -> dict[str, Any]:
         """Counts of uploads and batches, and each batch's status, file and line count."""
@@ -121,6 +125,7 @@ class OpenAIEmulatorProcess:
         max_lines: int | None = None,
         max_bytes: int | None = None,
         enqueued_token_limit: int | None = None,
+        deployment_token_limits: Mapping[str, int] | None = None,
         deployments: tuple[Quota, ...] = (),
     ) -> None:
         self.log_path = log_path
@@ -145,6 +150,8 @@ class OpenAIEmulatorProcess:
         ):
             if value is not None:
                 command += [option, str(value)]
+        for name, limit in (deployment_token_limits or {}).items():
+            command += ["--enqueued-token-limit", f"{name}={limit}"]
         for name, tokens, requests, latency in deployments:
             command += ["--deployment", f"{name}={tokens or ''},{requests or ''},{latency}"]
         self.child = Child("OpenAI emulator", command, log_path)

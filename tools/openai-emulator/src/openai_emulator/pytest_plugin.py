@@ -8,14 +8,15 @@ own emulators, on ports they pick themselves.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Protocol
 
 import pytest
 
 from openai_emulator.process import OpenAIEmulator, OpenAIEmulatorProcess
 
-_Key = tuple[float, int | None, int | None]  # auto-advance, max lines, max bytes
+# auto-advance, max lines, max bytes, per-deployment enqueued-token limits
+_Key = tuple[float, int | None, int | None, tuple[tuple[str, int], ...]]
 
 
 class OpenAIEmulatorFactory(Protocol):
@@ -25,6 +26,7 @@ class OpenAIEmulatorFactory(Protocol):
         *,
         max_lines: int | None = None,
         max_bytes: int | None = None,
+        enqueued_token_limits: Mapping[str, int] | None = None,
     ) -> OpenAIEmulator: ...
 
 
@@ -41,7 +43,9 @@ def openai_emulator_factory(
     """Start (once per distinct options) an emulator on a free port; all stop at session end.
 
     Emulators are shared by the session: tests create their own files and batches (ids
-    are unique) and should not ``reset`` one another's, nor leave a quota set.
+    are unique) and should not ``reset`` one another's, nor leave a quota set. A test
+    that needs deployments' enqueued-token limits asks for them here
+    (``enqueued_token_limits``): an emulator of those options is started for it.
     """
     running: dict[_Key, tuple[OpenAIEmulatorProcess, OpenAIEmulator]] = {}
 
@@ -50,12 +54,18 @@ def openai_emulator_factory(
         *,
         max_lines: int | None = None,
         max_bytes: int | None = None,
+        enqueued_token_limits: Mapping[str, int] | None = None,
     ) -> OpenAIEmulator:
-        key = (auto_advance, max_lines, max_bytes)
+        limits = tuple(sorted((enqueued_token_limits or {}).items()))
+        key = (auto_advance, max_lines, max_bytes, limits)
         if key not in running:
             log_path = tmp_path_factory.mktemp("openai-emulator") / "emulator.log"
             process = OpenAIEmulatorProcess(
-                log_path, auto_advance=auto_advance, max_lines=max_lines, max_bytes=max_bytes
+                log_path,
+                auto_advance=auto_advance,
+                max_lines=max_lines,
+                max_bytes=max_bytes,
+                deployment_token_limits=dict(limits),
             )
             try:
                 running[key] = (process, process.wait_ready())

@@ -63,7 +63,12 @@ class Emulator:
         self._serving.start()
         if self.options.auto_advance > 0:
             self._timer.start()
-        limit = self.options.limits.enqueued_token_limit
+        limits = self.options.limits
+        limit = limits.enqueued_token_limit
+        enqueued = ",".join(
+            ["unlimited" if limit is None else str(limit)]
+            + [f"{name}={value}" for name, value in limits.deployment_token_limits]
+        )
         quotas = ",".join(
             f"{name}={tokens or '-'}tpm/{requests or '-'}rpm/{latency}ms"
             for name, tokens, requests, latency in self.options.deployments
@@ -72,7 +77,7 @@ class Emulator:
             "ready http=%s auto-advance=%g enqueued-token-limit=%s deployments=%s",
             self.endpoint,
             self.options.auto_advance,
-            "unlimited" if limit is None else limit,
+            enqueued,
             quotas or "unlimited",
         )
 

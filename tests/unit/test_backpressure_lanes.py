@@ -1,0 +1,99 @@
+"""Per-lane backpressure through the wired intake (in-memory ports), and which probes the
+adapters build from the settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.adapters.in_memory import FixedBacklog
+from shared.adapters.queue_counts import (
+    EmulatorBacklogProbe,
+    QueueBacklogProbe,
+    backlog_probe_for,
+    lane_backlog_probes,
+)
+from shared.contracts import Priority
+from shared.errors import ServiceUnavailable
+from shared.intake.submissions import InlineContent, Submission
+from shared.lanes import Lane
+from shared.settings import Settings
+from tests.support.wiring import wire
+
+EMULATOR = "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true"
+
+
+def submission(priority: Priority = Priority.NORMAL, document_id: str | None = None) -> Submission:
+    return Submission(
+        tenant_id="contoso",
+        model="local-analyzer",
+        content=InlineContent(b"a letter", "text/plain"),
+        priority=priority,
+        document_id=document_id,
+    )
+
+
+def test_each_submission_is_gated_by_its_own_lanes_depth_and_limit() -> None:
+    standard, priority, ordered = FixedBacklog(10), FixedBacklog(3), FixedBacklog(0)
+    wired = wire(
+        MaxQueueBacklog="10",
+        MaxPriorityQueueBacklog="4",
+        MaxOrderedQueueBacklog="1",
+        BacklogCacheSeconds="0",
+        ports={
+            "backlog": standard,
+            "lane_backlogs": {Lane.PRIORITY: priority, Lane.ORDERED: ordered},
+        },
+    )
+    intake = wired.services.intake
+
+    with pytest.raises(
+        ServiceUnavailable, match="standard lane's request backlog is 10 messages \\(limit 10\\)"
+    ):
+        intake.submit(submission())
+    intake.submit(submission(Priority.HIGH))  # admitted while standard is full
+    intake.submit(submission(Priority.LOW, document_id="doc"))
+    priority.depth = 4
+    with pytest.raises(
+        ServiceUnavailable, match="priority lane's request backlog is 4 messages \\(limit 4\\)"
+    ):
+        intake.submit(submission(Priority.HIGH))
+
+    assert (standard.reads, priority.reads, ordered.reads) == (1, 2, 1)
+    assert len(wired.queue.sent) == 2
+
+
+def test_a_lane_with_limit_zero_is_not_read() -> None:
+    probe = FixedBacklog(10**6)
+    wired = wire(MaxPriorityQueueBacklog="0", ports={"lane_backlogs": {Lane.PRIORITY: probe}})
+    wired.services.intake.submit(submission(Priority.HIGH))
+    assert probe.reads == 0
+
+
+def settings(**values: str) -> Settings:
+    return Settings.model_validate({"Storage": "UseDevelopmentStorage=true", **values})
+
+
+def test_each_gated_lane_gets_a_probe_of_its_own_queue() -> None:
+    chosen = settings(
+        ServiceBusConnection=EMULATOR,
+        ServiceBusRuntimeCountsUrl="http://127.0.0.1:5300/runtime",
+        MaxQueueBacklog="5",
+        MaxPriorityQueueBacklog="5",
+        MaxOrderedQueueBacklog="0",
+    )
+    standard = backlog_probe_for(chosen)
+    lanes = lane_backlog_probes(chosen)
+    assert isinstance(standard, EmulatorBacklogProbe)
+    assert set(lanes) == {Lane.PRIORITY}
+    assert isinstance(lanes[Lane.PRIORITY], EmulatorBacklogProbe)
+    azure = settings(
+        **{"ServiceBusConnection__fullyQualifiedNamespace": "ns.servicebus.windows.net"},
+        MaxPriorityQueueBacklog="5",
+    )
+    assert isinstance(lane_backlog_probes(azure)[Lane.PRIORITY], QueueBacklogProbe)
+
+
+def test_an_emulator_without_a_counts_url_gates_no_lane() -> None:
+    chosen = settings(ServiceBusConnection=EMULATOR, MaxQueueBacklog="5")
+    assert backlog_probe_for(chosen) is None
+    assert lane_backlog_probes(chosen) == {}

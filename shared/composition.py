@@ -400,26 +400,31 @@ def global_batch_for(
             catalog=ports.models.catalog,
             clock=ports.clock,
         ),
-        policy=ControlPolicy(
-            planning=PlanningPolicy(
-                max_lines_per_file=settings.global_batch_max_lines_per_file,
-                max_bytes_per_file=settings.global_batch_max_bytes_per_file,
-                submit_at_lines=settings.global_batch_submit_at_lines,
-                submit_after=timedelta(seconds=settings.global_batch_submit_after_seconds),
-                enqueued_tokens=settings.global_batch_enqueued_tokens,
-            ),
-            output_expiry_seconds=settings.global_batch_output_expiry_days * 86_400,
-            quota_retry=timedelta(seconds=settings.global_batch_quota_retry_seconds),
-            quota_retry_max=timedelta(seconds=settings.global_batch_quota_retry_max_seconds),
-            poll_interval=timedelta(seconds=settings.global_batch_poll_seconds),
-            run_budget=timedelta(seconds=settings.global_batch_run_seconds),
-            quota_wait_limit=timedelta(seconds=settings.global_batch_quota_wait_limit_seconds),
-        ),
+        policy=global_batch_policy(settings),
         clock=ports.clock,
     )
 
 
 # --- choosing adapters -------------------------------------------------------------------
+
+
+def global_batch_policy(settings: Settings) -> ControlPolicy:
+    """The Global Batch control plane's policy of the ``GlobalBatch__*`` settings."""
+    return ControlPolicy(
+        planning=PlanningPolicy(
+            max_lines_per_file=settings.global_batch_max_lines_per_file,
+            max_bytes_per_file=settings.global_batch_max_bytes_per_file,
+            submit_at_lines=settings.global_batch_submit_at_lines,
+            submit_after=timedelta(seconds=settings.global_batch_submit_after_seconds),
+            enqueued_tokens=settings.global_batch_enqueued_tokens,
+        ),
+        output_expiry_seconds=settings.global_batch_output_expiry_days * 86_400,
+        quota_retry=timedelta(seconds=settings.global_batch_quota_retry_seconds),
+        quota_retry_max=timedelta(seconds=settings.global_batch_quota_retry_max_seconds),
+        poll_interval=timedelta(seconds=settings.global_batch_poll_seconds),
+        run_budget=timedelta(seconds=settings.global_batch_run_seconds),
+        quota_wait_limit=timedelta(seconds=settings.global_batch_quota_wait_limit_seconds),
+    )
 
 
 def served_models(settings: Settings) -> ServedModels:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from shared.contracts import REQUEST_MESSAGE_SCHEMA, ProcessingMode, RequestMessage
+from shared.contracts import REQUEST_MESSAGE_SCHEMA, Job, ProcessingMode, RequestMessage
 from shared.tracing import TraceContext
 
 PropertyValue = str | int | float | bool
@@ -47,6 +47,27 @@ def request_body(request: RequestMessage) -> bytes:
     queue_lane = request.mode is ProcessingMode.QUEUE
     exclude = {"mode"} if queue_lane else None
     return request.model_dump_json(by_alias=True, exclude=exclude).encode("utf-8")
+
+
+def request_message_of(job: Job) -> RequestMessage:
+    """The request message of a job whose input is stored (a claim check): what intake
+    sends for it, and what the job watchdog sends again when that message is lost."""
+    if job.input is None:
+        raise ValueError(f"job {job.id} has no stored input to send")
+    return RequestMessage(
+        request_id=job.id,
+        tenant_id=job.tenant_id,
+        model=job.model,
+        input=job.input,
+        parameters=job.parameters,
+        priority=job.priority,
+        not_before=job.not_before,
+        deadline=job.deadline,
+        metadata=job.metadata,
+        after=job.after,
+        document_id=job.document_id,
+        mode=job.mode,
+    )
 
 
 def request_envelope(

@@ -31,7 +31,6 @@ from shared.contracts import (
     Job,
     Priority,
     ProcessingMode,
-    RequestMessage,
 )
 from shared.errors import (
     FieldError,
@@ -46,7 +45,7 @@ from shared.intake.idempotency import Claimed, IdempotencyGuard, Replay
 from shared.intake.request_rules import RequestRules
 from shared.jobs import JobRepository
 from shared.lanes import lane_for
-from shared.messaging import MessageSender, request_envelope
+from shared.messaging import MessageSender, request_envelope, request_message_of
 from shared.request_ids import new_request_id
 from shared.tracing import TraceContext, continue_or_start
 
@@ -238,22 +237,8 @@ class Intake:
         """Store the input and send the message; the job to record (not yet stored)."""
         claim_check = self._claim_check(submission, request_id)
         job = self._new_job(submission, request_id, claim_check, deadline_seconds, trace)
-        message = RequestMessage(
-            request_id=job.id,
-            tenant_id=job.tenant_id,
-            model=job.model,
-            input=claim_check,
-            parameters=job.parameters,
-            priority=job.priority,
-            not_before=job.not_before,
-            deadline=job.deadline,
-            metadata=job.metadata,
-            after=job.after,
-            document_id=job.document_id,
-            mode=job.mode,
-        )
         envelope = request_envelope(
-            message,
+            request_message_of(job),
             correlation_id=job.correlation_id,
             trace=trace,
             now=self._clock(),

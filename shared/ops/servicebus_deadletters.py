@@ -295,15 +295,9 @@ class DeadLetterOperations:
         item, now = outcome.item, self.clock()
         name = replay_marker_name(item)
         marker: Document = plan.marker or {
-            "queue": item.queue,
-            "sequence_number": item.sequence_number,
-            "message_id": item.message_id,
-            "enqueued_time": _iso(item.enqueued_time),
+            **_sending_marker(item, outcome.replay_message_id, now),
             "request_id": request.request_id,
             "tenant_id": request.tenant_id,
-            "replay_message_id": outcome.replay_message_id,
-            "status": "sending",
-            "started_at": now.isoformat(),
             **(
                 {"deadline_extended_from": _iso(new.old), "deadline_extended_to": _iso(new.new)}
                 if new is not None
@@ -339,15 +333,7 @@ class DeadLetterOperations:
         outcome, item = plan.outcome, plan.outcome.item
         copy_id = outcome.replay_message_id or ""
         name = replay_marker_name(item)
-        marker: Document = plan.marker or {
-            "queue": item.queue,
-            "sequence_number": item.sequence_number,
-            "message_id": item.message_id,
-            "enqueued_time": _iso(item.enqueued_time),
-            "replay_message_id": copy_id,
-            "status": "sending",
-            "started_at": self.clock().isoformat(),
-        }
+        marker: Document = plan.marker or _sending_marker(item, copy_id, self.clock())
         if plan.marker is None and not self._claim(name, marker, item):
             return self._replay_one(self._plan(item, None), None)  # another run won
         self._sender_for(item.queue).send(result_copy(item, copy_id))
@@ -393,3 +379,16 @@ class DeadLetterOperations:
                 self._documents.delete(self._markers, replay_marker_name(item))
                 removed.append(item)
         return removed
+
+
+def _sending_marker(item: DeadLetteredMessage, copy_id: str, now: datetime) -> Document:
+    """A replay marker written before its copy is sent (``sending``; ``sent`` after)."""
+    return {
+        "queue": item.queue,
+        "sequence_number": item.sequence_number,
+        "message_id": item.message_id,
+        "enqueued_time": _iso(item.enqueued_time),
+        "replay_message_id": copy_id,
+        "status": "sending",
+        "started_at": now.isoformat(),
+    }

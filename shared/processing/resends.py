@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from shared.clock import Clock, utc_now
-from shared.contracts import Job, JobStatus, RequestMessage
+from shared.contracts import Job, JobStatus
 from shared.errors import Conflict
 from shared.jobs import LONGEST_LOCK, JobRepository, Versioned, transition
 from shared.lanes import lane_of_message
-from shared.messaging import MessageSender, OutgoingMessage, request_envelope
+from shared.messaging import MessageSender, OutgoingMessage, request_envelope, request_message_of
 from shared.settings import Settings
 from shared.tracing import continue_or_start
 
@@ -83,31 +83,12 @@ def resend_due_at(job: Job, policy: ResendPolicy) -> datetime | None:
     return due
 
 
-def request_of(job: Job) -> RequestMessage:
-    """The request message intake sent for ``job`` (``intake.submissions``)."""
-    assert job.input is not None  # resend_due_at leaves such jobs out
-    return RequestMessage(
-        request_id=job.id,
-        tenant_id=job.tenant_id,
-        model=job.model,
-        input=job.input,
-        parameters=job.parameters,
-        priority=job.priority,
-        not_before=job.not_before,
-        deadline=job.deadline,
-        metadata=job.metadata,
-        after=job.after,
-        document_id=job.document_id,
-        mode=job.mode,
-    )
-
-
 def envelope_of(job: Job, now: datetime) -> OutgoingMessage:
     """The job's request message as intake built it: same message id, lane, session and
     properties, carried in a new span of the job's trace (its correlation id)."""
     trace = continue_or_start(f"00-{job.correlation_id}-{'0' * 15}1-01")
     return request_envelope(
-        request_of(job),
+        request_message_of(job),  # resend_due_at leaves out jobs without a stored input
         correlation_id=job.correlation_id,
         trace=trace,
         now=now,

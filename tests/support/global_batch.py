@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -23,13 +23,12 @@ from openai_emulator.process import OpenAIEmulator
 from shared import telemetry
 from shared.adapters.in_memory import RecordingPublisher, RecordingSender, RecordingSettler
 from shared.clock import Clock
-from shared.composition import Services, build_services, use_services
+from shared.composition import Services, build_services, global_batch_policy, use_services
 from shared.contracts import Job, JobStatus
 from shared.documents import Document, JsonDocuments
 from shared.events.announcements import COMPLETED, FAILED, Announcer
 from shared.global_batch.conclusion import Conclusion, ConclusionPolicy
 from shared.global_batch.control_plane import ControlPolicy, GlobalBatchControlPlane, RunReport
-from shared.global_batch.planning import PlanningPolicy
 from shared.global_batch.ports import BatchService, RemoteBatch
 from shared.processing.endings import JobEndings
 from shared.settings import Settings
@@ -304,24 +303,12 @@ class BatchEndings:
 
 def control_policy(settings: Settings, **changes: Any) -> ControlPolicy:
     """The control plane's policy as ``composition.global_batch_for`` makes it of
-    ``settings``, with the quota's settings passed through (``enqueued_tokens``: the
-    planning's; ``changes``: other fields)."""
-    planning = PlanningPolicy(
-        max_lines_per_file=settings.global_batch_max_lines_per_file,
-        max_bytes_per_file=settings.global_batch_max_bytes_per_file,
-        submit_at_lines=settings.global_batch_submit_at_lines,
-        submit_after=timedelta(seconds=settings.global_batch_submit_after_seconds),
-        enqueued_tokens=changes.pop("enqueued_tokens", settings.global_batch_enqueued_tokens),
-    )
-    policy = ControlPolicy(
-        planning=planning,
-        output_expiry_seconds=settings.global_batch_output_expiry_days * 86_400,
-        quota_retry=timedelta(seconds=settings.global_batch_quota_retry_seconds),
-        quota_retry_max=timedelta(seconds=settings.global_batch_quota_retry_max_seconds),
-        poll_interval=timedelta(seconds=settings.global_batch_poll_seconds),
-        run_budget=timedelta(seconds=settings.global_batch_run_seconds),
-        quota_wait_limit=timedelta(seconds=settings.global_batch_quota_wait_limit_seconds),
-    )
+    ``settings``, with ``changes`` (``enqueued_tokens``: the planning's; others: the
+    policy's own fields)."""
+    policy = global_batch_policy(settings)
+    if "enqueued_tokens" in changes:
+        planning = replace(policy.planning, enqueued_tokens=changes.pop("enqueued_tokens"))
+        policy = replace(policy, planning=planning)
     return replace(policy, **changes)
 
 

@@ -14,8 +14,12 @@ endpoints, ``ServiceBusConnection``). A port that already answers is probed: Azu
 with an ``x-ms-request-id`` or ``Server: Azurite-*`` header), an AMQP listener (the
 Service Bus emulator) or an HTTP emulator answering ``/health`` is reused, anything else
 stops the launch with a message naming the port.
-Azurite keeps its data in ``.local/azurite`` so jobs and blobs survive a restart
-(``--in-memory`` to start clean).
+Azurite keeps its data in ``.local/azurite`` and the Service Bus emulator its messages in
+``.local/servicebus`` (``--servicebus-data DIR`` for another folder), so jobs, blobs and
+queued messages survive a restart (``--in-memory`` to start clean).
+A Service Bus emulator started here that dies is started again on the same ports with the
+same data folder while the host keeps running (``devtools.emulator_restarts``); only
+repeated fast failures (5 within a minute) stop the stack.
 ``--instances N`` runs N hosts of the app on the same queues and storage, as the platform
 scales it out: competing consumers on every queue, HTTP on consecutive ports (the first
 is the one printed), timers once per schedule across them (the hosts' listener locks),
@@ -47,12 +51,12 @@ from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
 from devtools.appinsights import IngestionRecorder, LinePrinter
+from devtools.emulator_restarts import EmulatorGaveUp, SupervisedEmulator
 from eventgrid_emulator.process import EventGridEmulatorProcess
 from functions_host.process import HostProcess
 from local_processes import PORT_OWNERS, Child, StartError, describe_port, start_azurite
 from openai_emulator.chat import Quota, parse_quota
 from openai_emulator.process import OpenAIEmulatorProcess
-from servicebus_emulator.process import EmulatorProcess
 
 if TYPE_CHECKING:
     from shared.settings import Settings
@@ -137,9 +141,10 @@ def runtime_counts_port(values: dict[str, str]) -> int:
 
 
 def ensure_emulator(
-    port: int, sas_key: str | None, admin_port: int, started: list[Child]
-) -> str | None:
-    """Start (or reuse) the emulator; returns its admin URL when started here."""
+    port: int, sas_key: str | None, admin_port: int, data_dir: Path | None, started: list[Child]
+) -> SupervisedEmulator | None:
+    """Start (or reuse) the emulator, its messages in ``data_dir`` (None: in memory); the
+    emulator started here is returned, to be restarted if it dies (None when reused)."""
     state = describe_port(port)
     if state == "amqp":
         print(f"Reusing the AMQP service (Service Bus emulator) already on port {port}")
@@ -150,16 +155,32 @@ def ensure_emulator(
             f"(it looks like {PORT_OWNERS[state]}); free it or change ServiceBusConnection in "
             "local.settings.json (or use --no-emulator)"
         )
-    log_path = LOCAL_DIR / "logs" / "servicebus-emulator.log"
-    emulator = EmulatorProcess(
-        EMULATOR_CONFIG, log_path, port=port, admin_port=admin_port, sas_key=sas_key
+    emulator = SupervisedEmulator(
+        EMULATOR_CONFIG,
+        LOCAL_DIR / "logs" / "servicebus-emulator.log",
+        port=port,
+        admin_port=admin_port,
+        sas_key=sas_key,
+        data_dir=data_dir,
     )
-    started.append(emulator.child)
-    admin_url = emulator.wait_ready(timeout=30).admin_url
+    try:
+        emulator.start()
+    finally:
+        started.append(emulator.child)
+    kept = f"messages in {data_dir}" if data_dir is not None else "messages in memory"
     print(
-        f"Started the Service Bus emulator on port {port} (log .local/logs/servicebus-emulator.log)"
+        f"Started the Service Bus emulator on port {port} (pid {emulator.child.process.pid}, "
+        f"{kept}, log .local/logs/servicebus-emulator.log)"
     )
-    return admin_url
+    return emulator
+
+
+def servicebus_data_dir(requested: Path | None, in_memory: bool) -> Path | None:
+    """Where the emulator keeps its messages: ``--servicebus-data``, else
+    ``.local/servicebus`` (as Azurite keeps ``.local/azurite``), None with ``--in-memory``."""
+    if requested is not None:
+        return requested.resolve()
+    return None if in_memory else LOCAL_DIR / "servicebus"
 
 
 def _loopback_port(url: str) -> int | None:
@@ -373,7 +394,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="do not start the Azure OpenAI emulator (the Global Batch lane's service, and "
         "chat completions for the aliases pointed at it)",
     )
-    parser.add_argument("--in-memory", action="store_true", help="Azurite keeps nothing on disk")
+    parser.add_argument(
+        "--in-memory",
+        action="store_true",
+        help="Azurite and the Service Bus emulator keep nothing on disk",
+    )
+    parser.add_argument(
+        "--servicebus-data",
+        type=Path,
+        metavar="DIR",
+        help="where the Service Bus emulator keeps its messages across restarts "
+        "(default .local/servicebus; given, it wins over --in-memory)",
+    )
     parser.add_argument(
         "--model-quota",
         type=model_quota,
@@ -453,10 +485,12 @@ def main(argv: list[str] | None = None) -> int:
                 raise StackError(f"port {port} is taken by {owner}: stop it or use --port")
         if not args.no_azurite:
             ensure_azurite(storage_ports(values), args.in_memory, started)
-        admin_url = None
+        emulator = None
         if not args.no_emulator:
             port, key = servicebus_endpoint(values)
-            admin_url = ensure_emulator(port, key, runtime_counts_port(values), started)
+            data_dir = servicebus_data_dir(args.servicebus_data, args.in_memory)
+            emulator = ensure_emulator(port, key, runtime_counts_port(values), data_dir, started)
+        admin_url = emulator.admin_url if emulator is not None else None
         eventgrid = eventgrid_port(values)
         if eventgrid is not None and not args.no_eventgrid:
             ensure_eventgrid(eventgrid, values.get("Storage", ""), started)
@@ -478,11 +512,14 @@ def main(argv: list[str] | None = None) -> int:
         print_banner(base_urls, key, containers, admin_url, telemetry, models)
         ready.set()
         while not stop.wait(0.5):
+            emulator_died = emulator is not None and not emulator.child.running()
+            if emulator_died and emulator is not None and not emulator.revive(stop, started):
+                break  # stopped (Ctrl-C) while waiting to restart it
             if any(child.process.poll() is not None for child in started):
                 crashed = [c.name for c in started if c.process.poll() is not None]
                 raise StackError(f"{', '.join(crashed)} stopped unexpectedly (logs in .local/logs)")
         return 0
-    except (StackError, StartError) as error:
+    except (StackError, StartError, EmulatorGaveUp) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

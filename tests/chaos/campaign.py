@@ -137,3 +137,17 @@ def run_campaign(stack: ChaosStack, size: ChaosSize) -> Campaign:
     )
     campaign.dead_letters = dead_letters(bus)
     return campaign
+
+
+def listing(campaign: Campaign, requests: list[Sent], limit: int = 15) -> str:
+    """The requests that broke a property, one line each (kind, id, tenant, last status,
+    dead letters), and the run's summary."""
+
+    def line(s: Sent) -> str:
+        letters = [(d.queue, d.reason) for d in campaign.dead_letters.get(s.request_id, [])]
+        status = campaign.statuses.get(s.request_id)
+        return f"  {s.kind:<24} {s.request_id} ({s.tenant}): {status}, dead letters {letters}"
+
+    lines = [line(s) for s in requests[:limit]]
+    more = f"\n  ... and {len(requests) - limit} more" if len(requests) > limit else ""
+    return "\n".join(lines) + more + f"\n  run: {campaign.summary()}"

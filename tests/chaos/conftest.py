@@ -13,12 +13,14 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.chaos.local_stack import ChaosStack
+from tests.chaos.traffic import PRODUCER_TENANT
 from tests.e2e.conftest import write_stack_settings
 
 DEFAULTS = {"requests": 60, "host_kills": 1, "storage_outage": 30, "wait": 90}
@@ -87,16 +89,19 @@ def chaos_values(root: Path) -> dict[str, str]:
         "MaxRetries": "9",
         "RetryBaseSeconds": "0.5",
         "RetryMaxSeconds": "2",
-        "ProducerTenants": "",
+        "ProducerTenants": PRODUCER_TENANT,
     }
 
 
-@pytest.fixture(scope="module")
-def chaos_stack(pytestconfig: pytest.Config) -> Iterator[ChaosStack]:
-    """The whole local stack on its own free ports, Azurite's data on disk."""
-    root = pytestconfig.rootpath
+@contextmanager
+def running_chaos_stack(
+    root: Path, *, servicebus_data: bool, extra_values: dict[str, str] | None = None
+) -> Iterator[ChaosStack]:
+    """The whole local stack on its own free ports, Azurite's data on disk, and the
+    Service Bus emulator's too with ``servicebus_data`` (``workdir/servicebus``)."""
     workdir = Path(tempfile.mkdtemp(prefix="inferbus-chaos-"))
-    settings_path, values = write_stack_settings(root, workdir, chaos_values(root))
+    values_changed = {**chaos_values(root), **(extra_values or {})}
+    settings_path, values = write_stack_settings(root, workdir, values_changed)
     eventgrid = values["EventGridPull__namespaceEndpoint"]
     values.update(
         {
@@ -108,12 +113,27 @@ def chaos_stack(pytestconfig: pytest.Config) -> Iterator[ChaosStack]:
     document = json.loads(settings_path.read_text())
     document["Values"] = values
     settings_path.write_text(json.dumps(document))
-    stack = ChaosStack(root, workdir, settings_path, values, int(document["Host"]["LocalHttpPort"]))
+    stack = ChaosStack(
+        root,
+        workdir,
+        settings_path,
+        values,
+        int(document["Host"]["LocalHttpPort"]),
+        servicebus_data=workdir / "servicebus" if servicebus_data else None,
+    )
     try:
         stack.start()
         yield stack
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="module")
+def chaos_stack(pytestconfig: pytest.Config) -> Iterator[ChaosStack]:
+    """The stack of the main campaign (the Service Bus emulator keeps nothing on disk:
+    this campaign never restarts it)."""
+    with running_chaos_stack(pytestconfig.rootpath, servicebus_data=False) as stack:
+        yield stack
 
 
 # What each chaos run did and how its requests ended, printed at the end of the session

@@ -19,6 +19,7 @@ from azure.servicebus import ServiceBusClient
 from tests.chaos.traffic import Sent, http_call
 
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+COMPLETED_EVENT = "com.inferbus.InferenceCompleted"
 REQUEST_QUEUES = ("inference-requests", "inference-priority", "inference-ordered")
 
 

@@ -3,10 +3,11 @@
 The pieces and settings are those of ``python -m devtools.stack`` (``make run``): Azurite
 (blob, queue, table), the Service Bus emulator and the Event Grid namespace emulator with
 the repository's entity files, the containers the app declares, and the local Functions
-host on the app. The launcher treats any child that stops as the end of the run; here the
-host can be killed (SIGKILL, no drain) and started again on the same port, and Azurite
-stopped and started again on the same ports with its data on disk (``--location``), as a
-restarted storage service keeps its data.
+host on the app. Here the host can be killed (SIGKILL, no drain) and started again on the
+same port; Azurite stopped and started again on the same ports with its data on disk
+(``--location``), as a restarted storage service keeps its data; and the Service Bus
+emulator killed (SIGKILL) and started again on the same ports, with its data folder when
+the stack has one (``servicebus_data``, as ``make run`` gives it ``.local/servicebus``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devtools.emulator_restarts import SupervisedEmulator
 from devtools.stack import (
     EMULATOR_CONFIG,
     EVENTGRID_CONFIG,
@@ -28,7 +30,6 @@ from devtools.stack import (
 from eventgrid_emulator.process import EventGridEmulatorProcess
 from functions_host.process import HostProcess
 from local_processes import Child, start_azurite
-from servicebus_emulator.process import EmulatorProcess
 
 HOST_STARTUP_TIMEOUT_S = 90.0
 
@@ -44,8 +45,10 @@ class ChaosStack:
     http_port: int
     base_url: str = ""
     key: str = ""
+    servicebus_data: Path | None = None
     host_restarts: int = 0
     _azurite: Child | None = field(default=None, repr=False)
+    _servicebus: SupervisedEmulator | None = field(default=None, repr=False)
     _host: HostProcess | None = field(default=None, repr=False)
     _others: list[Child] = field(default_factory=list, repr=False)
 
@@ -64,16 +67,7 @@ class ChaosStack:
     def start(self) -> None:
         """Azurite, both emulators, the containers, then the host (as the launcher does)."""
         self.start_storage()
-        port, sas_key = servicebus_endpoint(self.values)
-        emulator = EmulatorProcess(
-            EMULATOR_CONFIG,
-            self.workdir / "servicebus-emulator.log",
-            port=port,
-            admin_port=runtime_counts_port(self.values),
-            sas_key=sas_key,
-        )
-        self._others.append(emulator.child)
-        emulator.wait_ready(timeout=30)
+        self.start_servicebus()
         eventgrid = eventgrid_port(self.values)
         if eventgrid is not None:
             namespace = EventGridEmulatorProcess(
@@ -101,6 +95,26 @@ class ChaosStack:
         if self._azurite is not None:
             self._azurite.stop(signal.SIGTERM, timeout=20)
             self._azurite = None
+
+    def start_servicebus(self) -> None:
+        """The Service Bus emulator on the settings' ports (the same ones each time), its
+        messages in ``servicebus_data`` when set."""
+        if self._servicebus is None:
+            port, sas_key = servicebus_endpoint(self.values)
+            self._servicebus = SupervisedEmulator(
+                EMULATOR_CONFIG,
+                self.workdir / "servicebus-emulator.log",
+                port=port,
+                admin_port=runtime_counts_port(self.values),
+                sas_key=sas_key,
+                data_dir=self.servicebus_data,
+            )
+        self._servicebus.start()
+
+    def kill_servicebus(self) -> None:
+        """SIGKILL: the emulator writes nothing more; what it keeps is what it had written."""
+        if self._servicebus is not None:
+            self._servicebus.child.stop(signal.SIGKILL, timeout=10)
 
     def start_host(self) -> None:
         host = HostProcess(
@@ -133,4 +147,7 @@ class ChaosStack:
         for child in reversed(self._others):
             child.stop(signal.SIGTERM, timeout=15)
         self._others.clear()
+        if self._servicebus is not None:
+            self._servicebus.child.stop(signal.SIGTERM, timeout=15)
+            self._servicebus = None
         self.stop_storage()

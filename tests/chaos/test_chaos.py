@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chaos.campaign import Campaign, run_campaign
+from tests.chaos.campaign import Campaign, listing, run_campaign
 from tests.chaos.conftest import RUN_SUMMARIES, ChaosSize
-from tests.chaos.evidence import TERMINAL
+from tests.chaos.evidence import COMPLETED_EVENT, TERMINAL
 from tests.chaos.local_stack import ChaosStack
-from tests.chaos.traffic import Sent
 
 pytestmark = pytest.mark.chaos
-
-COMPLETED_EVENT = "com.inferbus.InferenceCompleted"
 
 
 @pytest.fixture(scope="module")
@@ -27,17 +24,6 @@ def campaign(
     ran = run_campaign(chaos_stack, chaos_size)
     pytestconfig.stash.setdefault(RUN_SUMMARIES, []).append(ran.summary())
     return ran
-
-
-def _listing(campaign: Campaign, requests: list[Sent], limit: int = 15) -> str:
-    def line(s: Sent) -> str:
-        letters = [(d.queue, d.reason) for d in campaign.dead_letters.get(s.request_id, [])]
-        status = campaign.statuses.get(s.request_id)
-        return f"  {s.kind:<24} {s.request_id} ({s.tenant}): {status}, dead letters {letters}"
-
-    lines = [line(s) for s in requests[:limit]]
-    more = f"\n  ... and {len(requests) - limit} more" if len(requests) > limit else ""
-    return "\n".join(lines) + more + f"\n  run: {campaign.summary()}"
 
 
 def test_the_run_accepted_what_it_sent(campaign: Campaign, chaos_size: ChaosSize) -> None:
@@ -52,7 +38,7 @@ def test_every_accepted_request_ends(campaign: Campaign) -> None:
         for s in campaign.sent
         if s.has_job and campaign.statuses.get(s.request_id) not in TERMINAL
     ]
-    assert not stuck, f"{len(stuck)} accepted requests never ended:\n{_listing(campaign, stuck)}"
+    assert not stuck, f"{len(stuck)} accepted requests never ended:\n{listing(campaign, stuck)}"
 
 
 def test_no_healthy_request_fails(campaign: Campaign) -> None:
@@ -62,14 +48,14 @@ def test_no_healthy_request_fails(campaign: Campaign) -> None:
         if campaign.statuses.get(s.request_id) in TERMINAL - {"completed"}
     ]
     assert not broken, (
-        f"{len(broken)} healthy requests did not complete:\n{_listing(campaign, broken)}"
+        f"{len(broken)} healthy requests did not complete:\n{listing(campaign, broken)}"
     )
 
 
 def test_no_healthy_request_is_dead_lettered(campaign: Campaign) -> None:
     lettered = [s for s in campaign.healthy if s.request_id in campaign.dead_letters]
     assert not lettered, (
-        f"{len(lettered)} healthy requests were dead-lettered:\n{_listing(campaign, lettered)}"
+        f"{len(lettered)} healthy requests were dead-lettered:\n{listing(campaign, lettered)}"
     )
 
 
@@ -113,13 +99,11 @@ def test_every_poison_message_is_dead_lettered_with_its_reason(campaign: Campaig
         if [d.reason for d in campaign.dead_letters.get(s.request_id, [])] != [s.dead_letter_reason]
     ]
     expected = ", ".join(f"{s.kind}: {s.dead_letter_reason}" for s in wrong)
-    assert not wrong, (
-        f"want exactly one dead letter each ({expected}):\n{_listing(campaign, wrong)}"
-    )
+    assert not wrong, f"want exactly one dead letter each ({expected}):\n{listing(campaign, wrong)}"
 
 
 def test_every_poison_job_fails(campaign: Campaign) -> None:
     wrong = [
         s for s in campaign.poison if s.has_job and campaign.statuses.get(s.request_id) != "failed"
     ]
-    assert not wrong, f"poison requests whose job did not fail:\n{_listing(campaign, wrong)}"
+    assert not wrong, f"poison requests whose job did not fail:\n{listing(campaign, wrong)}"

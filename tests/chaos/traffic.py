@@ -1,7 +1,9 @@
 """What the chaos run sends: HTTP requests, direct producers' messages, poison of every kind.
 
-Each request has its own tenant, so the status API, the result messages and the dead
-letters of one request are told apart from all others by the tenant alone. What was sent
+Each HTTP request has its own tenant; direct producers' messages all name
+``PRODUCER_TENANT``, the one tenant the chaos settings list in ``ProducerTenants`` (a
+deployment lists its producers' tenants; any other is dead-lettered ``TenantNotAllowed``).
+Requests are told apart by their ids. What was sent
 and what the run expects of it are kept in ``Sent`` records for the checks afterwards.
 """
 
@@ -20,6 +22,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusMess
 from azure.storage.blob import BlobServiceClient
 
 REQUESTS_QUEUE = "inference-requests"
+PRODUCER_TENANT = "chaos-producer"
 TEXT = "Invoice {n}. Total amount due: {n}0 EUR. Payment within 14 days. Thank you."
 
 
@@ -131,13 +134,13 @@ def send_direct(connection_string: str, messages: list[tuple[str, str, bytes]]) 
 def direct_poison(connection_string: str) -> list[Sent]:
     """Poison a producer sends: a body that is not JSON, an unknown schema version, and
     parameters the model cannot take. Each must be dead-lettered ``InvalidPayload``."""
-    bad_json = Sent(f"chaos-badjson-{uuid.uuid4().hex[:10]}", new_tenant("badjson"),
+    bad_json = Sent(f"chaos-badjson-{uuid.uuid4().hex[:10]}", PRODUCER_TENANT,
                     "bad-json", "failed", "InvalidPayload", has_job=False)  # fmt: skip
     # An unknown schema version cannot be read, so nothing in it (tenant, request id) can
     # be trusted to name a job: the dead letter and its reason are the whole record.
-    schema = Sent(f"chaos-schema-{uuid.uuid4().hex[:10]}", new_tenant("schema"),
+    schema = Sent(f"chaos-schema-{uuid.uuid4().hex[:10]}", PRODUCER_TENANT,
                   "unknown-schema", "failed", "InvalidPayload", has_job=False)  # fmt: skip
-    params = Sent(f"chaos-params-{uuid.uuid4().hex[:10]}", new_tenant("params"),
+    params = Sent(f"chaos-params-{uuid.uuid4().hex[:10]}", PRODUCER_TENANT,
                   "invalid-parameters", "failed", "InvalidPayload")  # fmt: skip
     bodies = [
         b'{"schema": "inferbus.request/v1", "request_id": ',
@@ -159,7 +162,7 @@ def direct_poison(connection_string: str) -> list[Sent]:
 def direct_healthy(connection_string: str, count: int) -> list[Sent]:
     """Valid producer messages: each must become a job that completes."""
     sent = [
-        Sent(f"chaos-direct-{uuid.uuid4().hex[:12]}", new_tenant("direct"), "direct", "completed")
+        Sent(f"chaos-direct-{uuid.uuid4().hex[:12]}", PRODUCER_TENANT, "direct", "completed")
         for _ in range(count)
     ]
     send_direct(

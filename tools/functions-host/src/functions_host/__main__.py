@@ -132,6 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
     try:
+        return _serve(host, options, stop_requested)
+    finally:
+        host.kill_worker()
+
+
+def _serve(host: LocalHost, options: HostOptions, stop_requested: threading.Event) -> int:
+    """Start, announce, wait for Ctrl-C or SIGTERM, drain; the exit code."""
+    try:
         host.start()
     except (WorkerError, HostConfigError) as error:
         logging.getLogger("host").error("%s", error)

@@ -215,6 +215,13 @@ class LocalHost:
             self._worker.stop()
         log.info("Host stopped")
 
+    def kill_worker(self) -> None:
+        """Kill the worker's process group if it still runs: the host is ending without a
+        clean stop (a start that failed half-way, an unexpected error), and a worker left
+        behind would keep its Service Bus locks and the app's resources."""
+        if self._worker is not None:
+            self._worker.kill()
+
 
 def _host_id(script_root: Path) -> str:
     """The host id of the app, as the Functions host has one: the app setting

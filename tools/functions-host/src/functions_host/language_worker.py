@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -211,8 +213,12 @@ class LanguageWorker:
             "--functions-grpc-max-message-length", str(MAX_MESSAGE_LENGTH),
         ]  # fmt: skip
         # The worker package is importable wherever functions_host is installed (as the
-        # platform's worker is), so the environment goes to it unchanged.
-        self.process = subprocess.Popen(command, cwd=self.script_root)
+        # platform's worker is), so the environment goes to it unchanged. It runs in a
+        # session of its own: a terminal's Ctrl-C (SIGINT to the foreground process group)
+        # reaches the host alone, which drains running invocations before it stops the
+        # worker. The worker exits by itself when the host dies (its parent watch), and the
+        # host kills the worker's group whenever it ends without a clean stop (``kill``).
+        self.process = subprocess.Popen(command, cwd=self.script_root, **_own_session())
         threading.Thread(target=self._watch_process, name="worker-watch", daemon=True).start()
         if not self.stream.connected.wait(START_TIMEOUT_S):
             raise WorkerError(
@@ -288,6 +294,30 @@ class LanguageWorker:
                 self.process.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 log.warning("worker did not exit within %.0fs; killing it", grace_s)
-                self.process.kill()
-                self.process.wait(timeout=5)
+                self.kill()
         self._server.stop(grace=2).wait(5)
+
+    def kill(self) -> None:
+        """Kill the worker and every process it started (its process group); idempotent."""
+        self._stopping = True
+        process = self.process
+        if process is None or process.returncode is not None:
+            return
+        try:
+            if sys.platform == "win32":
+                process.kill()
+            else:
+                os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # it ended on its own meanwhile
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            log.error("worker process %d did not exit after SIGKILL", process.pid)
+
+
+def _own_session() -> dict[str, Any]:
+    """Popen arguments that keep the worker out of the terminal's foreground process group."""
+    if sys.platform == "win32":
+        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
+    return {"start_new_session": True}

@@ -28,6 +28,7 @@ from functions_host.functions import FunctionSpec
 from functions_host.http_messages import IncomingRequest, OutgoingResponse
 from functions_host.invocation import HostStoppingError, Invoker
 from functions_host.keys import HostKeys
+from functions_host.problems import problem
 from functions_host.protos import messages
 from functions_host.storage import BlobContent, BlobReader, container_of_path
 
@@ -79,7 +80,8 @@ def _handshake(request: IncomingRequest, events: list[dict[str, Any]]) -> Outgoi
         data = events[0].get("data") if events else None
         code = data.get("validationCode") if isinstance(data, dict) else None
         if not code:
-            return OutgoingResponse.text(400, "validation event without data.validationCode")
+            detail = "validation event without data.validationCode"
+            return problem(400, "malformed-request", detail)
         log.info("Event Grid subscription validated (code %s)", code)
         return OutgoingResponse.json(200, {"validationResponse": code})
     return None
@@ -101,24 +103,26 @@ class WebhookHandler:
         system_key = "eventgrid_extension" if extension == "eventgrid" else "blobs_extension"
         presented = request.query_value("code") or request.header("x-functions-key")
         if not self._keys.allows_system(system_key, presented):
-            return OutgoingResponse(401)
+            detail = f"this webhook needs the {system_key} system key or the master key (?code=)"
+            return problem(401, "unauthorized", detail)
         if request.method.upper() == "OPTIONS":
             origin = request.header("WebHook-Request-Origin") or "*"
             return OutgoingResponse(
                 200, [("WebHook-Allowed-Origin", origin), ("WebHook-Allowed-Rate", "*")]
             )
         if request.method.upper() != "POST":
-            return OutgoingResponse(405)
+            detail = f"the {extension} webhook takes POST (and OPTIONS for the handshake)"
+            return problem(405, "method-not-allowed", detail, [("Allow", "POST, OPTIONS")])
         name = unquote(request.query_value("functionName") or "")
         if extension == "blobs" and name.startswith("Host.Functions."):
             name = name[len("Host.Functions.") :]
         table = self._event_grid if extension == "eventgrid" else self._blobs
         spec = table.get(name.lower())
         if spec is None:
-            return OutgoingResponse.text(404, f"no {extension} function named {name!r}")
+            return problem(404, "not-found", f"no {extension} function named {name!r}")
         events = _events_of(request)
         if events is None:
-            return OutgoingResponse.text(400, "body must be a JSON array of events")
+            return problem(400, "malformed-request", "body must be a JSON array of events")
         handshake = _handshake(request, events)
         if handshake is not None:
             return handshake
@@ -127,7 +131,9 @@ class WebhookHandler:
                 return self._deliver_events(spec, events)
             return self._deliver_blobs(spec, events)
         except HostStoppingError:
-            return OutgoingResponse(503, [("Retry-After", "10")])
+            return problem(
+                503, "host-stopping", "the host is stopping; retry later", [("Retry-After", "10")]
+            )
 
     def _deliver_events(self, spec: FunctionSpec, events: list[dict[str, Any]]) -> OutgoingResponse:
         failed = 0
@@ -139,7 +145,9 @@ class WebhookHandler:
                 raise
             except Exception:
                 failed += 1
-        return OutgoingResponse(500 if failed else 200)
+        if failed:
+            return _deliveries_failed(spec, failed, len(events))
+        return OutgoingResponse(200)
 
     def _reader(self, spec: FunctionSpec) -> BlobReader:
         connection = str(spec.trigger.get("connection") or "AzureWebJobsStorage")
@@ -173,4 +181,14 @@ class WebhookHandler:
                 raise
             except Exception:
                 failed += 1
-        return OutgoingResponse(500 if failed else 202)
+        if failed:
+            return _deliveries_failed(spec, failed, len(events))
+        return OutgoingResponse(202)
+
+
+def _deliveries_failed(spec: FunctionSpec, failed: int, total: int) -> OutgoingResponse:
+    """500, so that the sender retries (Event Grid's policy): the events' function failed."""
+    detail = (
+        f"function {spec.name} failed for {failed} of {total} event(s); the host's log says why"
+    )
+    return problem(500, "function-failed", detail)

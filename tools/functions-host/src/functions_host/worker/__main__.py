@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 from functions_host.worker.dispatcher import run_worker
+from functions_host.worker.parent_watch import watch_parent
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -35,6 +37,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    watch_parent(os.getppid())
     return asyncio.run(
         run_worker(args.host, args.port, args.worker_id, args.request_id, args.max_message_length)
     )

@@ -222,3 +222,19 @@ async def test_auto_forward_moves_messages(
         (message,) = await receiver.receive_messages(max_wait_time=5)
         assert str(message) == "moved"
         await receiver.complete_message(message)
+
+
+async def test_dead_letter_without_reason_leaves_reason_and_description_absent(
+    client: Sdk, entity: Callable[[str], str]
+) -> None:
+    queue = entity("deadletter")
+    await send(client, queue, ServiceBusMessage("no reason given"))
+    async with client.get_queue_receiver(queue) as receiver:
+        (message,) = await receiver.receive_messages(max_wait_time=5)
+        await receiver.dead_letter_message(message)  # the SDK sends AMQP null for both
+    async with client.get_queue_receiver(queue, sub_queue="deadletter") as dlq:
+        (dead,) = await dlq.receive_messages(max_wait_time=5)
+        assert str(dead) == "no reason given"
+        assert (dead.dead_letter_reason, dead.dead_letter_error_description) == (None, None)
+        assert b"DeadLetterReason" not in (dead.application_properties or {})
+        await dlq.complete_message(dead)

@@ -1,4 +1,4 @@
-"""Command line: ``python -m servicebus_emulator --config FILE [--host --port]``."""
+"""Command line: ``python -m servicebus_emulator --config FILE [--host --port --data-dir]``."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import sys
 from pathlib import Path
 
 from .config import ConfigError, load_config
+from .persistence import PersistenceError, open_journal
 from .server import Emulator, ServerOptions
 
 SAS_KEY_ENV = "SERVICEBUS_EMULATOR_SAS_KEY"
+DATA_DIR_ENV = "SERVICEBUS_EMULATOR_DATA_DIR"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -33,6 +35,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--sas-key",
         default=os.environ.get(SAS_KEY_ENV),
         help=f"verify SAS signatures with this key (default ${SAS_KEY_ENV}; unset = accept any)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=os.environ.get(DATA_DIR_ENV) or None,
+        help=f"keep messages in this folder across restarts (default ${DATA_DIR_ENV};"
+        " unset = nothing is kept)",
     )
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -55,8 +64,18 @@ def main(argv: list[str] | None = None) -> int:
     options = ServerOptions(
         host=args.host, port=args.port, admin_port=args.admin_port, sas_key=args.sas_key
     )
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(Emulator(config, options).run())
+    emulator = Emulator(config, options)
+    try:
+        journal = None if args.data_dir is None else open_journal(args.data_dir, emulator.namespace)
+    except PersistenceError as error:
+        logging.getLogger("servicebus_emulator").error("%s", error)
+        return 2
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(emulator.run())
+    finally:
+        if journal is not None:
+            journal.close()
     return 0
 
 

@@ -19,7 +19,7 @@ from proton import symbol
 from .codec import StoredMessage
 from .config import EntitySettings, NamespaceConfig, SendSettings
 from .rules import Rule, rule_from_config
-from .store import EntityStore, Envelope, MessageState
+from .store import NO_JOURNAL, EntityStore, Envelope, Journal, MessageState
 
 LOG = logging.getLogger("servicebus_emulator.broker")
 DLQ_SUFFIX = "/$deadletterqueue"
@@ -86,6 +86,7 @@ class Namespace:
         self.stores: dict[str, EntityStore] = {}
         self._sinks: dict[str, Callable[[Envelope, str, str], None]] = {}
         self.on_available: Callable[[EntityStore], None] = lambda store: None
+        self.journal: Journal = NO_JOURNAL
         for queue in config.queues:
             receivable = self._receivable(queue.name, queue.settings)
             self.queues[queue.name.lower()] = (Sendable(queue.name, queue.send), receivable)
@@ -97,6 +98,12 @@ class Namespace:
                 receivable = self._receivable(path, sub.settings)
                 receivable.rules = {rule.name: rule_from_config(rule) for rule in sub.rules}
                 topic.subscriptions[sub.name.lower()] = receivable
+
+    def use_journal(self, journal: Journal) -> None:
+        """Report every later change of state to ``journal`` (after a restore)."""
+        self.journal = journal
+        for store in self.stores.values():
+            store.journal = journal
 
     def _receivable(self, path: str, settings: EntitySettings) -> Receivable:
         store = EntityStore(path, settings)
@@ -145,7 +152,17 @@ class Namespace:
     def send(
         self, address: str, messages: list[StoredMessage], scheduled_at: float | None = None
     ) -> list[int]:
-        """Accept messages for a queue or topic; returns their sequence numbers."""
+        """Accept messages for a queue or topic; returns their sequence numbers.
+
+        With a data folder they are durable when this returns, before the client is told.
+        """
+        sequence_numbers = self._send(address, messages, scheduled_at)
+        self.journal.flush()
+        return sequence_numbers
+
+    def _send(
+        self, address: str, messages: list[StoredMessage], scheduled_at: float | None = None
+    ) -> list[int]:
         target = self.sendable(address)
         now = time.time()
         for message in messages:
@@ -162,6 +179,7 @@ class Namespace:
         for message in messages:
             sequence = target.next_sequence
             target.next_sequence += 1
+            self.journal.sequence_advanced(target.name.lower())
             sequence_numbers.append(sequence)
             if target.is_duplicate(message.message_id, now):
                 continue
@@ -173,6 +191,7 @@ class Namespace:
                 if when is not None:
                     target.scheduled[sequence] = (when, message)
                     heapq.heappush(target.schedule_heap, (when, sequence))
+                    self.journal.topic_schedule_changed(target.name.lower(), sequence)
                 else:
                     self._fan_out(target, sequence, message, now)
             else:
@@ -211,7 +230,7 @@ class Namespace:
     ) -> None:
         forward_to = store.settings.forward_to
         if forward_to:
-            self.send(forward_to, [message])
+            self._send(forward_to, [message])
             return
         if store.settings.requires_session and not message.session_id:
             raise BrokerError(
@@ -235,25 +254,39 @@ class Namespace:
         for sequence in sequence_numbers:
             if isinstance(target, Topic):
                 target.scheduled.pop(sequence, None)
+                self.journal.topic_schedule_changed(target.name.lower(), sequence)
             else:
                 self.queues[target.name.lower()][1].store.cancel_scheduled(sequence)
 
     # --- dead-lettering and time -----------------------------------------------------------
     def dead_letter(
-        self, store: EntityStore, envelope: Envelope, reason: str, description: str
+        self,
+        store: EntityStore,
+        envelope: Envelope,
+        reason: str | None,
+        description: str | None,
     ) -> None:
+        """Move a message to the dead-letter queue of ``store``.
+
+        A reason or description of None (AMQP null from the client) is stored as absent,
+        as Azure does, so the SDK reads ``None`` rather than a text such as "None".
+        """
         dead_letters = self.stores.get(store.path.lower() + DLQ_SUFFIX)
         if dead_letters is None:  # already a dead-letter queue: nowhere further to go
             return
         message = envelope.message.copy()
         properties: dict[Any, Any] = dict(message.application_properties)
-        properties["DeadLetterReason"] = reason
-        properties["DeadLetterErrorDescription"] = description
+        for name, value in (
+            ("DeadLetterReason", reason),
+            ("DeadLetterErrorDescription", description),
+        ):
+            if value is not None:
+                properties[name] = value
         message.set_application_properties(properties)
         message.annotations[symbol("x-opt-deadletter-source")] = store.path
         forward_to = store.settings.forward_dead_lettered_to
         if forward_to:
-            self.send(forward_to, [message])
+            self._send(forward_to, [message])
             return
         dead_letters.add(
             Envelope(
@@ -283,10 +316,12 @@ class Namespace:
                 _, sequence = heapq.heappop(topic.schedule_heap)
                 entry = topic.scheduled.pop(sequence, None)
                 if entry is not None:
+                    self.journal.topic_schedule_changed(topic.name.lower(), sequence)
                     self._fan_out(topic, sequence, entry[1], now)
         for store in list(self.stores.values()):
             if store.tick(now, self.dead_letter_sink(store)):
                 self.on_available(store)
+        self.journal.flush()  # settlements and timer work: durable within one tick
 
 
 __all__ = ["BrokerError", "Namespace", "Receivable", "Sendable", "Topic"]

@@ -259,9 +259,14 @@ def apply_outcome(
         namespace.dead_letter(
             store,
             envelope,
-            str(info.get("DeadLetterReason", "")),
-            str(info.get("DeadLetterErrorDescription", "")),
+            optional_text(info.get("DeadLetterReason")),
+            optional_text(info.get("DeadLetterErrorDescription")),
         )
+
+
+def optional_text(value: Any) -> str | None:
+    """A dead-letter reason or description as text; AMQP null (or absent) stays None."""
+    return None if value is None else str(value)
 
 
 def echo_outcome(delivery: Any, outcome: Any) -> None:

@@ -63,6 +63,30 @@ def primitive(raw: bytes, pos: int) -> tuple[Any, int]:
     return value, pos + size
 
 
+_SIZE_WIDTH = {0xA: 1, 0xB: 4, 0xC: 1, 0xD: 4, 0xE: 1, 0xF: 4}
+
+
+def skip_value(raw: bytes | bytearray, pos: int) -> int:
+    """The position just after the (possibly described or compound) value at pos.
+
+    Needs no knowledge of the type: an AMQP constructor's high nibble says how wide the
+    value or its size field is, so any value can be stepped over without decoding it.
+    """
+    code = raw[pos]
+    pos += 1
+    if code == 0x00:  # described: descriptor, then the value
+        return skip_value(raw, skip_value(raw, pos))
+    category = code >> 4
+    if category == 0x4:
+        return pos
+    if category in _WIDTH:
+        return pos + _WIDTH[category]
+    if category in _SIZE_WIDTH:
+        width = _SIZE_WIDTH[category]
+        return pos + width + int.from_bytes(raw[pos : pos + width], "big")
+    raise Unsupported(hex(code))
+
+
 def _compound(raw: bytes, pos: int, kinds: tuple[int, int, int]) -> tuple[int, int]:
     """(element count, first element position) of a list/map constructor."""
     empty, small, large = kinds

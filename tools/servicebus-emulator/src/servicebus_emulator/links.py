@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import cproton  # type: ignore[import-untyped]
 from proton import Disposition, Link, Message
 
 from .amqp_server import AmqpConnection
@@ -24,6 +26,7 @@ from .sections import MessageFormatError
 
 LOG = logging.getLogger("servicebus_emulator.links")
 CREDIT_WINDOW = 1000
+RECENT_TAGS = 64  # per sender link: how far back a re-sent delivery is recognised
 NodeHandler = Callable[[AmqpConnection, str, Message], Message]
 
 
@@ -43,6 +46,7 @@ class LinkRouter:
     management: NodeHandler
     requires_auth: bool
     connections: set[AmqpConnection] = field(default_factory=set)
+    stopping: bool = False  # set on shutdown: sockets the broker closes are not drops
     consumers: ConsumerRegistry = field(init=False)
 
     def __post_init__(self) -> None:
@@ -137,9 +141,16 @@ class LinkRouter:
             refusal: BrokerError | None = getattr(link, "refusal", None)
             if refusal is not None:
                 raise refusal
+            tag = raw_tag(delivery)
+            if is_resent(link, delivery, tag):
+                LOG.debug("delivery re-sent on %s: accepted once", link.target_entity)
+                delivery.update(Disposition.ACCEPTED)
+                delivery.settle()
+                return
             inner = split_batch(data)
             messages = [parse_message(raw) for raw in inner] if inner else [parse_message(data)]
             self.namespace.send(link.target_entity, messages)
+            remember_accepted(link, delivery, tag)
             delivery.update(Disposition.ACCEPTED)
         except (BrokerError, MessageFormatError) as error:
             condition = getattr(error, "condition", "amqp:decode-error")
@@ -189,6 +200,35 @@ class LinkRouter:
         chosen.send(reply.encode())
         chosen.advance()
         out.settle()
+
+
+def raw_tag(delivery: Any) -> bytes:
+    """The delivery tag as bytes (proton's ``Delivery.tag`` UTF-8-decodes it)."""
+    tag = cproton.lib.pn_delivery_tag(delivery._impl)
+    return bytes(cproton.ffi.buffer(tag.start, tag.size)) if tag.size else b""
+
+
+def _recent_tags(link: Link) -> deque[bytes]:
+    recent: deque[bytes] | None = getattr(link, "recent_tags", None)
+    if recent is None:
+        recent = deque(maxlen=RECENT_TAGS)
+        link.recent_tags = recent
+    return recent
+
+
+def is_resent(link: Link, delivery: Any, tag: bytes) -> bool:
+    """True if an unsettled transfer repeats the tag of a delivery this link just accepted.
+
+    Tags are unique among a link's unsettled deliveries. Several tasks sending on one
+    async SDK sender can each transmit the same pending delivery (same tag, fresh or
+    reused delivery-id); it is one message, so it is stored once.
+    """
+    return bool(tag) and not delivery.settled and tag in _recent_tags(link)
+
+
+def remember_accepted(link: Link, delivery: Any, tag: bytes) -> None:
+    if tag and not delivery.settled:
+        _recent_tags(link).append(tag)
 
 
 __all__ = ["LinkRouter"]

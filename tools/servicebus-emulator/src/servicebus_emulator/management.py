@@ -18,7 +18,7 @@ from proton import UNDESCRIBED, Array, Data, Disposition, Message, timestamp
 from .amqp_server import AmqpConnection
 from .broker import BrokerError, Namespace
 from .codec import parse_message
-from .consumers import apply_outcome
+from .consumers import apply_outcome, optional_text
 from .replies import status_reply
 from .rule_ops import add_rule, enumerate_rules, remove_rule
 from .store import EntityStore, Envelope, MessageState
@@ -118,9 +118,11 @@ class ManagementNode:
             if status == "suspended":
                 store.remove(envelope)
                 store.unlock(envelope)
-                reason = str(body.get("deadletter-reason") or "")
                 self.namespace.dead_letter(
-                    store, envelope, reason, str(body.get("deadletter-description") or "")
+                    store,
+                    envelope,
+                    optional_text(body.get("deadletter-reason")),
+                    optional_text(body.get("deadletter-description")),
                 )
             elif status == "defered":
                 store.defer(envelope)
@@ -226,6 +228,7 @@ class ManagementNode:
         state = body.get("session-state")
         info = store.sessions[session_id]
         info.state = None if state is None else bytes(state)
+        store.journal.session_changed(store, session_id)
         return status_reply(200, "OK")
 
     def list_sessions(self, path: str, body: dict[str, Any]) -> Message:

@@ -38,6 +38,7 @@ class ServiceBusEmulator:
     config_path: Path
     admin_url: str
     log_path: Path | None = field(default=None, compare=False)
+    data_dir: Path | None = field(default=None, compare=False)
 
     def connection_string_with_key(self, key: str) -> str:
         """The same endpoint signed with another SAS key (for negative auth tests)."""
@@ -64,7 +65,8 @@ class EmulatorProcess:
     """``python -m servicebus_emulator`` as a child; ``wait_ready`` reads its ready line.
 
     Port 0 (the default) lets the emulator pick free ports itself, so runs in parallel
-    never collide. ``sas_key`` None starts it without signature checks.
+    never collide. ``sas_key`` None starts it without signature checks. ``data_dir`` keeps
+    its messages in that folder across restarts (None: nothing is kept).
     """
 
     def __init__(
@@ -75,15 +77,19 @@ class EmulatorProcess:
         port: int = 0,
         admin_port: int = 0,
         sas_key: str | None = SAS_KEY_VALUE,
+        data_dir: Path | None = None,
     ) -> None:
         self.config_path = config_path
         self.log_path = log_path
         self.sas_key = sas_key
+        self.data_dir = data_dir
         command = [sys.executable, "-m", "servicebus_emulator", "--config", str(config_path),
                    "--host", "127.0.0.1", "--port", str(port),
                    "--admin-port", str(admin_port)]  # fmt: skip
         if sas_key:
             command += ["--sas-key", sas_key]
+        if data_dir is not None:
+            command += ["--data-dir", str(data_dir)]
         self.child = Child("Service Bus emulator", command, log_path)
 
     def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> ServiceBusEmulator:
@@ -96,17 +102,25 @@ class EmulatorProcess:
             config_path=self.config_path,
             admin_url=match["admin"],
             log_path=self.log_path,
+            data_dir=self.data_dir,
         )
 
     def stop(self, timeout: float = 10.0) -> int | None:
         return self.child.stop(signal.SIGTERM, timeout)
 
+    def kill(self, timeout: float = 10.0) -> int | None:
+        """SIGKILL: no clean shutdown (what a crash does to the data folder)."""
+        return self.child.stop(signal.SIGKILL, timeout)
+
 
 @contextmanager
-def run_emulator(config_path: Path, log_dir: Path | None = None) -> Iterator[ServiceBusEmulator]:
-    """An emulator with ``config_path`` on free ports until the block ends (tests, benchmarks)."""
+def run_emulator(
+    config_path: Path, log_dir: Path | None = None, data_dir: Path | None = None
+) -> Iterator[ServiceBusEmulator]:
+    """An emulator with ``config_path`` on free ports until the block ends (tests, benchmarks);
+    with ``data_dir`` its messages are kept there across runs."""
     workdir = log_dir or Path(tempfile.mkdtemp(prefix="servicebus-emulator-"))
-    emulator = EmulatorProcess(config_path.resolve(), workdir / "emulator.log")
+    emulator = EmulatorProcess(config_path.resolve(), workdir / "emulator.log", data_dir=data_dir)
     try:
         yield emulator.wait_ready()
     finally:

@@ -89,6 +89,7 @@ class Emulator:
                     await asyncio.wait_for(self.stopping.wait(), TICK_S)
         finally:
             LOG.info("stopping")
+            self.router.stopping = True
             amqp.close()
             admin.close()
             for conn in list(self.router.connections):

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Protocol
 
 from .codec import StoredMessage
 from .config import EntitySettings
@@ -62,6 +63,46 @@ class SessionInfo:
 DeadLetterSink = Callable[["Envelope", str, str], None]
 
 
+class Journal(Protocol):
+    """Where changes of broker state go to be made durable (``persistence.SqliteJournal``).
+
+    Calls only say *what* changed; the journal reads the current state when it writes, so
+    several changes of one message between two writes cost one write.
+    """
+
+    def message_changed(self, store: EntityStore, sequence_number: int) -> None: ...
+
+    def session_changed(self, store: EntityStore, session_id: str) -> None: ...
+
+    def topic_schedule_changed(self, topic: str, sequence_number: int) -> None: ...
+
+    def sequence_advanced(self, entity: str) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class NoJournal:
+    """Nothing is persisted (no data folder): every call is free."""
+
+    def message_changed(self, store: EntityStore, sequence_number: int) -> None:
+        pass
+
+    def session_changed(self, store: EntityStore, session_id: str) -> None:
+        pass
+
+    def topic_schedule_changed(self, topic: str, sequence_number: int) -> None:
+        pass
+
+    def sequence_advanced(self, entity: str) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
+NO_JOURNAL = NoJournal()
+
+
 @dataclass
 class EntityStore:
     """Messages, locks and sessions of one receivable entity."""
@@ -75,16 +116,44 @@ class EntityStore:
     _lock_heap: list[tuple[float, int]] = field(default_factory=list)
     _schedule_heap: list[tuple[float, int]] = field(default_factory=list)
     _expiry_heap: list[tuple[float, int]] = field(default_factory=list)
+    journal: Journal = NO_JOURNAL
 
     # --- enqueue -------------------------------------------------------------------
     def add(self, envelope: Envelope) -> None:
         self.messages[envelope.sequence_number] = envelope
+        self.journal.message_changed(self, envelope.sequence_number)
         if envelope.expires_at is not None:
             heapq.heappush(self._expiry_heap, (envelope.expires_at, envelope.sequence_number))
         if envelope.state is MessageState.SCHEDULED and envelope.scheduled_at is not None:
             heapq.heappush(self._schedule_heap, (envelope.scheduled_at, envelope.sequence_number))
         else:
             self._make_available(envelope)
+
+    def restore(self, envelope: Envelope, locked_until: float) -> None:
+        """Put back a message read from the data folder, in the state it was saved in.
+
+        A message that was locked stays unavailable until its lock would have expired
+        (no one can settle it: its holder's link died with the broker), then comes back as
+        after any lock loss, its delivery count kept and counted up. A lock that expired
+        while the broker was down is lost on the first tick, the same way.
+        """
+        self.messages[envelope.sequence_number] = envelope
+        if envelope.expires_at is not None:
+            heapq.heappush(self._expiry_heap, (envelope.expires_at, envelope.sequence_number))
+        if envelope.state is MessageState.SCHEDULED and envelope.scheduled_at is not None:
+            heapq.heappush(self._schedule_heap, (envelope.scheduled_at, envelope.sequence_number))
+            return
+        if envelope.state is MessageState.ACTIVE:
+            self._make_available(envelope)
+        if locked_until > 0.0:
+            token = uuid.uuid4()
+            envelope.lock_token, envelope.lock_owner, envelope.locked_until = (
+                token,
+                None,
+                locked_until,
+            )
+            self.locks[token] = envelope
+            heapq.heappush(self._lock_heap, (locked_until, envelope.sequence_number))
 
     def _make_available(self, envelope: Envelope) -> None:
         envelope.state = MessageState.ACTIVE
@@ -129,10 +198,12 @@ class EntityStore:
         self.locks[token] = envelope
         if session is None:
             heapq.heappush(self._lock_heap, (envelope.locked_until, envelope.sequence_number))
+        self.journal.message_changed(self, envelope.sequence_number)
         return token
 
     def remove(self, envelope: Envelope) -> None:
         self.messages.pop(envelope.sequence_number, None)
+        self.journal.message_changed(self, envelope.sequence_number)
         if envelope.lock_token is not None:
             self.locks.pop(envelope.lock_token, None)
             envelope.lock_token = None
@@ -142,11 +213,12 @@ class EntityStore:
         if envelope.lock_token is not None:
             self.locks.pop(envelope.lock_token, None)
         envelope.lock_token, envelope.lock_owner, envelope.locked_until = None, None, 0.0
+        self.journal.message_changed(self, envelope.sequence_number)
 
     def release(self, envelope: Envelope, dead_letter: DeadLetterSink) -> None:
         """Abandon or lock loss: count the failed delivery, then retry or dead-letter."""
         self.unlock(envelope)
-        envelope.delivery_count += 1
+        envelope.delivery_count += 1  # unlock already told the journal: it reads this value
         if envelope.state is MessageState.DEFERRED:
             return
         if envelope.delivery_count >= self.settings.max_delivery_count:
@@ -165,8 +237,8 @@ class EntityStore:
             self._make_available(envelope)
 
     def defer(self, envelope: Envelope) -> None:
-        self.unlock(envelope)
         envelope.state = MessageState.DEFERRED
+        self.unlock(envelope)
 
     def renew(self, token: uuid.UUID, now: float) -> float | None:
         envelope = self.locks.get(token)
@@ -174,6 +246,7 @@ class EntityStore:
             return None
         envelope.locked_until = now + self.settings.lock_duration
         heapq.heappush(self._lock_heap, (envelope.locked_until, envelope.sequence_number))
+        self.journal.message_changed(self, envelope.sequence_number)
         return envelope.locked_until
 
     def live_lock(self, token: uuid.UUID, now: float) -> Envelope | None:
@@ -205,6 +278,7 @@ class EntityStore:
             if envelope is not None and envelope.state is MessageState.SCHEDULED:
                 envelope.enqueued_at = time.time()
                 self._make_available(envelope)
+                self.journal.message_changed(self, envelope.sequence_number)
                 changed = True
         while self._expiry_heap and self._expiry_heap[0][0] <= now:
             _, seq = heapq.heappop(self._expiry_heap)

@@ -8,7 +8,6 @@ from typing import Any
 from proton import Condition, Link, Message, Terminus, symbol
 
 LOG = logging.getLogger("servicebus_emulator.replies")
-SESSION_WAIT_TIMEOUT = "com.microsoft:timeout"
 
 
 def error_condition(condition: str, description: str) -> Condition:
@@ -20,12 +19,7 @@ def refuse(link: Link, condition: str, description: str) -> None:
     """Attach then detach with an error: the SDK surfaces the condition to the caller."""
     if link.source.type == Terminus.UNSPECIFIED and link.remote_source is not None:
         link.source.copy(link.remote_source)
-    if link.is_sender and condition == SESSION_WAIT_TIMEOUT:
-        # A next-available wait that found no session: with a null source the SDK drops the
-        # link as it reads the attach, so the receiver's open raises OperationTimeoutError.
-        # With $refused the link looks attached for a moment, holding no session and no lock.
-        link.source.type = Terminus.UNSPECIFIED
-    elif link.is_sender:
+    if link.is_sender:
         # A refused receive link names no entity, so the SDK skips its session bookkeeping
         # (which expects a granted session id) and only reports the detach error.
         link.source.address = "$refused"

@@ -79,7 +79,6 @@ class Ports:
     requests: MessageSender  # the request lanes (lanes.LaneRouter): sends and retry copies
     results_topic: MessageSender | None
     events: EventPublisher | None
-    backlog: BacklogProbe | None  # the standard lane's queue depth (None: not gated)
     models: ServedModels  # the catalog's aliases and their clients
     deferred_source: DeferredSources  # by queue name
     queue_observer: QueueObserverFactory
@@ -90,8 +89,8 @@ class Ports:
     dead_letter_queues: DeadLetterQueues | None = None
     # Azure OpenAI files and batches (None: no Global Batch lane).
     batch_service: BatchService | None = None
-    # The priority and ordered lanes' queue depths (a lane missing: not gated).
-    lane_backlogs: Mapping[Lane, BacklogProbe] = field(default_factory=dict)
+    # Each lane's queue depth (a lane missing: not gated).
+    backlogs: Mapping[Lane, BacklogProbe] = field(default_factory=dict)
     # The results topic's subscriptions, for their gauges (None: not observed).
     subscription_observers: SubscriptionObservers | None = None
 
@@ -163,9 +162,7 @@ def build_services(settings: Settings, ports: Ports) -> Services:
             clock=clock,
         ),
         sender=SendBreaker(ports.requests, settings.servicebus_breaker_open_seconds),
-        backlog=LaneBacklogGates.from_settings(
-            settings, {Lane.STANDARD: ports.backlog, **ports.lane_backlogs}
-        ),
+        backlog=LaneBacklogGates.from_settings(settings, ports.backlogs),
         clock=clock,
     )
     ledger = DocumentDeferralLedger(ports.documents, settings.ledger_container)
@@ -489,7 +486,6 @@ def azure_ports(settings: Settings) -> Ports:
     from shared.adapters.eventgrid_pull import namespace_queue
     from shared.adapters.openai_batch import openai_batch_service
     from shared.adapters.queue_counts import (
-        backlog_probe_for,
         lane_backlog_probes,
         subscription_observers_for,
     )
@@ -521,7 +517,6 @@ def azure_ports(settings: Settings) -> Ports:
         ),
         results_topic=LazyServiceBusSender(bus.get, settings.results_topic_name, topic=True),
         events=event_grid_publisher(settings),
-        backlog=backlog_probe_for(settings),
         models=models,
         deferred_source=lambda queue: deferred_source(bus.get(), queue),
         queue_observer=observer,
@@ -530,7 +525,7 @@ def azure_ports(settings: Settings) -> Ports:
         event_queue=namespace_queue(settings),
         dead_letter_queues=ServiceBusDeadLetterQueues(bus.get),
         batch_service=openai_batch_service(settings) if models.catalog.batch_deployments else None,
-        lane_backlogs=lane_backlog_probes(settings),
+        backlogs=lane_backlog_probes(settings),
         subscription_observers=subscription_observers_for(settings),
     )
 
@@ -557,7 +552,6 @@ def in_memory_ports(settings: Settings, *, clock: Clock = utc_now) -> Ports:
         requests=RecordingSender(),
         results_topic=RecordingSender(),
         events=RecordingPublisher(),
-        backlog=None,
         models=served_models(settings),
         deferred_source=lambda queue: nullcontext(source),
         queue_observer=lambda queue: observer,

@@ -95,15 +95,9 @@ def lane_backlog_probe(settings: Settings, lane: Lane) -> BacklogProbe | None:
     return QueueBacklogProbe(administration_client(settings), queue)
 
 
-def backlog_probe_for(settings: Settings) -> BacklogProbe | None:
-    """The probe for the standard lane's queue, or None when backpressure is disabled."""
-    return lane_backlog_probe(settings, Lane.STANDARD)
-
-
 def lane_backlog_probes(settings: Settings) -> dict[Lane, BacklogProbe]:
-    """The probes of the priority and ordered lanes that are gated (the standard lane's is
-    ``backlog_probe_for``)."""
-    probes = {lane: lane_backlog_probe(settings, lane) for lane in (Lane.PRIORITY, Lane.ORDERED)}
+    """The probe of each lane that is gated."""
+    probes = {lane: lane_backlog_probe(settings, lane) for lane in Lane}
     return {lane: probe for lane, probe in probes.items() if probe is not None}
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Protocol
 
 from shared.errors import ServiceUnavailable
@@ -110,7 +111,7 @@ class LaneBacklogGates:
     @classmethod
     def of(
         cls,
-        probes: dict[Lane, BacklogProbe | None],
+        probes: Mapping[Lane, BacklogProbe | None],
         limits: dict[Lane, int],
         *,
         cache_seconds: float,
@@ -129,7 +130,7 @@ class LaneBacklogGates:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, probes: dict[Lane, BacklogProbe | None]
+        cls, settings: Settings, probes: Mapping[Lane, BacklogProbe | None]
     ) -> LaneBacklogGates:
         """The gates of the lanes' limits in ``settings`` over ``probes``; a refusal asks
         the caller to wait as long as a status poll (at least 5 s)."""

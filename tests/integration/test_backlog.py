@@ -16,10 +16,11 @@ from shared import telemetry
 from shared.adapters.queue_counts import (
     EmulatorBacklogProbe,
     EmulatorQueueObserver,
-    backlog_probe_for,
+    lane_backlog_probes,
 )
 from shared.composition import queue_entity_readers
 from shared.errors import ConfigurationError
+from shared.lanes import Lane
 from shared.ops.backlog_report import report_backlog
 from tests.fixtures.azurite import Azurite
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
@@ -189,7 +190,7 @@ def test_without_a_counts_url_azure_uses_the_management_api(azurite: Azurite) ->
         **{"ServiceBusConnection__fullyQualifiedNamespace": "ns.servicebus.windows.net"},
         MaxQueueBacklog="100",
     )
-    probe = backlog_probe_for(settings)
+    probe = lane_backlog_probes(settings)[Lane.STANDARD]
     assert type(probe).__name__ == "QueueBacklogProbe"
 
 

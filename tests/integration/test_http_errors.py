@@ -12,6 +12,7 @@ from shared.adapters.blob_storage import AzureBlobStore
 from shared.adapters.in_memory import FixedBacklog, RecordingSender
 from shared.composition import Services
 from shared.contracts import Job
+from shared.lanes import Lane
 from tests.fakes import broker_down
 from tests.fixtures.azurite import Azurite, free_port
 from tests.integration.conftest import Call, InstallServices, json_body
@@ -235,7 +236,8 @@ def test_backlog_over_the_limit_is_503_with_retry_after(
 ) -> None:
     backlog = FixedBacklog(depth=10)
     install_services(
-        MaxQueueBacklog="10", ports={"requests": RecordingSender(), "backlog": backlog}
+        MaxQueueBacklog="10",
+        ports={"requests": RecordingSender(), "backlogs": {Lane.STANDARD: backlog}},
     )
     first = call("submit_request", "POST", "/v1/requests", body=TEXT)
     second = call("submit_request", "POST", "/v1/requests", body=TEXT)

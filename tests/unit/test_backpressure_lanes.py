@@ -9,7 +9,6 @@ from shared.adapters.in_memory import FixedBacklog
 from shared.adapters.queue_counts import (
     EmulatorBacklogProbe,
     QueueBacklogProbe,
-    backlog_probe_for,
     lane_backlog_probes,
 )
 from shared.contracts import Priority
@@ -40,8 +39,7 @@ def test_each_submission_is_gated_by_its_own_lanes_depth_and_limit() -> None:
         MaxOrderedQueueBacklog="1",
         BacklogCacheSeconds="0",
         ports={
-            "backlog": standard,
-            "lane_backlogs": {Lane.PRIORITY: priority, Lane.ORDERED: ordered},
+            "backlogs": {Lane.STANDARD: standard, Lane.PRIORITY: priority, Lane.ORDERED: ordered},
         },
     )
     intake = wired.services.intake
@@ -64,7 +62,7 @@ def test_each_submission_is_gated_by_its_own_lanes_depth_and_limit() -> None:
 
 def test_a_lane_with_limit_zero_is_not_read() -> None:
     probe = FixedBacklog(10**6)
-    wired = wire(MaxPriorityQueueBacklog="0", ports={"lane_backlogs": {Lane.PRIORITY: probe}})
+    wired = wire(MaxPriorityQueueBacklog="0", ports={"backlogs": {Lane.PRIORITY: probe}})
     wired.services.intake.submit(submission(Priority.HIGH))
     assert probe.reads == 0
 
@@ -81,10 +79,9 @@ def test_each_gated_lane_gets_a_probe_of_its_own_queue() -> None:
         MaxPriorityQueueBacklog="5",
         MaxOrderedQueueBacklog="0",
     )
-    standard = backlog_probe_for(chosen)
     lanes = lane_backlog_probes(chosen)
-    assert isinstance(standard, EmulatorBacklogProbe)
-    assert set(lanes) == {Lane.PRIORITY}
+    assert isinstance(lanes[Lane.STANDARD], EmulatorBacklogProbe)
+    assert set(lanes) == {Lane.STANDARD, Lane.PRIORITY}
     assert isinstance(lanes[Lane.PRIORITY], EmulatorBacklogProbe)
     azure = settings(
         **{"ServiceBusConnection__fullyQualifiedNamespace": "ns.servicebus.windows.net"},
@@ -95,5 +92,4 @@ def test_each_gated_lane_gets_a_probe_of_its_own_queue() -> None:
 
 def test_an_emulator_without_a_counts_url_gates_no_lane() -> None:
     chosen = settings(ServiceBusConnection=EMULATOR, MaxQueueBacklog="5")
-    assert backlog_probe_for(chosen) is None
     assert lane_backlog_probes(chosen) == {}

@@ -20,6 +20,7 @@ from shared.errors import (
 )
 from shared.intake.idempotency import hash_key
 from shared.intake.submissions import BlobReference, InlineContent, Submission
+from shared.lanes import Lane
 from shared.messaging import OutgoingMessage
 from tests.fakes import broker_down
 from tests.support.wiring import Wired, wire
@@ -201,13 +202,13 @@ def test_fault_injection_is_refused_unless_the_development_stack_enables_it() ->
 
 def test_a_full_queue_is_503_before_anything_is_stored() -> None:
     backlog = FixedBacklog(depth=10)
-    wired = wire(MaxQueueBacklog="10", ports={"backlog": backlog})
+    wired = wire(MaxQueueBacklog="10", ports={"backlogs": {Lane.STANDARD: backlog}})
     with pytest.raises(ServiceUnavailable):
         wired.services.intake.submit(text_submission())
     assert wired.blobs.stored == {}
     assert wired.queue.sent == []
     backlog.depth = 9
-    wire_again = wire(MaxQueueBacklog="10", ports={"backlog": backlog})
+    wire_again = wire(MaxQueueBacklog="10", ports={"backlogs": {Lane.STANDARD: backlog}})
     assert wire_again.services.intake.submit(text_submission()).job.status is JobStatus.ACCEPTED
 
 

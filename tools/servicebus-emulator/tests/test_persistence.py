@@ -31,17 +31,22 @@ from servicebus_emulator.process import EmulatorProcess, ServiceBusEmulator
 pytestmark = pytest.mark.emulator
 QUEUE, TOPIC, SUBSCRIPTION, SESSION_QUEUE = "kept", "kept-topic", "all", "kept-sessions"
 SHORT_LOCK_QUEUE = "kept-short-lock"
+DEDUPE_QUEUE = "kept-dedupe"
 LOCK_S = 10  # long enough that a message locked before the restart is still locked after it
 
 
-def _queue(name: str, *, sessions: bool = False, lock_s: int = LOCK_S) -> dict[str, object]:
+def _queue(
+    name: str, *, sessions: bool = False, lock_s: int = LOCK_S, dedupe: bool = False
+) -> dict[str, object]:
     return {
         "Name": name,
         "Properties": {
             "DeadLetteringOnMessageExpiration": False,
             "DefaultMessageTimeToLive": "PT1H",
+            "DuplicateDetectionHistoryTimeWindow": "PT10M",
             "LockDuration": f"PT{lock_s}S",
             "MaxDeliveryCount": 5,
+            "RequiresDuplicateDetection": dedupe,
             "RequiresSession": sessions,
         },
     }
@@ -55,6 +60,7 @@ def config_path(tmp_path: Path) -> Path:
             _queue(QUEUE),
             _queue(SESSION_QUEUE, sessions=True),
             _queue(SHORT_LOCK_QUEUE, lock_s=1),
+            _queue(DEDUPE_QUEUE, dedupe=True),
         ],
         "Topics": [{"Name": TOPIC, "Properties": {}, "Subscriptions": [{"Name": SUBSCRIPTION}]}],
     }
@@ -162,6 +168,32 @@ def test_an_acknowledged_send_survives_sigkill(config_path: Path, tmp_path: Path
     with emulator_on(config_path, data_dir) as emulator, client_of(emulator) as client:
         bodies = sorted(str(m) for m in receive_all(client.get_queue_receiver(QUEUE), 61))
     assert bodies == sorted([f"m{i}" for i in range(60)] + ["single"])
+
+
+def test_duplicate_detection_remembers_ids_across_a_crash(
+    config_path: Path, tmp_path: Path
+) -> None:
+    """A sender that sends again after a crash swallowed its answer (the app's outbox does)
+    finds the id still in the entity's history, as in Azure: the message is stored once."""
+    data_dir = tmp_path / "data"
+    process = EmulatorProcess(config_path, tmp_path / "killed.log", data_dir=data_dir)
+    client = client_of(process.wait_ready())
+    sender = client.get_queue_sender(DEDUPE_QUEUE)
+    try:
+        sender.send_messages([ServiceBusMessage(f"m{i}", message_id=f"id-{i}") for i in range(3)])
+        assert process.kill() == -signal.SIGKILL
+    finally:
+        process.stop()
+        with contextlib.suppress(Exception):
+            sender.close()
+            client.close()
+    with emulator_on(config_path, data_dir) as emulator, client_of(emulator) as client:
+        with client.get_queue_sender(DEDUPE_QUEUE) as again:
+            again.send_messages(
+                [ServiceBusMessage(f"again-{i}", message_id=f"id-{i}") for i in range(4)]
+            )
+        bodies = sorted(str(m) for m in receive_all(client.get_queue_receiver(DEDUPE_QUEUE), 5))
+    assert bodies == ["again-3", "m0", "m1", "m2"]
 
 
 def test_without_a_data_folder_nothing_is_kept(config_path: Path) -> None:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
+import uuid
 
 import pytest
 from azure.servicebus import (
+    NEXT_AVAILABLE_SESSION,
     AutoLockRenewer,
     ServiceBusClient,
     ServiceBusMessage,
@@ -22,6 +24,7 @@ from azure.servicebus import (
 from azure.servicebus.aio import AutoLockRenewer as AsyncAutoLockRenewer
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.aio import ServiceBusReceiver as AsyncServiceBusReceiver
+from azure.servicebus.exceptions import OperationTimeoutError
 
 from servicebus_emulator.process import ServiceBusEmulator
 
@@ -106,6 +109,50 @@ async def test_auto_lock_renew_holds_messages_past_their_lock(
             auto_lock_renew_sync, test_emulator.connection_string, queue, count
         )
     await asyncio.wait_for(scenario, SCENARIO_TIMEOUT_S)
+
+
+async def process_sessions(client: AsyncServiceBusClient, queue: str, seen: list[str]) -> None:
+    """One worker of the session-pool sample: take sessions until none is left."""
+    while True:
+        try:
+            async with client.get_queue_receiver(
+                queue, max_wait_time=1, session_id=NEXT_AVAILABLE_SESSION
+            ) as receiver:
+                renewer = AsyncAutoLockRenewer()
+                session = receiver.session
+                renewer.register(receiver, session)
+                await session.set_state("OPEN")
+                async for message in receiver:
+                    seen.append(f"{session.session_id}/{message}")
+                    await receiver.complete_message(message)
+                await session.set_state("CLOSED")
+                await renewer.close()
+        except OperationTimeoutError:
+            return
+
+
+async def test_async_session_pool_sample(test_emulator: ServiceBusEmulator) -> None:
+    queue = "sessionpool-async"
+    workers = 5
+    per_session = 20
+    sessions = [str(uuid.uuid4()) for _ in range(workers)]
+    seen: list[str] = []
+    client = AsyncServiceBusClient.from_connection_string(test_emulator.connection_string)
+    async with client:
+        for session_id in sessions:
+            async with client.get_queue_sender(queue) as sender:
+                await asyncio.gather(
+                    *[
+                        sender.send_messages(ServiceBusMessage(f"no. {i}", session_id=session_id))
+                        for i in range(per_session)
+                    ]
+                )
+        await asyncio.wait_for(
+            asyncio.gather(*[process_sessions(client, queue, seen) for _ in range(workers)]),
+            SCENARIO_TIMEOUT_S,
+        )
+    expected = {f"{sid}/no. {i}" for sid in sessions for i in range(per_session)}
+    assert sorted(seen) == sorted(expected)  # each message once: none lost, none doubled
 
 
 async def test_concurrent_sends_on_one_sender_all_arrive(

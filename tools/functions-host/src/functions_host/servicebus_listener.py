@@ -57,6 +57,8 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -100,6 +102,28 @@ BATCH_WINDOW_S = 0.02
 # The Python SDK checks its receive deadline between socket reads, which block for up to
 # its socket timeout (0.2 s by default): the window above needs a read timeout as short.
 SOCKET_TIMEOUT_S = 0.02
+
+
+@contextmanager
+def accepting(receiver: ServiceBusReceiver) -> Iterator[ServiceBusReceiver]:
+    """A next-available session receiver opened with one try, then closed.
+
+    A wait that finds no session ends with the broker refusing the link (``com.microsoft:
+    timeout``), which the SDK would try again ``retry_total`` times (about four accept waits
+    in all, its open having no deadline); the listener's loop is the retry here, and a
+    stop must not wait for the SDK's. The receiver's later operations keep their retries.
+    """
+    config = receiver._config  # the SDK's per-handler retry policy, read at each operation
+    retries = config.retry_total
+    config.retry_total = 0
+    try:
+        receiver.__enter__()
+    finally:
+        config.retry_total = retries
+    try:
+        yield receiver
+    finally:
+        receiver.close()
 
 
 def open_client(connection: str) -> ServiceBusClient:
@@ -388,7 +412,7 @@ class ServiceBusListener:
         lock = threading.Lock()
         session_id: str | None = None
         try:
-            with receiver:
+            with accepting(receiver) if self._sessions else receiver:
                 if not self._sessions:
                     if self._many:
                         self._run_batches(receiver, lock, None)
@@ -396,9 +420,7 @@ class ServiceBusListener:
                         self._dispatch_until_idle(receiver, lock)
                     return
                 accepted = receiver.session.session_id
-                if not isinstance(accepted, str):
-                    # No session within the accept wait: the broker attaches, then detaches
-                    # with a timeout, and the SDK may open before it sees the detach.
+                if not isinstance(accepted, str):  # a broker that granted no session id
                     return
                 session_id = accepted
                 session = self._locks.hold_session(session_id, receiver, lock)

@@ -183,6 +183,8 @@ class Namespace:
             sequence_numbers.append(sequence)
             if target.is_duplicate(message.message_id, now):
                 continue
+            if target.send_settings.requires_duplicate_detection and message.message_id:
+                self.journal.message_id_seen(target.name.lower(), message.message_id, now)
             when = scheduled_at
             annotated = message.annotations.get(_SCHEDULED_ANNOTATION)
             if when is None and isinstance(annotated, int) and annotated / 1000 > now:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from proton import Condition, Data, Disposition, Link, symbol, timestamp
 
 from .broker import BrokerError, Namespace
-from .replies import error_condition, refuse
+from .replies import SESSION_WAIT_TIMED_OUT, error_condition, refuse
 from .store import EntityStore, Envelope
 
 if TYPE_CHECKING:
@@ -219,7 +219,7 @@ class ConsumerRegistry:
         ]:
             self.waiting.remove(consumer)
             refuse(
-                consumer.link, "com.microsoft:timeout", "No session available within the wait time."
+                consumer.link, SESSION_WAIT_TIMED_OUT, "No session available within the wait time."
             )
             consumer.conn.flush()
         for consumers in self.by_store.values():

@@ -10,8 +10,10 @@ settled in the last tick, never lose one.
 What is kept: every message of every queue, subscription and dead-letter queue with its
 state (active, deferred, scheduled with its enqueue time), delivery count, enqueue and
 expiry times and lock expiry; messages scheduled on topics; each entity's next sequence
-number; session state. Not kept: duplicate-detection history and rules added at run
-time (entities and rules come from the config file).
+number; session state; the duplicate-detection history (the message ids each entity saw
+within its window, as Azure keeps it durable: a sender that retries a send whose answer
+a restart swallowed must not store the message twice). Not kept: rules added at run time
+(entities and rules come from the config file).
 """
 
 from __future__ import annotations
@@ -20,15 +22,17 @@ import fcntl
 import logging
 import os
 import sqlite3
+import time
 from pathlib import Path
 
-from .broker import Namespace, Topic
+from .broker import Namespace, Sendable, Topic
 from .codec import StoredMessage, parse_message
 from .store import EntityStore, Envelope, MessageState
 
 LOG = logging.getLogger("servicebus_emulator.persistence")
 DATABASE_NAME = "servicebus.sqlite3"
 LOCK_NAME = "emulator.lock"
+PRUNE_EVERY_SECONDS = 60.0
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -53,6 +57,12 @@ CREATE TABLE IF NOT EXISTS topic_schedule (
 CREATE TABLE IF NOT EXISTS sequences (
     entity TEXT PRIMARY KEY,
     next_sequence INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS duplicate_history (
+    entity TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    seen_at REAL NOT NULL,
+    PRIMARY KEY (entity, message_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS session_states (
     entity TEXT NOT NULL,
@@ -112,6 +122,8 @@ class SqliteJournal:
         self._sessions: dict[tuple[str, str], EntityStore] = {}
         self._topic_schedule: set[tuple[str, int]] = set()
         self._sequences: set[str] = set()
+        self._seen_ids: list[tuple[str, str, float]] = []
+        self._pruned_at = 0.0
 
     # --- store.Journal ---------------------------------------------------------------------
     def message_changed(self, store: EntityStore, sequence_number: int) -> None:
@@ -126,15 +138,25 @@ class SqliteJournal:
     def sequence_advanced(self, entity: str) -> None:
         self._sequences.add(entity)
 
+    def message_id_seen(self, entity: str, message_id: str, seen_at: float) -> None:
+        self._seen_ids.append((entity, message_id, seen_at))
+
     def flush(self) -> None:
         """Write every change since the last flush in one committed transaction."""
-        if not (self._messages or self._sessions or self._topic_schedule or self._sequences):
+        if not (
+            self._messages
+            or self._sessions
+            or self._topic_schedule
+            or self._sequences
+            or self._seen_ids
+        ):
             return
         with self.database:
             self._write_messages()
             self._write_topic_schedule()
             self._write_sequences()
             self._write_sessions()
+            self._write_seen_ids()
 
     def close(self) -> None:
         self.flush()
@@ -192,6 +214,14 @@ class SqliteJournal:
             )
         self._sessions.clear()
 
+    def _write_seen_ids(self) -> None:
+        self.database.executemany(
+            "INSERT OR REPLACE INTO duplicate_history VALUES (?, ?, ?)", self._seen_ids
+        )
+        self._seen_ids.clear()
+        if time.time() - self._pruned_at > PRUNE_EVERY_SECONDS:
+            self._prune_duplicate_history()
+
     # --- reading back ------------------------------------------------------------------------
     def restore(self) -> int:
         """Load the saved state into the (fresh) namespace; returns the messages restored."""
@@ -225,6 +255,7 @@ class SqliteJournal:
             if sendable is not None:
                 sendable.next_sequence = max(sendable.next_sequence, next_sequence)
         restored += self._restore_topic_schedule(unknown)
+        self._restore_duplicate_history()
         for entity, session_id, state in self.database.execute("SELECT * FROM session_states"):
             store = self.namespace.stores.get(entity)
             if store is not None and state is not None:
@@ -232,6 +263,36 @@ class SqliteJournal:
         for entity in sorted(unknown):
             LOG.warning("data folder holds messages of %s, which the config no longer has", entity)
         return restored
+
+    def _restore_duplicate_history(self) -> None:
+        """Each entity's ids still within its window, oldest first (the order
+        ``Sendable.is_duplicate`` expires them in)."""
+        with self.database:
+            self._prune_duplicate_history()
+        for name, sendable in self._sendables().items():
+            for message_id, seen_at in self.database.execute(
+                "SELECT message_id, seen_at FROM duplicate_history WHERE entity = ?"
+                " ORDER BY seen_at",
+                (name,),
+            ):
+                sendable.seen_ids[message_id] = seen_at
+
+    def _prune_duplicate_history(self) -> None:
+        """Drop the ids that left their entity's window (the file stays the window's size)."""
+        now = time.time()
+        for name, sendable in self._sendables().items():
+            self.database.execute(
+                "DELETE FROM duplicate_history WHERE entity = ? AND seen_at < ?",
+                (name, now - sendable.send_settings.duplicate_window),
+            )
+        self._pruned_at = now
+
+    def _sendables(self) -> dict[str, Sendable]:
+        sendables: dict[str, Sendable] = {
+            name: queue for name, (queue, _) in self.namespace.queues.items()
+        }
+        sendables.update(self.namespace.topics)
+        return sendables
 
     def _restore_topic_schedule(self, unknown: set[str]) -> int:
         restored = 0

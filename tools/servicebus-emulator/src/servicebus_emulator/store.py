@@ -78,6 +78,8 @@ class Journal(Protocol):
 
     def sequence_advanced(self, entity: str) -> None: ...
 
+    def message_id_seen(self, entity: str, message_id: str, seen_at: float) -> None: ...
+
     def flush(self) -> None: ...
 
 
@@ -94,6 +96,9 @@ class NoJournal:
         pass
 
     def sequence_advanced(self, entity: str) -> None:
+        pass
+
+    def message_id_seen(self, entity: str, message_id: str, seen_at: float) -> None:
         pass
 
     def flush(self) -> None:

@@ -7,6 +7,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
+# Swagger UI for GET /api/docs (shared/entrypoints/http/docs): copied from the pinned swagger-ui-dist npm
+# package into the app package, which ships it (gitignored; not in .funcignore).
+SWAGGER_UI_DIR := shared/entrypoints/http/docs/vendor/swagger-ui
+SWAGGER_UI_FILES := swagger-ui.css swagger-ui-bundle.js favicon-32x32.png \
+	LICENSE NOTICE swagger-ui-bundle.js.LICENSE.txt
+SWAGGER_UI := $(addprefix $(SWAGGER_UI_DIR)/,$(SWAGGER_UI_FILES))
 # checkov (tests/infra) in a venv of its own: it pins an older packaging than pytest.
 CHECKOV_VENV := .local/checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
@@ -24,7 +30,7 @@ TOOL_SOURCES := $(foreach tool,$(TOOLS),tools/$(tool)/src)
 # 2-core machine (whole suite: serial 8m50s, -n 2 3m26s, -n 4 1m56s, -n 6 1m40s).
 TEST_WORKERS ?= 4
 
-.PHONY: help bootstrap protos run test test-unit chaos fuzz lint format bench emulator clean
+.PHONY: help bootstrap swagger-ui protos run test test-unit chaos fuzz lint format bench emulator clean
 
 help:
 	@echo "make run        start Azurite, the Service Bus emulator and the app (http://localhost:7071)"
@@ -37,7 +43,7 @@ help:
 	@echo "make emulator   run the Service Bus emulator alone on 127.0.0.1:5672"
 	@echo "make protos     compile the FunctionRpc protocol of the local host (part of bootstrap)"
 
-bootstrap: $(VENV_STAMP) $(NODE_STAMP) $(PROTO_OUT) $(CHECKOV_STAMP)
+bootstrap: $(VENV_STAMP) $(NODE_STAMP) $(SWAGGER_UI) $(PROTO_OUT) $(CHECKOV_STAMP)
 
 # The FunctionRpc message classes the local host and its worker speak (generated, not committed).
 $(PROTO_OUT): $(PROTO) $(VENV_STAMP)
@@ -64,6 +70,13 @@ $(CHECKOV_STAMP): $(CHECKOV_REQUIREMENTS) | $(VENV_STAMP)
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+# Copied again after every npm ci (a new pin); the licence files ship with the others.
+$(SWAGGER_UI): $(SWAGGER_UI_DIR)/%: $(NODE_STAMP)
+	@mkdir -p $(@D)
+	cp node_modules/swagger-ui-dist/$* $@
+
+swagger-ui: $(SWAGGER_UI)
 
 local.settings.json:
 	cp local.settings.sample.json local.settings.json

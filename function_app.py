@@ -7,7 +7,7 @@ instead of failing every request later.
 
 import azure.functions as func
 
-from shared.composition import verify_model_catalog
+from shared.entrypoints.bootstrap import verify_model_catalog
 from triggers.event_doors import bp as event_doors
 from triggers.http_api import bp as http_api
 from triggers.maintenance import bp as maintenance

@@ -1,7 +1,7 @@
 """The Global Batch lane's control plane: requests per JSONL file, and seconds of its work
 per 10,000 requests.
 
-What it measures. The app's services (``shared.composition.build_services`` over
+What it measures. The app's services (``shared.entrypoints.bootstrap.build_services`` over
 ``azure_ports``) on a fresh in-memory Azurite, with the local Azure OpenAI batch emulator
 (``tools/openai-emulator``, reached through the real ``openai`` SDK) as the service; the
 request queue and both announcement channels are recorded in memory. Settings:
@@ -73,8 +73,8 @@ from _harness import (
 from openai_emulator.process import OpenAIEmulator, OpenAIEmulatorProcess
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
 from shared.adapters.in_memory import RecordingPublisher, RecordingSender
-from shared.composition import Services, azure_ports, build_services
 from shared.contracts import InlineText, Job, JobStatus, ProcessingMode, RequestMessage
+from shared.entrypoints.bootstrap import Services, azure_ports, build_services
 from shared.events.announcements import COMPLETED
 from shared.global_batch.control_plane import GlobalBatchControlPlane
 from shared.global_batch.files import encoded

@@ -15,7 +15,7 @@ default in the distro) then ping here, and are told nobody is watching
 (``x-ms-qps-subscribed: false``), instead of calling Microsoft's service from a laptop.
 
 ``python -m devtools.appinsights [--port N]`` runs it alone and prints one line per item;
-``python -m devtools.stack --telemetry`` runs it for the app (see README, Local development).
+``python -m devtools.stack --telemetry`` runs it for the app (see docs/local-stack.md).
 """
 
 from __future__ import annotations

@@ -1,23 +1,27 @@
-"""Inferbus, the application package: the system as capabilities, ports, and the SDK edge.
+"""Inferbus, the application package: the system as rings of capabilities around a core,
+adapters at the SDK edge, and entrypoints that alone know the wiring.
 
-- ``intake/``: how work is accepted: the HTTP request API, submissions (validation, claim
-  check, job, request message), idempotency keys, tenancy, backpressure, problem details.
-- ``processing/``: how a request message is processed: the pipeline and its outcome
-  policy, settlement, scheduled retries and backoff, deferral, batches and locks.
-- ``events/``: events in and out: the Event Grid and blob doors, the webhook and its
-  authentication, and the CloudEvents and topic messages announcing results.
-- ``inference/``: what a model is asked and answers (the ``ModelClient`` port), the model
-  catalog (``models.json``), tasks and how an answer becomes a result, parameters.
-- ``ops/``: commands for operators (``python -m shared.ops``) and the backlog report.
+From the bottom (``tests/unit/test_rings.py`` keeps every import pointing down):
+
+- the core, at this package's root: contracts, errors (the one exception tree),
+  settings, clock, tracing, telemetry, redaction, the job lifecycle, the JSON-document
+  and message-sender ports, lanes.
+- the domain: ``inference/`` (what a model is asked and answers, the catalog, the
+  capacity gate), ``accounting/`` (tokens per tenant), ``results`` (an answer as a result).
+- the capabilities: ``intake/`` (accepting work: submissions, claim checks, idempotency,
+  tenancy, backpressure), ``events/`` (the Event Grid and blob doors, announcements,
+  Event Grid's dead letters), ``processing/`` (the pipeline and its outcome table,
+  settlement, retries, deferral, the watchdog, dead letters and the backlog),
+  ``global_batch/`` (the Azure OpenAI Global Batch lane), ``producer/`` (request lines to
+  the queues). Processing imports neither ``global_batch`` (its ``ports.BatchStaging``)
+  nor the command lines.
 - ``adapters/``: the only modules that import Azure, OpenAI or other SDKs; each
-  implements a port defined elsewhere in this package (``in_memory`` implements them all
-  without I/O, with the same rules, for tests and benchmarks).
-- The root holds what every capability shares: contracts, errors, settings, clock,
-  tracing, the job lifecycle, results, the JSON-document and message-sender ports,
-  the wiring (``composition``: ``build_services`` over explicit ``Ports``) and the
-  functions the triggers call (``entry_points``, which receive their services).
+  implements a port declared by a capability (``in_memory`` implements them all without
+  I/O, with the same rules, for tests and benchmarks).
+- ``entrypoints/``: ``bootstrap`` (the wiring: ``build_services`` over explicit
+  ``Ports``), ``functions`` (what the triggers call), ``http/`` (the handlers) and
+  ``cli/`` (the command lines; ``ops/`` and ``producer/__main__`` keep their names).
 
-Import rules (ruff enforces the SDK rule): nothing here imports ``azure.functions``;
-only ``adapters/`` imports SDKs; capabilities import the root and each other's ports,
-never an adapter (``composition`` is the one place that picks adapters).
+Nothing here imports ``azure.functions`` (ruff enforces it, and that only ``adapters/``
+imports SDKs).
 """

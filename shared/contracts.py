@@ -302,7 +302,7 @@ class Job(BaseModel):
     batch: BatchMembership | None = None
 
 
-# --- what the HTTP API answers (documented by shared/openapi.py) ---------------------------
+# --- what the HTTP API answers (documented by entrypoints/http/openapi.py) --------------
 
 
 class _View(BaseModel):

@@ -1,18 +1,39 @@
 """The one exception tree of Inferbus.
 
-Every failure the application knows about is one of four kinds, and the kind decides
-what happens next, whatever the transport:
+Every failure the application knows about is one of a few kinds, and the kind decides
+what happens next, whatever the transport::
 
-- ``TransientError``: try again later (HTTP 503 with Retry-After, a scheduled retry of a
-  message). May carry ``retry_after`` seconds that a dependency asked for.
-- ``PermanentError``: retrying cannot help (dead-letter, record the failure).
-- ``PolicyRefusal``: the model declined the content. A result, not a failure.
-- ``InvalidInput``: the caller sent something wrong (HTTP 4xx, dead-letter
-  ``InvalidPayload``). Carries the failing fields.
+    InferbusError                      raised on purpose; ``code`` names it in answers
+    ├── ConfigurationError             the deployment must change (app settings)
+    │   ├── CatalogError               models.json breaks a rule (file, entry, field)
+    │   ├── ProviderRefusal            a provider cannot serve a catalog entry (field)
+    │   └── AssetsMissing              the API page's vendored files were not built
+    ├── TransientError                 try again later (503 + Retry-After, a retry copy)
+    │   ├── InvalidModelOutput         the answer broke the task's schema: ask again
+    │   ├── Throttled                  the model service's quota (429), with its wait
+    │   ├── CapacityExhausted          no room in the deployment's budget within the wait
+    │   ├── ServiceUnavailable         storage or Service Bus down, backlog over its limit
+    │   ├── BrokerUnreachable          the namespace itself cannot be reached
+    │   ├── ConcurrencyConflict        an ETag race lost: reread and write again
+    │   └── PlatformUnavailable        storage failed around a model run (an outage)
+    ├── PermanentError                 retrying cannot help (dead-letter, record it)
+    │   └── ClaimCheckInvalid          the input blob is gone or not what was recorded
+    ├── PolicyRefusal                  the model declined the content: a result
+    ├── InvalidInput                   the caller sent something wrong (4xx), ``fields``
+    │   ├── InvalidJson                not JSON, too deep or too large (bounded_json)
+    │   ├── UnknownModel, UnsupportedMode, InvalidParameters
+    │   ├── PayloadTooLarge, UnsupportedMediaType
+    │   ├── InvalidPayload             a message body that is not a request
+    │   ├── UsageError                 a command line that cannot be done (exit code 2)
+    │   └── NotOurs                    an event for another container: acknowledged
+    ├── Unauthenticated, Forbidden     no identity; an identity without the right
+    ├── NotFound                       no such resource for this caller
+    │   └── Gone                       retired by the retention policy
+    └── Conflict                       the resource's state forbids it (``code``)
 
-The remaining classes refine these for the request API (not found, conflicts, missing
-identity). Adapters translate SDK exceptions into this tree at the boundary so that use
-cases never see an SDK type.
+Adapters translate SDK exceptions into this tree at the boundary, so that use cases
+never see an SDK type; the doors map it to answers (HTTP problem+json, dead-letter
+reasons, exit codes). No other module defines an exception class (a test keeps it so).
 """
 
 from __future__ import annotations
@@ -69,6 +90,27 @@ class CatalogError(ConfigurationError):
         self.field = field
 
 
+class ProviderRefusal(ConfigurationError):
+    """A catalog entry its provider cannot serve: ``field`` says which, the message why."""
+
+    code = "provider_refusal"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class AssetsMissing(ConfigurationError):
+    """Files the app serves were not built into its package (``make bootstrap`` vendors
+    them from npm): ``missing`` names them."""
+
+    code = "assets_missing"
+
+    def __init__(self, where: str, missing: list[str]) -> None:
+        super().__init__(f"missing from {where}: {', '.join(missing)}")
+        self.missing = missing
+
+
 class TransientError(InferbusError):
     """A dependency is unavailable or throttling: the same work may succeed later."""
 
@@ -123,6 +165,18 @@ class BrokerUnreachable(TransientError):
     namespace, not one message or entity, is the trouble. Intake's breaker
     (``intake.breaker``) answers the next submissions at once instead of paying the
     SDK's connect retries for each."""
+
+
+class PlatformUnavailable(TransientError):
+    """Storage failed around the model run (reading the input, storing the result): an
+    outage of the platform, waited out without using the request's retry budget, which
+    is for the model's own transient failures. ``cause`` is the storage error."""
+
+    code = "platform_unavailable"
+
+    def __init__(self, cause: TransientError) -> None:
+        super().__init__(str(cause), cause.retry_after)
+        self.cause = cause
 
 
 class PermanentError(InferbusError):
@@ -188,6 +242,19 @@ class UnsupportedMediaType(InvalidInput):
     code = "unsupported_media_type"
 
 
+class InvalidPayload(InvalidInput):
+    """A Service Bus message that cannot be read as a request: dead-lettered
+    ``InvalidPayload`` with this description."""
+
+    code = "invalid_payload"
+
+
+class UsageError(InvalidInput):
+    """A command line that asks for something that cannot be done (exit code 2)."""
+
+    code = "usage_error"
+
+
 class Unauthenticated(InferbusError):
     """No caller identity could be established."""
 
@@ -230,3 +297,10 @@ class ConcurrencyConflict(TransientError):
     """A compare-and-swap write lost a race (ETag mismatch); reread and try again."""
 
     code = "concurrency_conflict"
+
+
+class NotOurs(InvalidInput):
+    """An event that is not ours to process (another container, another account):
+    acknowledged, never retried. Caught before ``InvalidInput``, which is refused."""
+
+    code = "not_ours"

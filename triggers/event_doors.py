@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import azure.functions as func
 
-from shared import entry_points
-from shared.composition import get_services
-from shared.events import webhook as events_api
+from shared.entrypoints import functions as entry_points
+from shared.entrypoints.bootstrap import get_services
+from shared.entrypoints.http import webhook as events_api
 from shared.events.incoming import IncomingEvent
 from triggers.http_adapter import serve
 from triggers.invocation import in_trace

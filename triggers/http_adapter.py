@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import azure.functions as func
 
-from shared.composition import Services, get_services
-from shared.intake.http import ApiRequest, ApiResponse, guarded
+from shared.entrypoints.bootstrap import Services, get_services
+from shared.entrypoints.http.messages import ApiRequest, ApiResponse, guarded
 
 Handler = Callable[[Services, ApiRequest], ApiResponse]
 

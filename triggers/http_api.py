@@ -1,19 +1,22 @@
-"""HTTP triggers of the request API (``/api/v1/requests``, ``/api/v1/batches``) and its
-OpenAPI document.
+"""HTTP triggers of the request API (``/api/v1/requests``, ``/api/v1/batches``), its
+OpenAPI document and the page that renders it.
 
 Function-level keys authenticate the calling application (or the API gateway in front);
 App Service authentication identifies the tenant (see shared/intake/tenancy.py). The
-document (``/api/openapi.json``) is anonymous: it holds no secret.
+document (``/api/openapi.json``) and its page (``/api/docs``, Swagger UI) are anonymous:
+they hold no secret. The page needs no services, so it is served without them.
 """
 
 from __future__ import annotations
 
 import azure.functions as func
 
-from shared.global_batch import batch_api
-from shared.intake import request_api as api
-from shared.openapi import serve_openapi
-from triggers.http_adapter import serve
+from shared.entrypoints.http import batches as batch_api
+from shared.entrypoints.http import requests as api
+from shared.entrypoints.http.docs import serve_docs_asset, serve_docs_page
+from shared.entrypoints.http.messages import guarded
+from shared.entrypoints.http.openapi import serve_openapi
+from triggers.http_adapter import serve, to_api_request, to_http_response
 from triggers.invocation import in_trace
 
 bp = func.Blueprint()
@@ -66,3 +69,17 @@ def cancel_batch(req: func.HttpRequest, context: func.Context) -> func.HttpRespo
 def openapi_document(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
     with in_trace(context):
         return serve(serve_openapi, req)
+
+
+@bp.function_name("api_docs_page")
+@bp.route(route="docs", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+def api_docs_page(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    with in_trace(context):
+        return to_http_response(guarded(serve_docs_page, to_api_request(req)))
+
+
+@bp.function_name("api_docs_asset")
+@bp.route(route="docs/{asset}", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+def api_docs_asset(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    with in_trace(context):
+        return to_http_response(guarded(serve_docs_asset, to_api_request(req)))

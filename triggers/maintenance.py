@@ -7,15 +7,15 @@
 - ``drive_global_batch`` (``GlobalBatchSchedule``): the Global Batch control plane submits,
   polls and concludes batches (``shared.global_batch.control_plane``).
 
-Thin: each timer calls one entry point of ``shared.entry_points``.
+Thin: each timer calls one entry point of ``shared.entrypoints.functions``.
 """
 
 from __future__ import annotations
 
 import azure.functions as func
 
-from shared import entry_points
-from shared.composition import get_services
+from shared.entrypoints import functions as entry_points
+from shared.entrypoints.bootstrap import get_services
 from triggers.invocation import in_trace
 
 bp = func.Blueprint()

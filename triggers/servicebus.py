@@ -23,9 +23,9 @@ import typing
 import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
-from shared import entry_points
 from shared.adapters.servicebus_inbound import ActionsSettler, from_sdk
-from shared.composition import get_services
+from shared.entrypoints import functions as entry_points
+from shared.entrypoints.bootstrap import get_services
 from shared.lanes import Lane
 from triggers.invocation import in_trace
 

@@ -25,6 +25,12 @@ param excludedPaths array = [
   '/runtime/webhooks/eventgrid'
   '/api/v1/events'
   '/api/openapi.json'
+  // The API page and its files (shared/entrypoints/http/docs), public like the document.
+  '/api/docs'
+  '/api/docs/swagger-ui.css'
+  '/api/docs/swagger-ui-bundle.js'
+  '/api/docs/favicon-32x32.png'
+  '/api/docs/swagger-initializer.js'
 ]
 
 resource site 'Microsoft.Web/sites@2025-03-01' existing = {

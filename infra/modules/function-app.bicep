@@ -254,7 +254,7 @@ var appSettings = {
   PYTHON_APPLICATIONINSIGHTS_LOGGER_NAME: 'shared'
   // The app's own spans time each hop: the Azure SDKs' per-call spans (two per storage
   // call) were most of telemetry's cost, and the HTTP client spans under them would repeat
-  // each call with the blob's name in the span name (README.md, What it costs).
+  // each call with the blob's name in the span name (docs/monitoring.md, What it costs).
   OTEL_PYTHON_DISABLED_INSTRUMENTATIONS: 'azure_sdk,requests,urllib,urllib3'
   // Connection "Storage" (blob bindings and the app's blob client). With blobServiceUri the
   // blob trigger also needs queueServiceUri: it writes poison blobs to a queue of the same

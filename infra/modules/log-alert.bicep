@@ -3,7 +3,7 @@
 // The query returns one row per dimension value (a string column) with a timestamp column
 // and a numeric measure column; the rule aggregates the measure per dimension over the
 // window and compares it with the threshold. The queries live in queries/*.kql, where they
-// can be run as they are in the component's Logs (README: Monitoring).
+// can be run as they are in the component's Logs (docs/monitoring.md, Alerts).
 
 @description('Alert rule name (also its display name).')
 param name string

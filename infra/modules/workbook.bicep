@@ -1,7 +1,7 @@
 // The Inferbus workbook: the app's OpenTelemetry metrics and spans in Application Insights,
 // one chart per question (throughput, intake, latency, backlog, dead letters, tokens, model).
 // Each chart's KQL is a file in queries/ (workbook-*.kql), loaded at compile time, so the
-// README, the tests and the workbook read the same text.
+// docs, the tests and the workbook read the same text (docs/monitoring.md).
 
 @description('Azure region of the workbook.')
 param location string

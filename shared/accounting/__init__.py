@@ -2,5 +2,5 @@
 
 ``usage`` sums jobs into rows per UTC day, tenant, model and mode (pure);
 ``usage_report`` finds and reads the jobs through the document ports. The ops command
-``python -m shared.ops usage`` (``shared.ops.usage_cli``) prints the result.
+``python -m shared.ops usage`` (``shared.entrypoints.cli.usage``) prints the result.
 """

@@ -7,5 +7,5 @@ catalog, and the registry that finds them), identity and
 tokens (``identity``, ``entra_tokens``), and ``in_memory``: every port without I/O, with
 the same rules, for tests and benchmarks. Adapters translate SDK errors into
 ``shared.errors`` at the edge; they may import any of ``shared`` but nothing imports them
-except ``composition`` (and the triggers, for the binding types they decode).
+except ``entrypoints.bootstrap`` (and the triggers, for the binding types they decode).
 """

@@ -6,7 +6,7 @@ in production: ``InMemoryDocuments`` enforces Blob storage's preconditions exact
 failed precondition raises ``ConcurrencyConflict`` like ``BlobJsonDocuments``), and
 documents are blobs of the same ``InMemoryBlobs`` account, as they are in Azure. The
 recording ports (sender, publisher, settler) keep what they were given and can be told
-to fail. ``composition.in_memory_ports`` wires them; nothing here touches the network.
+to fail. ``entrypoints.bootstrap.in_memory_ports`` wires them; nothing here touches the network.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from shared.errors import ConcurrencyConflict, NotFound
 from shared.events.announcements import CloudEventSpec
 from shared.intake.claim_checks import BlobInfo
 from shared.messaging import OutgoingMessage
-from shared.ops.backlog_report import QueueSnapshot
-from shared.ops.servicebus_deadletter_queues import DeadLetteredMessage
+from shared.processing.backlog import QueueSnapshot
+from shared.processing.dead_letters.queues import DeadLetteredMessage
 from shared.processing.inbound import InboundMessage
 
 ACCOUNT_URL = "https://acct.blob.core.windows.net"
@@ -241,7 +241,7 @@ class InMemoryDeferredSource:
 
 @dataclass
 class FixedQueueObserver:
-    """Implements ``backlog_report.QueueObserver`` with a set snapshot."""
+    """Implements ``processing.backlog.QueueObserver`` with a set snapshot."""
 
     current: QueueSnapshot = field(
         default_factory=lambda: QueueSnapshot(0, 0, 0, 0, oldest_active_enqueued_at=None)
@@ -253,7 +253,7 @@ class FixedQueueObserver:
 
 @dataclass
 class InMemoryDeadLetterQueues:
-    """Implements ``servicebus_deadletter_queues.DeadLetterQueues``: messages by queue."""
+    """Implements ``processing.dead_letters.queues.DeadLetterQueues``: messages by queue."""
 
     held: dict[str, list[DeadLetteredMessage]] = field(default_factory=dict)
 

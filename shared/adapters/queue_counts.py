@@ -25,7 +25,7 @@ from shared.adapters.identity import azure_credential
 from shared.errors import ConfigurationError
 from shared.intake.backpressure import BacklogProbe, lane_backlog_limits
 from shared.lanes import Lane, LaneQueues
-from shared.ops.backlog_report import QueueObserver, QueueSnapshot, SubscriptionObservers
+from shared.processing.backlog import QueueObserver, QueueSnapshot, SubscriptionObservers
 from shared.settings import Settings
 
 SUBSCRIPTIONS = "/Subscriptions/"  # the middle of a subscription's entity path

@@ -34,7 +34,7 @@ from azure.servicebus import (
 from shared.adapters.servicebus import LazyServiceBusSender, servicebus_client, servicebus_errors
 from shared.adapters.servicebus_inbound import from_sdk
 from shared.messaging import MessageSender
-from shared.ops.servicebus_deadletter_queues import (
+from shared.processing.dead_letters.queues import (
     DEAD_LETTER_PROPERTIES,
     DeadLetteredMessage,
     topic_subscription,

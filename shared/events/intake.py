@@ -32,7 +32,7 @@ from shared.contracts import (
     ProcessingMode,
     TextInput,
 )
-from shared.errors import FieldError, InvalidInput, PayloadTooLarge
+from shared.errors import FieldError, InvalidInput, NotOurs, PayloadTooLarge
 from shared.events.incoming import BLOB_CREATED, INFERENCE_REQUESTED, IncomingEvent
 from shared.events.webhook_tenancy import UNRESTRICTED, TenantScope
 from shared.intake.claim_checks import BlobStore, ClaimChecks
@@ -274,7 +274,3 @@ class EventIntake:
                 parent=carried_traceparent(event),
             )
         )
-
-
-class NotOurs(Exception):
-    """Not ours to process (another container, another account): acknowledged, never retried."""

@@ -24,7 +24,8 @@ as nothing is settled before the batch ends).
 
 Functions has no trigger for namespace pull delivery, so a timer runs ``drain``: it
 receives until the queue is empty or its time window closes (the timer is a singleton
-across instances, so there is one consumer; see README, "Event Grid namespace pull").
+across instances, so there is one consumer; see docs/events-and-webhooks.md,
+"Event Grid namespace pull").
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from shared.intake.request_rules import RequestRules, TenantNotAllowed
 from shared.jobs import JobRepository, Versioned, fail
 from shared.processing.failures import Failures, clip
 from shared.processing.inbound import InboundMessage, PropertyValue
-from shared.processing.settlement import DeadLetterReason, Settler
+from shared.processing.settlement import DeadLetterReason, Outcome, Settler
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ class JobAdoption:
         request: RequestMessage,
         settler: Settler,
         error: InvalidInput,
-    ) -> str:
+    ) -> Outcome:
         """A producer's message that breaks a door's rule: dead-lettered with the rule and
         the fields, its job recorded as failed so the status API tells the producer too
         (unless the tenant itself is what is wrong: no job is kept for such a tenant)."""
@@ -187,4 +187,4 @@ class JobAdoption:
             else DeadLetterReason.INVALID_PAYLOAD
         )
         settler.dead_letter(message, reason, clip(why))
-        return "dead-lettered"
+        return Outcome.DEAD_LETTERED

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from shared import telemetry
 from shared.processing.inbound import InboundMessage
 from shared.processing.pipeline import MessageProcessor
-from shared.processing.settlement import Settler
+from shared.processing.settlement import Outcome, Settler
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class LockKeeper:
 
 @dataclass
 class BatchReport:
-    outcomes: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[Outcome] = field(default_factory=Counter)
     lock_renewals: int = 0
 
 
@@ -112,7 +112,7 @@ class BatchProcessor:
 
             invocation = telemetry.current_traceparent()  # this thread's: the pool's lack it
 
-            def one(message: InboundMessage) -> str:
+            def one(message: InboundMessage) -> Outcome:
                 try:
                     return self._processor.process(message, settler, invocation)
                 finally:
@@ -125,6 +125,6 @@ class BatchProcessor:
             "batch of %d processed in %.2fs: %s",
             len(messages),
             time.monotonic() - started,
-            dict(report.outcomes),
+            {str(outcome): count for outcome, count in report.outcomes.items()},
         )
         return report

@@ -28,7 +28,7 @@ from shared.contracts import JobStatus
 from shared.documents import Document, JsonDocuments
 from shared.processing.endings import DEFERRED_MESSAGE_LOST, Ending, JobEndings
 from shared.processing.inbound import InboundMessage
-from shared.processing.settlement import Settler
+from shared.processing.settlement import Outcome, Settler
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ DeferredSources = Callable[[str], AbstractContextManager[DeferredSource]]
 
 
 class MessageHandler(Protocol):
-    def process(self, message: InboundMessage, settler: Settler) -> str: ...
+    def process(self, message: InboundMessage, settler: Settler) -> Outcome: ...
 
 
 @dataclass
@@ -215,9 +215,9 @@ class DeferredSweeper:
                 self._not_found(entry, report)
                 continue
             outcome = self._handler.process(message, source.settler)
-            if outcome == "deferred":
+            if outcome is Outcome.DEFERRED:
                 report.redeferred += 1
-            elif outcome != "abandoned":
+            elif outcome is not Outcome.ABANDONED:
                 self._ledger.remove(entry)
                 report.processed += 1
 

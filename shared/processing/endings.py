@@ -26,7 +26,7 @@ from shared.jobs import JobRepository, Versioned, transition
 
 log = logging.getLogger(__name__)
 
-# The job error codes of the maintenance paths (the README lists them).
+# The job error codes of the maintenance paths (docs/processing.md lists them).
 DEADLINE_EXCEEDED = "deadline_exceeded"
 MESSAGE_EXPIRED = "message_expired"
 STALE_JOB = "stale_job"

@@ -17,14 +17,19 @@ from datetime import datetime, timedelta
 
 from shared.clock import Clock, utc_now
 from shared.contracts import JobError, JobStatus, RequestMessage
-from shared.errors import ClaimCheckInvalid, PermanentError, TransientError
+from shared.errors import ClaimCheckInvalid, PermanentError, PlatformUnavailable, TransientError
 from shared.events.announcements import Announcer, announcement_for
 from shared.jobs import JobRepository, fail, transition
 from shared.messaging import MessageSender, OutgoingMessage
 from shared.processing.backoff import retry_delay
 from shared.processing.inbound import InboundMessage
 from shared.processing.retries import retry_copy
-from shared.processing.settlement import MAX_DESCRIPTION_CHARS, DeadLetterReason, Settler
+from shared.processing.settlement import (
+    MAX_DESCRIPTION_CHARS,
+    DeadLetterReason,
+    Outcome,
+    Settler,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +54,6 @@ def ordered_retry_max_wait(max_lock_renewal_seconds: float) -> float:
 def clip(text: str) -> str:
     """A dead-letter description within the broker's limit."""
     return text if len(text) <= MAX_DESCRIPTION_CHARS else text[: MAX_DESCRIPTION_CHARS - 1] + "…"
-
-
-class PlatformUnavailable(Exception):
-    """Storage failed around the model run (reading the input, storing the result): an
-    outage of the platform, waited out without using the request's retry budget, which
-    is for the model's own transient failures."""
-
-    def __init__(self, cause: TransientError) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
 
 
 @contextmanager
@@ -109,14 +104,14 @@ class Failures:
         error: TransientError,
         *,
         completed: bool = False,
-    ) -> str:
+    ) -> Outcome:
         """Schedule a retry copy; ``completed``: the result is stored, only its
         announcement failed (the job stays completed whatever happens here)."""
         retries = self.tries_before(message)
         if retries >= self._max_retries and completed:
             why = f"the result is stored; announcing it failed {retries + 1} times: {error}"
             settler.dead_letter(message, DeadLetterReason.MAX_RETRIES_EXCEEDED, clip(why))
-            return "dead-lettered"
+            return Outcome.DEAD_LETTERED
         if retries >= self._max_retries:
             why = f"gave up after {retries} retries; last error: {error}"
             return self.give_up(
@@ -131,11 +126,11 @@ class Failures:
             message, retries + 1, now + timedelta(seconds=delay), request.deadline, now
         )
         if not self._scheduled(message, settler, copy):
-            return "abandoned"
+            return Outcome.ABANDONED
         if not completed:
             self._note_retry(request, error, f"retry {retries + 1} scheduled in {delay:.1f}s")
         settler.complete(message)
-        return "retry-scheduled"
+        return Outcome.RETRY_SCHEDULED
 
     def wait_out_outage(
         self,
@@ -143,7 +138,7 @@ class Failures:
         request: RequestMessage,
         settler: Settler,
         error: TransientError,
-    ) -> str:
+    ) -> Outcome:
         """Storage or the broker, the platform's own dependencies, failed: a retry copy
         that leaves ``retry_count`` (the model's budget) as it is and counts
         ``outage_retry_count`` instead, so a healthy request that already met model faults
@@ -160,12 +155,12 @@ class Failures:
         if self._deadline_of(request, since) <= now:
             why = f"storage or the broker stayed unavailable past the deadline; last error: {error}"
             settler.dead_letter(message, DeadLetterReason.MAX_RETRIES_EXCEEDED, clip(why))
-            return "dead-lettered"
+            return Outcome.DEAD_LETTERED
         due = now + timedelta(seconds=self._delay(outages, error))
         if not self._scheduled(message, settler, self._unattempted_copy(message, request, due)):
-            return "abandoned"
+            return Outcome.ABANDONED
         settler.complete(message)
-        return "retry-scheduled"
+        return Outcome.RETRY_SCHEDULED
 
     def wait_for_capacity(
         self,
@@ -173,7 +168,7 @@ class Failures:
         request: RequestMessage,
         settler: Settler,
         error: TransientError,
-    ) -> str:
+    ) -> Outcome:
         """The model's deployment had no capacity for the call within the time it may
         wait (``inference.capacity``): the deployment's state, not the request's fault, so
         the copy keeps ``retry_count`` and counts ``outage_retry_count`` instead, like an
@@ -187,11 +182,11 @@ class Failures:
         deadline = self._deadline_of(request, since)
         due = min(now + timedelta(seconds=self._delay(outages, error)), max(deadline, now))
         if not self._scheduled(message, settler, self._unattempted_copy(message, request, due)):
-            return "abandoned"
+            return Outcome.ABANDONED
         wait = (due - now).total_seconds()
         self._note_retry(request, error, f"waiting for model capacity, again in {wait:.1f}s")
         settler.complete(message)
-        return "capacity-wait"
+        return Outcome.CAPACITY_WAIT
 
     def _unattempted_copy(
         self, message: InboundMessage, request: RequestMessage, due: datetime
@@ -248,7 +243,7 @@ class Failures:
         error: TransientError,
         delay: float,
         completed: bool,
-    ) -> str:
+    ) -> Outcome:
         """The ordered lane's retry: a scheduled copy would let the document's next step
         overtake this one, so the session holds still instead. The backoff, the same as
         the other lanes' (``_delay``), is waited out here with the session (and the
@@ -263,7 +258,7 @@ class Failures:
             )
         self._sleep(wait)
         settler.abandon(message)
-        return "abandoned"
+        return Outcome.ABANDONED
 
     def _note_retry(self, request: RequestMessage, error: TransientError, settlement: str) -> None:
         """Back to ``accepted`` with the error that caused the retry (best effort: the
@@ -288,7 +283,7 @@ class Failures:
         request: RequestMessage,
         settler: Settler,
         error: PermanentError,
-    ) -> str:
+    ) -> Outcome:
         """``give_up`` for a permanent error: a claim check that does not hold is
         dead-lettered ``ClaimCheckInvalid``, anything else ``PermanentFailure``."""
         if isinstance(error, ClaimCheckInvalid):
@@ -305,14 +300,14 @@ class Failures:
         reason: DeadLetterReason,
         code: str,
         why: str,
-    ) -> str:
+    ) -> Outcome:
         """A request that can never succeed: its job failed, its message dead-lettered,
         ``InferenceFailed`` announced."""
         failed = self.fail_job(request.tenant_id, request.request_id, code, why)
         settler.dead_letter(message, reason, clip(why))
         if failed:
             self.announce_end(request, "failed", code, message.application_properties)
-        return "dead-lettered"
+        return Outcome.DEAD_LETTERED
 
     def fail_job(self, tenant_id: str, request_id: str, code: str, why: str) -> bool:
         """Mark the job failed; False when it was not (already ended, or storage is

@@ -1,4 +1,4 @@
-"""The pipeline for one request message, settled per the outcome table in architecture.md.
+"""The pipeline for one request message, settled per the outcome table (docs/processing.md).
 
 Every message is settled exactly once by this module: the rows of the table are methods
 here, except those that end in a scheduled retry or in giving up, which ``failures``
@@ -30,11 +30,12 @@ from shared.errors import (
     Conflict,
     InvalidInput,
     InvalidModelOutput,
+    InvalidPayload,
     PermanentError,
+    PlatformUnavailable,
     TransientError,
 )
 from shared.events.announcements import Announcer, result_announcement
-from shared.global_batch.staging import BatchStager
 from shared.inference.served import ServedModels
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.request_rules import RequestRules
@@ -45,13 +46,13 @@ from shared.processing.deferral import DeferralLedger, DeferredEntry
 from shared.processing.failures import (
     ORDERED_RETRY_MAX_WAIT_SECONDS,
     Failures,
-    PlatformUnavailable,
     clip,
     platform_call,
 )
 from shared.processing.inbound import InboundMessage
-from shared.processing.request_parsing import InvalidPayload, parse_request
-from shared.processing.settlement import DeadLetterReason, NotedSettler, Settler
+from shared.processing.ports import BatchStaging
+from shared.processing.request_parsing import parse_request
+from shared.processing.settlement import DeadLetterReason, NotedSettler, Outcome, Settler
 from shared.results import run_model
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ class MessageProcessor:
         clock: Clock = utc_now,
         uniform: Callable[[float, float], float] = random.uniform,
         sleep: Callable[[float], None] = time.sleep,
-        stager: BatchStager | None = None,
+        stager: BatchStaging | None = None,
     ) -> None:
         self._policy = policy
         self._stager = stager
@@ -133,7 +134,7 @@ class MessageProcessor:
 
     def process(
         self, message: InboundMessage, settler: Settler, invocation: str | None = None
-    ) -> str:
+    ) -> Outcome:
         """Process and settle one message; returns the outcome (for logs and reports).
 
         One ``process <queue>`` span per message, a child of the trace the message carries
@@ -172,12 +173,12 @@ class MessageProcessor:
             span.set_attribute("inferbus.outcome", outcome)
             if noted.dead_letter_reason:
                 span.set_attribute("inferbus.dead_letter_reason", noted.dead_letter_reason)
-            if outcome in ("dead-lettered", "abandoned"):
+            if outcome in (Outcome.DEAD_LETTERED, Outcome.ABANDONED):
                 telemetry.fail(span, outcome)
         telemetry.count_settled(self._policy.lane, outcome)
         return outcome
 
-    def _settle_safely(self, message: InboundMessage, settler: NotedSettler) -> str:
+    def _settle_safely(self, message: InboundMessage, settler: NotedSettler) -> Outcome:
         try:
             return self._process(message, settler)
         except Exception:
@@ -187,9 +188,9 @@ class MessageProcessor:
             except Exception:
                 log.exception("abandon failed for %s; its lock will lapse", message.message_id)
             log.info("message %s -> abandoned", message.message_id)
-            return "abandoned"
+            return Outcome.ABANDONED
 
-    def _process(self, message: InboundMessage, settler: NotedSettler) -> str:
+    def _process(self, message: InboundMessage, settler: NotedSettler) -> Outcome:
         try:
             request = parse_request(message, self._policy.aliases)
         except InvalidPayload as error:
@@ -210,7 +211,7 @@ class MessageProcessor:
         request: RequestMessage,
         settler: NotedSettler,
         error: TransientError,
-    ) -> str:
+    ) -> Outcome:
         """Storage or the broker failed outside the model run (the job lookup, the first
         job write, the ledger, a prerequisite): the transient row of the outcome table, so
         an outage is waited out with backoff instead of burning the broker's delivery count
@@ -221,7 +222,7 @@ class MessageProcessor:
         log.warning("message %s: a dependency failed (%s); retrying", message.message_id, error)
         return self._failures.wait_out_outage(message, request, settler, error)
 
-    def _route(self, message: InboundMessage, request: RequestMessage, settler: Settler) -> str:
+    def _route(self, message: InboundMessage, request: RequestMessage, settler: Settler) -> Outcome:
         """The row of the outcome table a readable request falls into."""
         current = self._jobs.load(request.tenant_id, request.request_id)
         if current is None:
@@ -235,7 +236,7 @@ class MessageProcessor:
         now = self._clock()
         if self._another_delivery_runs(message, job, now):
             settler.complete(message)
-            return "duplicate"
+            return Outcome.DUPLICATE
         deadline = request.deadline or job.deadline
         if deadline is not None and now >= deadline:
             return self._expire(message, request, settler, current)
@@ -267,16 +268,16 @@ class MessageProcessor:
 
     # --- the rows of the table ------------------------------------------------------------
 
-    def _dead_letter_invalid(self, message: InboundMessage, settler: Settler, why: str) -> str:
+    def _dead_letter_invalid(self, message: InboundMessage, settler: Settler, why: str) -> Outcome:
         tenant = message.application_properties.get("tenant")
         if isinstance(tenant, str) and message.message_id:
             self._failures.fail_job(tenant, message.message_id, "invalid_payload", why)
         settler.dead_letter(message, DeadLetterReason.INVALID_PAYLOAD, clip(why))
-        return "dead-lettered"
+        return Outcome.DEAD_LETTERED
 
     def _ended_already(
         self, message: InboundMessage, request: RequestMessage, settler: Settler, job: Job
-    ) -> str:
+    ) -> Outcome:
         """A delivery of finished work. When it is a redelivery or a retry copy, a crash or
         a failed publication may have come between storing the result and announcing it,
         so a completed job is announced again (the events' ids are deterministic:
@@ -289,11 +290,11 @@ class MessageProcessor:
             except TransientError as error:
                 return self._failures.retry(message, request, settler, error, completed=True)
         settler.complete(message)
-        return "duplicate"
+        return Outcome.DUPLICATE
 
     def _expire(
         self, message: InboundMessage, request: RequestMessage, settler: Settler, current: Versioned
-    ) -> str:
+    ) -> Outcome:
         try:
             self._jobs.advance(
                 current, lambda job: transition(job, JobStatus.EXPIRED, settlement="completed")
@@ -304,7 +305,7 @@ class MessageProcessor:
         except Conflict:
             pass
         settler.complete(message)
-        return "expired"
+        return Outcome.EXPIRED
 
     def _defer(
         self,
@@ -313,7 +314,7 @@ class MessageProcessor:
         settler: Settler,
         due_at: datetime,
         reason: str,
-    ) -> str:
+    ) -> Outcome:
         if self._policy.ordered:
             # A session's messages are received by session, not by sequence number: a
             # deferred one could not be swept. Intake never sends such a message.
@@ -324,7 +325,7 @@ class MessageProcessor:
             )  # fmt: skip
         if message.sequence_number is None:
             settler.abandon(message)
-            return "abandoned"
+            return Outcome.ABANDONED
         self._ledger.record(
             DeferredEntry(
                 queue=self._policy.queue_name,
@@ -337,7 +338,7 @@ class MessageProcessor:
             )
         )
         settler.defer(message)
-        return "deferred"
+        return Outcome.DEFERRED
 
     def _prerequisite(self, request: RequestMessage) -> JobStatus | None:
         """The status of the request named by ``after`` (None while it does not exist)."""
@@ -351,16 +352,16 @@ class MessageProcessor:
         request: RequestMessage,
         settler: Settler,
         prerequisite: JobStatus,
-    ) -> str:
+    ) -> Outcome:
         """An ordered step whose predecessor ended without a result can never run."""
         why = f"prerequisite {request.after} ended {prerequisite.value}"
         self._failures.fail_job(request.tenant_id, request.request_id, "prerequisite_failed", why)
         settler.dead_letter(message, DeadLetterReason.PERMANENT_FAILURE, why)
-        return "dead-lettered"
+        return Outcome.DEAD_LETTERED
 
     def _stage(
         self, message: InboundMessage, request: RequestMessage, settler: Settler, job: Job
-    ) -> str:
+    ) -> Outcome:
         """A batch-mode request joins the Global Batch lane (``global_batch.staging``):
         four storage operations (the job read before, the input, the staged line, the job
         read again), and the message is done. The control plane takes it from there. The
@@ -368,7 +369,7 @@ class MessageProcessor:
         the staging, it found no line to take back, so the line is taken back here."""
         if job.batch is not None and job.batch.submission_id is not None:
             settler.complete(message)  # a redelivery of work that went out already
-            return "duplicate"
+            return Outcome.DUPLICATE
         try:
             if self._stager is None:
                 raise PermanentError("this deployment has no Global Batch lane")
@@ -382,13 +383,13 @@ class MessageProcessor:
                 if now is not None and now.status.is_terminal:
                     self._stager.withdraw(request)
                     settler.complete(message)
-                    return "duplicate"
+                    return Outcome.DUPLICATE
         except PlatformUnavailable as outage:
             return self._failures.wait_out_outage(message, request, settler, outage.cause)
         except PermanentError as error:
             return self._failures.give_up_on(message, request, settler, error)
         settler.complete(message)
-        return "staged"
+        return Outcome.STAGED
 
     def _run(
         self,
@@ -396,7 +397,7 @@ class MessageProcessor:
         request: RequestMessage,
         settler: Settler,
         current: Versioned,
-    ) -> str:
+    ) -> Outcome:
         """Success costs two job writes, each with the ETag of the step before: running,
         then completed with the result in it (durable before it is announced)."""
         try:
@@ -408,7 +409,7 @@ class MessageProcessor:
             )
         except Conflict:
             settler.complete(message)  # cancelled or finished meanwhile
-            return "duplicate"
+            return Outcome.DUPLICATE
         try:
             with platform_call():
                 content, media_type = self._read_input(request)
@@ -433,7 +434,7 @@ class MessageProcessor:
                 )
         except Conflict:
             settler.complete(message)  # cancelled while the model ran: nothing to tell
-            return "duplicate"
+            return Outcome.DUPLICATE
         except PlatformUnavailable as outage:
             log.warning("message %s: storage failed (%s); retrying", message.message_id, outage)
             return self._failures.wait_out_outage(message, request, settler, outage.cause)
@@ -450,7 +451,7 @@ class MessageProcessor:
         except TransientError as error:
             return self._failures.retry(message, request, settler, error, completed=True)
         settler.complete(message)
-        return document.outcome
+        return Outcome(document.outcome)
 
     def _invalid_output(
         self,
@@ -458,7 +459,7 @@ class MessageProcessor:
         request: RequestMessage,
         settler: Settler,
         error: InvalidModelOutput,
-    ) -> str:
+    ) -> Outcome:
         """An answer that breaks the task's schema: tried again like a transient failure
         (models are stochastic) while InvalidOutputRetries allows, then the job fails
         ``invalid_model_output`` with the validation message."""

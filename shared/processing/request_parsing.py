@@ -10,12 +10,8 @@ from pydantic import ValidationError
 
 from shared.bounded_json import MAX_MESSAGE_JSON_BYTES, parse_json
 from shared.contracts import REQUEST_MESSAGE_SCHEMA, RequestMessage
-from shared.errors import InvalidInput
+from shared.errors import InvalidInput, InvalidPayload
 from shared.processing.inbound import InboundMessage
-
-
-class InvalidPayload(Exception):
-    """The message cannot be read as a request: dead-letter it with this description."""
 
 
 def parse_request(message: InboundMessage, aliases: tuple[str, ...]) -> RequestMessage:

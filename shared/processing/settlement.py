@@ -23,6 +23,24 @@ class DeadLetterReason(StrEnum):
     TENANT_NOT_ALLOWED = "TenantNotAllowed"
 
 
+class Outcome(StrEnum):
+    """What became of one message (``Processor.process``): the rows of the outcome table,
+    counted in ``inferbus.messages.settled`` and logged as ``message <id> -> <outcome>``."""
+
+    COMPLETED = "completed"
+    # A content-filter refusal: a result, not a failure (the message is completed).
+    REFUSED = "refused"
+    DEAD_LETTERED = "dead-lettered"
+    ABANDONED = "abandoned"
+    RETRY_SCHEDULED = "retry-scheduled"
+    DEFERRED = "deferred"
+    # No model capacity within the wait: a copy comes back when the deployment has room.
+    CAPACITY_WAIT = "capacity-wait"
+    DUPLICATE = "duplicate"
+    EXPIRED = "expired"
+    STAGED = "staged"
+
+
 # Service Bus limits the dead-letter description; keep ours well inside it.
 MAX_DESCRIPTION_CHARS = 1024
 

@@ -38,6 +38,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from shared.clock import Clock, utc_now
 from shared.contracts import Job, JobStatus, ProcessingMode
@@ -93,10 +94,29 @@ def ending_for(job: Job, policy: WatchdogPolicy) -> Ending:
     return Ending(JobStatus.FAILED, STALE_JOB, why, SETTLEMENT)
 
 
+class WatchOutcome(StrEnum):
+    """What one run of the watchdog found of one job blob (``WatchReport.outcomes``)."""
+
+    NOT_A_JOB = "not-a-job"
+    FINISHED = "finished"
+    IN_A_BATCH = "in-a-batch"
+    LEFT_ALONE = "left-alone"
+    ENDED = "ended"
+    ANNOUNCE_FAILED = "announce-failed"
+    ANNOUNCED_AGAIN = "announced-again"
+    WATCHING = "watching"
+    RESENT = "resent"
+    RESEND_FAILED = "resend-failed"
+
+
+# The outcomes a run logs at WARNING: it changed a job, or failed to tell of it.
+NOTEWORTHY = (WatchOutcome.ENDED, WatchOutcome.ANNOUNCE_FAILED, WatchOutcome.RESENT)
+
+
 @dataclass
 class WatchReport:
     read: int = 0
-    outcomes: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[WatchOutcome] = field(default_factory=Counter)
 
 
 class JobWatchdog:
@@ -139,7 +159,7 @@ class JobWatchdog:
             report.read += 1
             outcome, still_due_at = self._examine(name, now, resent)
             report.outcomes[outcome] += 1
-            if outcome == "announce-failed":
+            if outcome is WatchOutcome.ANNOUNCE_FAILED:
                 unannounced.append(name)
             if still_due_at is None:
                 pending.pop(name, None)
@@ -147,8 +167,8 @@ class JobWatchdog:
             else:
                 pending[name] = still_due_at
         self._save_checkpoint(horizon, pending, unannounced, resent)
-        if any(report.outcomes.get(o) for o in ("ended", "announce-failed", "resent")):
-            log.warning("job watchdog: %s", dict(report.outcomes))
+        if any(report.outcomes.get(o) for o in NOTEWORTHY):
+            log.warning("job watchdog: %s", {str(o): n for o, n in report.outcomes.items()})
         return report
 
     @staticmethod
@@ -169,22 +189,23 @@ class JobWatchdog:
         except Exception:
             log.warning("announcing the end of job %s failed again", job.id, exc_info=True)
             return False
-        report.outcomes["announced-again"] += 1
+        report.outcomes[WatchOutcome.ANNOUNCED_AGAIN] += 1
         return True
 
     def _examine(
         self, name: str, now: datetime, resent: dict[str, int]
-    ) -> tuple[str, datetime | None]:
+    ) -> tuple[WatchOutcome, datetime | None]:
         """What became of the job in blob ``name``, and when to look again (None: never);
         ``resent`` counts each job's resends (updated here)."""
         ids = self._ids(name)
         if ids is None:
-            return "not-a-job", None
+            return WatchOutcome.NOT_A_JOB, None
         current = self._jobs.load(*ids)
         if current is None or current.job.status.is_terminal:
-            return "finished", None
+            return WatchOutcome.FINISHED, None
         if in_a_global_batch(current.job):
-            return "in-a-batch", None  # its submission ends it; a later write brings it back
+            # Its submission ends it; a later write brings it back.
+            return WatchOutcome.IN_A_BATCH, None
         when = due_at(current.job, self._policy)
         if when > now:
             return self._resend_or_watch(name, current, now, when, resent)
@@ -195,14 +216,14 @@ class JobWatchdog:
         )
         if ended is None:
             # Finished or moved meanwhile: the next write brings it back if it is not over.
-            return "left-alone", None
+            return WatchOutcome.LEFT_ALONE, None
         try:
             self._endings.announce(ended)
         except Exception:
             log.warning("job %s ended; announcing it failed", ended.id, exc_info=True)
-            return "announce-failed", None
+            return WatchOutcome.ANNOUNCE_FAILED, None
         log.warning("job %s ended %s (%s)", ended.id, ended.status.value, ended.error)
-        return "ended", None
+        return WatchOutcome.ENDED, None
 
     def _resend_or_watch(
         self,
@@ -211,22 +232,22 @@ class JobWatchdog:
         now: datetime,
         ending_due: datetime,
         resent: dict[str, int],
-    ) -> tuple[str, datetime]:
+    ) -> tuple[WatchOutcome, datetime]:
         """A job not due to end yet: resent when its message seems lost and resends are
         left, else watched until it is due to end or to be resent."""
         resender = self._resender
         attempts = resent.get(name, 0)
         if resender is None or attempts >= resender.policy.max_attempts:
-            return "watching", ending_due
+            return WatchOutcome.WATCHING, ending_due
         resend_due = resend_due_at(current.job, resender.policy)
         if resend_due is None:
-            return "watching", ending_due
+            return WatchOutcome.WATCHING, ending_due
         if resend_due > now:
-            return "watching", min(ending_due, resend_due)
+            return WatchOutcome.WATCHING, min(ending_due, resend_due)
         if not resender.resend(current, attempts + 1):
-            return "resend-failed", now  # the broker did not take it: again next run
+            return WatchOutcome.RESEND_FAILED, now  # the broker did not take it: again next run
         resent[name] = attempts + 1
-        return "resent", min(ending_due, now + resender.policy.after)
+        return WatchOutcome.RESENT, min(ending_due, now + resender.policy.after)
 
     def _load_checkpoint(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from shared.entrypoints.http.docs.assets import INITIALIZER, VENDORED
 from tests.infra import (
     INFRA,
     MODULES,
@@ -39,6 +40,7 @@ def test_anonymous_callers_are_refused_before_the_app_runs() -> None:
 
 
 def test_exactly_the_event_grid_webhooks_and_the_openapi_document_are_excluded() -> None:
+    """Also the document's page and each of its files (Easy Auth matches whole paths)."""
     excluded = params(MODULE)["excludedPaths"]["default"]
     route_prefix = json.loads((REPO / "host.json").read_text())["extensions"]["http"]["routePrefix"]
     routes = {
@@ -49,7 +51,10 @@ def test_exactly_the_event_grid_webhooks_and_the_openapi_document_are_excluded()
         and function.get_function_name() in {"event_webhook", "openapi_document"}
     }
     assert routes == {"/api/v1/events", "/api/openapi.json"}
-    assert set(excluded) == {"/runtime/webhooks/blobs", "/runtime/webhooks/eventgrid"} | routes
+    page = {"/api/docs"} | {f"/api/docs/{name}" for name in (*VENDORED, INITIALIZER)}
+    assert set(excluded) == {"/runtime/webhooks/blobs", "/runtime/webhooks/eventgrid"} | (
+        routes | page
+    )
 
 
 def test_main_requires_the_api_app_registration() -> None:

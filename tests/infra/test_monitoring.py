@@ -7,7 +7,7 @@ workbook read what the app emits (shared/telemetry.py): metric names and span na
 from that module here, not from a copied list, so a renamed metric fails these tests.
 
 Every query is a file in ``infra/modules/queries/`` that the Bicep loads with
-``loadTextContent``: the alert, the chart and the README quote the same text.
+``loadTextContent``: the alert, the chart and docs/monitoring.md quote the same text.
 """
 
 from __future__ import annotations

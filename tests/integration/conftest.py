@@ -16,7 +16,7 @@ import pytest
 from openai_emulator.process import OpenAIEmulator
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
 from shared.adapters.in_memory import RecordingPublisher, RecordingSender
-from shared.composition import Services, azure_ports, build_services, use_services
+from shared.entrypoints.bootstrap import Services, azure_ports, build_services, use_services
 from shared.settings import Settings
 from tests.fixtures.azurite import Azurite
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator

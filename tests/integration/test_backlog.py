@@ -18,10 +18,10 @@ from shared.adapters.queue_counts import (
     EmulatorQueueObserver,
     lane_backlog_probes,
 )
-from shared.composition import queue_entity_readers
+from shared.entrypoints.bootstrap import queue_entity_readers
 from shared.errors import ConfigurationError
 from shared.lanes import Lane
-from shared.ops.backlog_report import report_backlog
+from shared.processing.backlog import report_backlog
 from tests.fixtures.azurite import Azurite
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import (

@@ -17,7 +17,7 @@ import pytest
 
 from servicebus_emulator.process import EmulatorProcess
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.composition import Services
+from shared.entrypoints.bootstrap import Services
 from tests.fixtures.servicebus_emulator import DEFAULT_CONFIG, ServiceBusEmulator
 from tests.integration.conftest import Call, InstallServices, json_body
 

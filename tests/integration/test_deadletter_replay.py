@@ -10,8 +10,8 @@ import pytest
 from azure.servicebus import ServiceBusClient
 
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.composition import Services
-from shared.ops.__main__ import main
+from shared.entrypoints.bootstrap import Services
+from shared.entrypoints.cli.ops import main
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.support.events import blob_created_event
 from tests.support.servicebus import connect, drain

@@ -20,8 +20,8 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from servicebus_emulator.process import run_emulator
 from shared.adapters.in_memory import InMemoryDocuments
 from shared.adapters.servicebus_inbound import ReceiverDeferredSource
-from shared.composition import Services
 from shared.contracts import InlineText, Job, JobStatus
+from shared.entrypoints.bootstrap import Services
 from shared.errors import TransientError
 from shared.events.announcements import FAILED
 from shared.processing.deferral import DeferredEntry, DeferredSweeper, DocumentDeferralLedger

@@ -17,8 +17,8 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiver
 
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.composition import Services
 from shared.contracts import JobStatus
+from shared.entrypoints.bootstrap import Services
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import Call, InstallServices, indexed_functions, json_body
 from tests.support.servicebus import ReceiverMessageActions, connect, drain

@@ -20,7 +20,7 @@ from azure.servicebus import ServiceBusClient
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.composition import Services
+from shared.entrypoints.bootstrap import Services
 from shared.processing.inbound import normalise_properties
 from tests.fixtures.azurite import Azurite, free_port
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator

@@ -22,7 +22,7 @@ from eventgrid_emulator.pytest_plugin import EventGridEmulatorFactory
 from local_processes import Azurite
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.adapters.in_memory import RecordingSender
-from shared.composition import Services
+from shared.entrypoints.bootstrap import Services
 from shared.events.announcements import Announcement, cloud_events
 from shared.events.incoming import IncomingEvent
 from shared.events.intake import EventIntake, EventOutcome

@@ -10,8 +10,8 @@ import pytest
 
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.adapters.in_memory import FixedBacklog, RecordingSender
-from shared.composition import Services
 from shared.contracts import Job
+from shared.entrypoints.bootstrap import Services
 from shared.lanes import Lane
 from tests.fakes import broker_down
 from tests.fixtures.azurite import Azurite, free_port

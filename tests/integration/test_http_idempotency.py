@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.composition import Services
+from shared.entrypoints.bootstrap import Services
 from tests.integration.conftest import Call, json_body
 from tests.support.servicebus import QueueRecorder
 

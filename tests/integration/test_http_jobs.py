@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.composition import Services
 from shared.contracts import JobStatus, ResultDocument
+from shared.entrypoints.bootstrap import Services
 from shared.jobs import transition
 from tests.integration.conftest import Call, json_body
 

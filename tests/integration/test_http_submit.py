@@ -11,7 +11,7 @@ import azure.functions as func
 import pytest
 
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.composition import Services
+from shared.entrypoints.bootstrap import Services
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import Call, json_body, principal_header
 from tests.support.servicebus import QueueRecorder, connect

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from azure.servicebus import ServiceBusClient
 
-from shared.composition import Services
 from shared.contracts import JobStatus
+from shared.entrypoints.bootstrap import Services
 from tests.fixtures.servicebus_emulator import DEFAULT_CONFIG, ServiceBusEmulator
 from tests.integration.conftest import Call, InstallServices, indexed_functions, json_body
 from tests.support.servicebus import ReceiverMessageActions, connect

@@ -22,10 +22,10 @@ from azure.servicebus import (
     ServiceBusReceiver,
 )
 
-from shared import entry_points
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.composition import Services
 from shared.contracts import JobStatus
+from shared.entrypoints import functions as entry_points
+from shared.entrypoints.bootstrap import Services
 from shared.events.announcements import event_id
 from shared.processing.inbound import normalise_properties
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator

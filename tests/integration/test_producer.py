@@ -23,8 +23,8 @@ from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
 
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.contracts import ClaimCheck, RequestMessage
+from shared.entrypoints.cli.producer import main
 from shared.intake.claim_checks import ClaimChecks
-from shared.producer.__main__ import main
 from shared.settings import Settings
 from tests.fixtures.azurite import Azurite
 from tests.fixtures.servicebus_emulator import DEFAULT_CONFIG, ServiceBusEmulator

@@ -16,10 +16,10 @@ from datetime import timedelta
 import pytest
 from azure.servicebus import ServiceBusClient
 
-from shared import entry_points
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.composition import Services
 from shared.contracts import JobStatus
+from shared.entrypoints import functions as entry_points
+from shared.entrypoints.bootstrap import Services
 from shared.lanes import LaneQueues
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import InstallServices

@@ -19,12 +19,12 @@ from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBu
 
 from shared.adapters.servicebus import LazyServiceBusSender
 from shared.adapters.servicebus_inbound import ReceiverSettler, from_sdk
-from shared.composition import Services
 from shared.contracts import ClaimCheck, InlineText, Job, JobStatus, Priority, RequestMessage
+from shared.entrypoints.bootstrap import Services
+from shared.entrypoints.cli.ops import main
 from shared.jobs import fail, transition
 from shared.lanes import LaneQueues, lane_for
 from shared.messaging import request_envelope
-from shared.ops.__main__ import main
 from shared.processing.inbound import normalise_properties
 from shared.tracing import continue_or_start
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator

@@ -15,8 +15,8 @@ import pytest
 from azure.servicebus import ServiceBusClient
 
 from shared.adapters.servicebus_inbound import ReceiverSettler, from_sdk
-from shared.composition import Services
 from shared.contracts import JobStatus
+from shared.entrypoints.bootstrap import Services
 from tests.fixtures.azurite import ACCOUNT_KEY, ACCOUNT_NAME, free_port
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import InstallServices

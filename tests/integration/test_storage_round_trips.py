@@ -22,8 +22,8 @@ from azure.servicebus import ServiceBusClient, ServiceBusReceiver
 
 from shared.adapters.blob_documents import BlobJsonDocuments
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
-from shared.composition import Services
 from shared.contracts import JobStatus
+from shared.entrypoints.bootstrap import Services
 from shared.processing.inbound import normalise_properties
 from tests.fixtures.azurite import Azurite
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.composition import Services, azure_ports, build_services
 from shared.contracts import (
     InferenceResult,
     InlineText,
@@ -25,8 +24,9 @@ from shared.contracts import (
     ResultDocument,
     TokenUsage,
 )
+from shared.entrypoints.bootstrap import Services, azure_ports, build_services
+from shared.entrypoints.cli.ops import main
 from shared.jobs import transition
-from shared.ops.__main__ import main
 from tests.fixtures.azurite import Azurite
 from tests.integration.conftest import make_settings
 

@@ -23,9 +23,9 @@ from openai_emulator.process import OpenAIEmulator
 from shared import telemetry
 from shared.adapters.in_memory import RecordingPublisher, RecordingSender, RecordingSettler
 from shared.clock import Clock
-from shared.composition import Services, build_services, global_batch_policy, use_services
 from shared.contracts import Job, JobStatus
 from shared.documents import Document, JsonDocuments
+from shared.entrypoints.bootstrap import Services, build_services, global_batch_policy, use_services
 from shared.events.announcements import COMPLETED, FAILED, Announcer
 from shared.global_batch.conclusion import Conclusion, ConclusionPolicy
 from shared.global_batch.control_plane import ControlPolicy, GlobalBatchControlPlane, RunReport

@@ -11,8 +11,8 @@ from typing import Any
 
 from azure.servicebus import ServiceBusClient
 
-from shared.composition import Services
 from shared.contracts import InlineText, Job, JobStatus, RequestMessage
+from shared.entrypoints.bootstrap import Services
 from shared.events.announcements import FAILED
 from shared.jobs import transition
 from shared.messaging import request_envelope

@@ -19,9 +19,9 @@ from shared.adapters.in_memory import (
     RecordingSender,
 )
 from shared.clock import Clock
-from shared.composition import Ports, Services, build_services, in_memory_ports
+from shared.entrypoints.bootstrap import Ports, Services, build_services, in_memory_ports
+from shared.entrypoints.http.messages import ApiRequest, ApiResponse, guarded
 from shared.events.announcements import FAILED
-from shared.intake.http import ApiRequest, ApiResponse, guarded
 from shared.messaging import OutgoingMessage
 from shared.processing.inbound import InboundMessage
 from shared.settings import Settings

@@ -14,10 +14,10 @@ import pytest
 
 from shared import bounded_json, errors
 from shared.adapters.in_memory import RecordingSettler
-from shared.events import webhook
-from shared.intake import request_api as api
-from shared.intake.http import ApiResponse
-from shared.intake.problems import STATUS_BY_ERROR, problem_for
+from shared.entrypoints.http import requests as api
+from shared.entrypoints.http import webhook
+from shared.entrypoints.http.messages import ApiResponse
+from shared.entrypoints.http.problems import STATUS_BY_ERROR, problem_for
 from shared.request_ids import new_request_id
 from tests.fakes import ManualClock, broker_down
 from tests.support.events import (
@@ -426,7 +426,17 @@ def test_every_error_class_maps_to_a_status_and_only_the_deployments_are_5xx() -
     for cls in classes:
         row = next(row for row in STATUS_BY_ERROR if issubclass(cls, row[0]))
         assert row[0] is not errors.InferbusError, f"{cls.__name__} falls back to a bare 500"
-        instance = cls("m", "code") if issubclass(cls, errors.Conflict) else cls("m")
+        instance = (
+            cls("m", "code")
+            if issubclass(cls, errors.Conflict)
+            else cls("field", "m")
+            if cls is errors.ProviderRefusal
+            else cls("where", ["file"])
+            if cls is errors.AssetsMissing
+            else cls(errors.TransientError("m"))
+            if cls is errors.PlatformUnavailable
+            else cls("m")
+        )
         statuses[cls.__name__] = problem_for(instance).status
     server_side = {name for name, status in statuses.items() if status >= 500}
     assert server_side == {
@@ -439,6 +449,9 @@ def test_every_error_class_maps_to_a_status_and_only_the_deployments_are_5xx() -
         "ServiceUnavailable",
         "BrokerUnreachable",
         "ConcurrencyConflict",
+        "PlatformUnavailable",
+        "ProviderRefusal",
+        "AssetsMissing",
     }
     assert statuses["PermanentError"] == statuses["InvalidParameters"] == 422
     assert statuses["InvalidJson"] == 400

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.ops.backlog_report import QueueSnapshot, report_backlog, report_line
+from shared.processing.backlog import QueueSnapshot, report_backlog, report_line
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -30,7 +30,7 @@ def test_the_report_is_logged(caplog: pytest.LogCaptureFixture) -> None:
         def snapshot(self) -> QueueSnapshot:
             return QueueSnapshot(1, 0, 0, 0, NOW - timedelta(minutes=20))
 
-    with caplog.at_level(logging.INFO, logger="shared.ops.backlog_report"):
+    with caplog.at_level(logging.INFO, logger="shared.processing.backlog"):
         line = report_backlog("inference-requests", Observer(), clock=lambda: NOW)
     assert line.endswith("oldest_age_seconds=1200.0")
     assert caplog.messages == [line]

@@ -12,13 +12,13 @@ from datetime import timedelta
 
 import pytest
 
-from shared.composition import Services
 from shared.contracts import JobStatus, RequestMessage
+from shared.entrypoints.bootstrap import Services
+from shared.entrypoints.cli.ops import main
 from shared.errors import TransientError
-from shared.ops.__main__ import main
-from shared.ops.deadline_extension import DeadlineExtension, parse_duration
-from shared.ops.servicebus_deadletter_queues import DeadLetteredMessage
-from shared.ops.servicebus_deadletters import DeadLetterOperations
+from shared.processing.dead_letters.deadlines import DeadlineExtension, parse_duration
+from shared.processing.dead_letters.operations import DeadLetterOperations
+from shared.processing.dead_letters.queues import DeadLetteredMessage
 from tests.support.wiring import wire
 from tests.unit.test_servicebus_deadletters import NOW, QUEUE, Harness, harness, item, request
 
@@ -79,7 +79,7 @@ def test_a_late_request_is_refused_without_the_flag_and_replayed_with_it(
     assert harness.sent() == []
 
     extension = DeadlineExtension(timedelta(hours=2), cap=DAY)
-    with caplog.at_level(logging.WARNING, "shared.ops.servicebus_deadletters"):
+    with caplog.at_level(logging.WARNING, "shared.processing.dead_letters.operations"):
         [outcome] = harness.operations.replay([dead], extension=extension)
     new = NOW + timedelta(hours=2)
     assert outcome.status == "replay"

@@ -13,6 +13,7 @@ from shared.events.announcements import FAILED
 from shared.processing.batches import BatchProcessor
 from shared.processing.deferral import DeferredEntry, DeferredSweeper, DocumentDeferralLedger
 from shared.processing.inbound import InboundMessage
+from shared.processing.settlement import Outcome
 from tests.fakes import ManualClock
 from tests.support.wiring import Wired, wire
 
@@ -55,21 +56,21 @@ class Source:
 
 
 class Handler:
-    def __init__(self, outcomes: dict[int, str]) -> None:
+    def __init__(self, outcomes: dict[int, Outcome]) -> None:
         self.outcomes = outcomes
         self.seen: list[int] = []
 
-    def process(self, message: InboundMessage, settler: object) -> str:
+    def process(self, message: InboundMessage, settler: object) -> Outcome:
         assert message.sequence_number is not None
         self.seen.append(message.sequence_number)
-        return self.outcomes.get(message.sequence_number, "completed")
+        return self.outcomes.get(message.sequence_number, Outcome.COMPLETED)
 
 
 def test_the_sweeper_runs_due_entries_and_reports_missing_ones() -> None:
     ledger = new_ledger()
     for e in (entry(1, -10), entry(2, -5), entry(3, -1), entry(4, 60)):
         ledger.record(e)
-    handler = Handler({2: "deferred", 3: "abandoned"})
+    handler = Handler({2: Outcome.DEFERRED, 3: Outcome.ABANDONED})
 
     source = Source([2, 3, 4])
     report = DeferredSweeper(ledger, handler, clock=lambda: NOW, missing_retries=0).sweep(

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from shared import entry_points
 from shared.adapters.in_memory import InMemoryDeferredSource, RecordingSettler
-from shared.composition import Services
+from shared.entrypoints import functions as entry_points
+from shared.entrypoints.bootstrap import Services
 from shared.errors import ConfigurationError
 from shared.intake.submissions import InlineContent, Submission
 from tests.fakes import ManualClock

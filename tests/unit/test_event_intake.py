@@ -10,11 +10,11 @@ import logging
 
 import pytest
 
-from shared import entry_points
 from shared.contracts import Priority
-from shared.errors import ConfigurationError, InvalidInput
+from shared.entrypoints import functions as entry_points
+from shared.errors import ConfigurationError, InvalidInput, NotOurs
 from shared.events.incoming import IncomingEvent, event_from_cloudevent, event_from_eventgrid
-from shared.events.intake import NotOurs, dedupe_key
+from shared.events.intake import dedupe_key
 from shared.events.webhook_tenancy import TenantScope
 from shared.intake.idempotency import hash_key
 from tests.support.events import blob_created_event, requested_event

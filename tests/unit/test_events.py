@@ -7,9 +7,9 @@ import json
 import pytest
 
 from shared.errors import Forbidden, InvalidInput, PayloadTooLarge, Unauthenticated
+from shared.events.dead_letters import parse_dead_letter_blob
 from shared.events.incoming import IncomingEvent, ValidationRequest, parse_delivery
 from shared.events.webhook_auth import authenticate_delivery
-from shared.ops.eventgrid_deadletters import parse_dead_letter_blob
 
 # Shapes as documented for Event Grid (storage BlobCreated and the validation event).
 BLOB_CREATED = {

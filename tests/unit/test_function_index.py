@@ -33,6 +33,8 @@ EXPECTED_TRIGGERS = {
     "cancel_batch": "httpTrigger",
     "event_webhook": "httpTrigger",
     "openapi_document": "httpTrigger",
+    "api_docs_page": "httpTrigger",
+    "api_docs_asset": "httpTrigger",
     "process_requests": "serviceBusTrigger",
     "process_priority_requests": "serviceBusTrigger",
     "process_ordered_requests": "serviceBusTrigger",

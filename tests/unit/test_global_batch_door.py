@@ -13,10 +13,10 @@ import pytest
 
 from shared.adapters.in_memory import RecordingSettler
 from shared.contracts import InlineText, JobStatus, Priority, ProcessingMode, RequestMessage
+from shared.entrypoints.http import requests as api
+from shared.entrypoints.http.messages import ApiResponse
 from shared.errors import ConfigurationError, FieldError, InvalidInput
 from shared.global_batch.store import pending_name
-from shared.intake import request_api as api
-from shared.intake.http import ApiResponse
 from shared.intake.request_rules import RequestRules
 from shared.messaging import OutgoingMessage, request_envelope
 from shared.processing.settlement import DeadLetterReason

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from shared.adapters.in_memory import FixedBacklog
+from shared.entrypoints.http.problems import problem_for
 from shared.errors import (
     ConfigurationError,
     Conflict,
@@ -22,7 +23,6 @@ from shared.errors import (
     UnsupportedMediaType,
 )
 from shared.intake.backpressure import BacklogGate
-from shared.intake.problems import problem_for
 
 
 @pytest.mark.parametrize(

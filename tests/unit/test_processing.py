@@ -1,4 +1,4 @@
-"""Every row of the outcome table (architecture.md), with in-memory fakes of our ports."""
+"""Every row of the outcome table (docs/processing.md), with in-memory fakes of our ports."""
 
 from __future__ import annotations
 

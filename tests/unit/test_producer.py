@@ -13,10 +13,10 @@ import pytest
 
 from shared.adapters.in_memory import ACCOUNT_URL, InMemoryBlobs
 from shared.contracts import ClaimCheck, InlineText, RequestMessage
+from shared.entrypoints.cli.producer import main
 from shared.errors import ConfigurationError
 from shared.messaging import OutgoingMessage
 from shared.producer import LineRefusal, ParsedLine, Producer, RequestLine, parse_lines
-from shared.producer.__main__ import main
 from shared.producer.batching import OutgoingBatch, QueueBatcher
 from shared.producer.lines import PRODUCER_NAMESPACE, parse_document
 from shared.producer.planning import Planner

@@ -12,8 +12,8 @@ from shared.adapters.in_memory import InMemoryDeadLetterQueues
 from shared.contracts import InlineText, Job, JobStatus, RequestMessage
 from shared.errors import TransientError
 from shared.jobs import reopen
-from shared.ops.servicebus_deadletter_queues import DeadLetteredMessage
-from shared.processing.reconciliation import (
+from shared.processing.dead_letters.queues import DeadLetteredMessage
+from shared.processing.dead_letters.reconciliation import (
     CHECKPOINT_PREFIX,
     DeadLetterReconciler,
     error_code,

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from shared.intake import request_api as api
-from shared.intake.http import ApiRequest, guarded
+from shared.entrypoints.http import requests as api
+from shared.entrypoints.http.messages import ApiRequest, guarded
 from shared.redaction import REDACTED, redact_headers, redact_text, redact_url
 from tests.support.wiring import Wired, api_request
 

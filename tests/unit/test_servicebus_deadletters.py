@@ -13,16 +13,20 @@ from typing import Any
 import pytest
 
 from shared.adapters.in_memory import InMemoryDocuments, RecordingSender
-from shared.composition import Services
 from shared.contracts import InlineText, Job, JobStatus, RequestMessage
+from shared.entrypoints.bootstrap import Services
+from shared.entrypoints.cli.ops import main
 from shared.errors import Conflict, TransientError
 from shared.jobs import DocumentJobStore, JobRepository, fail, reopen, transition
 from shared.messaging import MessageSender
-from shared.ops.__main__ import main
-from shared.ops.deadletter_filters import Selection, age_bucket, find, parse_age, summarise
-from shared.ops.message_preview import body_preview, is_sensitive_key, redact, redact_text
-from shared.ops.servicebus_deadletter_queues import DeadLetteredMessage
-from shared.ops.servicebus_deadletters import DeadLetterOperations, replay_copy, replay_message_id
+from shared.processing.dead_letters.filters import Selection, age_bucket, find, parse_age, summarise
+from shared.processing.dead_letters.operations import (
+    DeadLetterOperations,
+    replay_copy,
+    replay_message_id,
+)
+from shared.processing.dead_letters.queues import DeadLetteredMessage
+from shared.redaction import body_preview, is_sensitive_key, mask_credentials, redact
 from tests.support.wiring import wire
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -172,11 +176,11 @@ def test_text_loses_query_strings_and_credentials_and_is_truncated() -> None:
         "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=SECRETKEY==;"
         " Authorization: Bearer SECRETTOKEN eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abc"
     )
-    cleaned = redact_text(text, 1000)
+    cleaned = mask_credentials(text, 1000)
     assert "SECRET" not in cleaned
     assert "eyJ" not in cleaned
     assert "https://acct.blob.core.windows.net/inputs/t/r1 failed" in cleaned
-    assert len(redact_text("x" * 500)) == 200
+    assert len(mask_credentials("x" * 500)) == 200
 
 
 def test_nested_values_are_masked_by_name() -> None:

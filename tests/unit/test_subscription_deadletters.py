@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from shared.adapters.in_memory import RecordingSender
-from shared.ops.servicebus_deadletter_queues import subscription_path, topic_subscription
-from shared.ops.subscription_deadletters import REPLAY_SUBSCRIPTION, result_copy
+from shared.processing.dead_letters.queues import subscription_path, topic_subscription
+from shared.processing.dead_letters.subscriptions import REPLAY_SUBSCRIPTION, result_copy
 from tests.unit.test_deadletter_deadline_extension import run
 from tests.unit.test_servicebus_deadletters import Harness, harness, item
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from shared.entrypoints.http.problems import problem_for
 from shared.errors import Unauthenticated
-from shared.intake.problems import problem_for
 from shared.intake.tenancy import resolve_tenant
 
 CLAIMS = ("tid", "http://schemas.microsoft.com/identity/claims/tenantid")

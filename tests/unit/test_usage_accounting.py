@@ -23,9 +23,9 @@ from shared.contracts import (
     TokenUsage,
 )
 from shared.documents import Document
+from shared.entrypoints.cli.ops import main
 from shared.errors import TransientError
 from shared.jobs import DocumentJobStore, transition
-from shared.ops.__main__ import main
 from tests.fakes import ManualClock
 from tests.support.wiring import Wired, wire
 

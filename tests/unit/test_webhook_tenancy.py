@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
+from shared.entrypoints.http import webhook
+from shared.entrypoints.http.messages import ApiResponse
 from shared.errors import ConfigurationError, Forbidden, Unauthenticated
-from shared.events import webhook
 from shared.events.webhook_tenancy import (
     UNRESTRICTED,
     TenantScope,
     parse_webhook_tenants,
     running_in_azure,
 )
-from shared.intake.http import ApiResponse
 from tests.support.events import blob_created_event, requested_event
 from tests.support.wiring import Wired, api_request, wire
 

@@ -20,8 +20,8 @@ import pkgutil
 from collections.abc import Mapping
 from functools import cache
 
-from shared.adapters.models.provider import ModelProvider, ProviderRefusal
-from shared.errors import CatalogError
+from shared.adapters.models.provider import ModelProvider
+from shared.errors import CatalogError, ProviderRefusal
 from shared.inference import ModelClient
 from shared.inference.catalog import SHORTHAND_SOURCE, ModelCard, ModelCatalog
 from shared.inference.served import ServedModels

@@ -24,7 +24,8 @@ from openai import AzureOpenAI
 
 from shared.adapters.identity import azure_credential
 from shared.adapters.models.chat_client import ChatModel
-from shared.adapters.models.provider import ModelProvider, ProviderRefusal
+from shared.adapters.models.provider import ModelProvider
+from shared.errors import ProviderRefusal
 from shared.inference.catalog import ModelCard
 from shared.inference.chat import JSON_OBJECT, JSON_SCHEMA, ResponseFormat
 from shared.settings import Settings

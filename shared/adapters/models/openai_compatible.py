@@ -21,7 +21,8 @@ from functools import cache
 from openai import OpenAI
 
 from shared.adapters.models.chat_client import ChatModel
-from shared.adapters.models.provider import ModelProvider, ProviderRefusal
+from shared.adapters.models.provider import ModelProvider
+from shared.errors import ProviderRefusal
 from shared.inference.catalog import ModelCard
 from shared.inference.chat import JSON_OBJECT, JSON_SCHEMA
 from shared.settings import Settings

@@ -14,15 +14,6 @@ from shared.inference.catalog import ModelCard
 from shared.settings import Settings
 
 
-class ProviderRefusal(Exception):
-    """A catalog entry the provider cannot serve: which field, and why."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
 @dataclass(frozen=True)
 class ModelProvider:
     """One way of serving an alias.

@@ -27,12 +27,13 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
-from shared.adapters.models.provider import ModelProvider, ProviderRefusal
+from shared.adapters.models.provider import ModelProvider
 from shared.errors import (
     InferbusError,
     InvalidInput,
     InvalidModelOutput,
     PermanentError,
+    ProviderRefusal,
     TransientError,
 )
 from shared.inference import InferenceInput, ModelAnswer

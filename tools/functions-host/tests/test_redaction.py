@@ -36,7 +36,7 @@ def test_credential_query_values_are_replaced(line: str, expected: str) -> None:
 def test_worker_logs_are_printed_redacted(caplog: pytest.LogCaptureFixture) -> None:
     rpc_log = messages.RpcLog(
         invocation_id="inv-1",
-        category="shared.intake.http",
+        category="shared.entrypoints.http.messages",
         level=messages.RpcLog.Information,
         message=f"POST http://127.0.0.1:7071/api/v1/requests?code={KEY} -> 400 invalid",
     )

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from shared.composition import Services
+from shared.entrypoints.bootstrap import Services
+from shared.entrypoints.http.messages import ApiRequest, ApiResponse, json_response
 from shared.errors import FieldError, InvalidInput
 from shared.events.incoming import ValidationRequest, ValidationResponse, parse_delivery
 from shared.events.intake import EventOutcome
 from shared.events.webhook_auth import authenticate_delivery
 from shared.events.webhook_tenancy import running_in_azure, webhook_tenancy
-from shared.intake.http import ApiRequest, ApiResponse, json_response
 
 
 class DeliveryReport(BaseModel):

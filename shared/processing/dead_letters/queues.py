@@ -7,7 +7,7 @@ TTLExpiredException). It keeps its body, properties and sequence number there, w
 reason and description beside its application properties.
 
 This module has only the model (``DeadLetteredMessage``) and the port
-(``DeadLetterQueues``), so that the filters (``deadletter_filters``), the operations
+(``DeadLetterQueues``), so that the filters (``filters``), the operations
 (``servicebus_deadletters``) and the adapter (``adapters.servicebus_deadletters``) share
 one definition and none of them has to import another.
 """

@@ -24,8 +24,8 @@ from typing import Any
 
 from shared.accounting.usage import DayRange, UsageCounts, UsageRow, as_utc
 from shared.accounting.usage_report import UsageReader, UsageReport
-from shared.composition import Services
 from shared.documents import DocumentListing
+from shared.entrypoints.bootstrap import Services
 from shared.errors import ConfigurationError
 from shared.intake.tenancy import TENANT_ID_PATTERN
 

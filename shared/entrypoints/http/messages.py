@@ -14,8 +14,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.entrypoints.http.problems import (
+    PROBLEM_CONTENT_TYPE,
+    Problem,
+    problem_for,
+    unexpected_problem,
+)
 from shared.errors import InferbusError
-from shared.intake.problems import PROBLEM_CONTENT_TYPE, Problem, problem_for, unexpected_problem
 from shared.redaction import redact_url
 
 log = logging.getLogger(__name__)

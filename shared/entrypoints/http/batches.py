@@ -14,12 +14,12 @@ A submission belongs to one tenant; another tenant's submission is "not found".
 
 from __future__ import annotations
 
-from shared.composition import Services
 from shared.contracts import BatchCounts, BatchProgress, BatchView, Job, ProcessingMode
+from shared.entrypoints.bootstrap import Services
+from shared.entrypoints.http.messages import ApiRequest, ApiResponse, json_response
 from shared.errors import ConcurrencyConflict, Conflict, NotFound
 from shared.global_batch.records import Submission, SubmissionState
 from shared.global_batch.store import BatchRecords
-from shared.intake.http import ApiRequest, ApiResponse, json_response
 from shared.intake.tenancy import caller_tenant
 
 MAX_CAS_ATTEMPTS = 8

@@ -13,10 +13,9 @@ import hashlib
 import logging
 from collections.abc import Callable
 
-from shared.composition import Services, ServicesProvider
-from shared.errors import InvalidInput
+from shared.entrypoints.bootstrap import Services, ServicesProvider
+from shared.errors import InvalidInput, NotOurs
 from shared.events.incoming import IncomingEvent
-from shared.events.intake import NotOurs
 from shared.lanes import Lane, LaneQueues
 from shared.processing.inbound import InboundMessage
 from shared.processing.settlement import Settler
@@ -114,8 +113,8 @@ def pull_events(provider: ServicesProvider) -> None:
 
 
 def report_backlog(provider: ServicesProvider) -> None:
-    """Log the request queue's counts and oldest message age (see ops/backlog_report.py)."""
-    from shared.ops.backlog_report import report_backlog as report
+    """Log the request queue's counts and oldest message age (see processing/backlog.py)."""
+    from shared.processing.backlog import report_backlog as report
 
     def log_backlog(services: Services) -> None:
         queue = services.settings.requests_queue_name

@@ -17,7 +17,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.bounded_json import parse_json
-from shared.composition import Services
 from shared.contracts import (
     AcceptedRequest,
     BatchProgress,
@@ -33,6 +32,9 @@ from shared.contracts import (
     SubmitRequestBody,
     TextInput,
 )
+from shared.entrypoints.bootstrap import Services
+from shared.entrypoints.http.batches import batch_progress, forget_staged
+from shared.entrypoints.http.messages import ApiRequest, ApiResponse, json_response
 from shared.errors import (
     Conflict,
     FieldError,
@@ -42,8 +44,6 @@ from shared.errors import (
     PayloadTooLarge,
     UnsupportedMediaType,
 )
-from shared.global_batch.batch_api import batch_progress, forget_staged
-from shared.intake.http import ApiRequest, ApiResponse, json_response
 from shared.intake.submissions import BlobReference, InlineContent, Submission
 from shared.intake.tenancy import caller_tenant
 from shared.jobs import transition

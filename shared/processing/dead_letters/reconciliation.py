@@ -59,17 +59,17 @@ from shared.contracts import Job, JobStatus, RequestMessage
 from shared.documents import Document, JsonDocuments
 from shared.errors import InvalidInput, TransientError
 from shared.jobs import JobRepository, Versioned
-from shared.ops.servicebus_deadletter_queues import (
-    DeadLetteredMessage,
-    DeadLetterQueues,
-    pages_of,
-)
-from shared.ops.servicebus_deadletters import (
+from shared.processing.adopted_jobs import job_from_message
+from shared.processing.dead_letters.operations import (
     REPLAYED_SETTLEMENT,
     replay_generation,
     replay_marker,
 )
-from shared.processing.adopted_jobs import job_from_message
+from shared.processing.dead_letters.queues import (
+    DeadLetteredMessage,
+    DeadLetterQueues,
+    pages_of,
+)
 from shared.processing.endings import (
     DEADLINE_EXCEEDED,
     MESSAGE_EXPIRED,

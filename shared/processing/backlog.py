@@ -8,8 +8,9 @@ oldest active message and logs::
     inferbus.backlog queue=inference-requests active=12 dead_lettered=0 scheduled=3
         deferred=1 oldest_age_seconds=42.0          (one line in the log)
 
-The Functions host forwards worker logs to Application Insights (``traces``), where the
-"oldest request age" alert in infra/ parses this line: no extra telemetry SDK needed.
+The same readings are exported as the ``inferbus.queue.*`` gauges (``entity_readers``,
+``gauge_values``), per queue and results subscription; the "oldest message age" alert in
+infra/ reads the gauge, and the log line stays for a reader of the logs.
 """
 
 from __future__ import annotations

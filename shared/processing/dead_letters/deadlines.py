@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from shared.ops.deadletter_filters import parse_age
+from shared.processing.dead_letters.filters import parse_age
 
 _ISO = re.compile(
     r"P(?:(?P<days>\d+(?:\.\d+)?)D)?"

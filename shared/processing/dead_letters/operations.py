@@ -1,8 +1,8 @@
 """Service Bus dead-letter queues of the request queues: replay and purge.
 
 What a dead-letter sub-queue holds (``DeadLetteredMessage``) and the port over it
-(``DeadLetterQueues``) live in ``servicebus_deadletter_queues``; choosing and summarising
-in ``deadletter_filters``; redaction in ``message_preview``. This module holds what
+(``DeadLetterQueues``) live in ``queues``; choosing and summarising
+in ``filters``; redaction in ``shared.redaction``. This module holds what
 writes: the replay, with its markers and job reopening, and the purge. Reading is peek
 only.
 
@@ -12,7 +12,7 @@ original id) with ``replay_of=<dead-lettered message id>``, ``retry_count`` rese
 the same session id. The processor keys the job by the body's request id, so a job the
 dead-lettering marked failed or expired is reopened first (compare-and-swap); a completed
 or cancelled job is skipped, a request past its deadline refused, unless the operator
-extends it (``--extend-deadline``, ``deadline_extension``): then the copy's body and time
+extends it (``--extend-deadline``, ``deadlines``): then the copy's body and time
 to live, and the job, carry the new deadline, and each extension is logged. A marker per
 dead-lettered message (``<LedgerContainer>/sb-replays/<queue>/<sequence>.json``) is
 created "sending" before the send and set "sent" after it: a second run skips what was
@@ -36,21 +36,21 @@ from typing import Literal
 from shared.clock import Clock, utc_now
 from shared.contracts import Job, JobStatus, RequestMessage
 from shared.documents import Document, JsonDocuments
-from shared.errors import Conflict, NotFound
+from shared.errors import Conflict, InvalidPayload, NotFound
 from shared.jobs import REOPENABLE, JobRepository, Versioned, reopen
 from shared.messaging import MessageSender, OutgoingMessage
-from shared.ops.deadline_extension import DeadlineExtension, NewDeadline
-from shared.ops.message_preview import redact_text
-from shared.ops.servicebus_deadletter_queues import (
+from shared.processing.adopted_jobs import INVALID_REQUEST
+from shared.processing.dead_letters.deadlines import DeadlineExtension, NewDeadline
+from shared.processing.dead_letters.queues import (
     DEAD_LETTER_PROPERTIES,
     DeadLetteredMessage,
     DeadLetterQueues,
     topic_subscription,
 )
-from shared.ops.subscription_deadletters import result_copy
-from shared.processing.adopted_jobs import INVALID_REQUEST
+from shared.processing.dead_letters.subscriptions import result_copy
 from shared.processing.inbound import OUTAGE_RETRY_COUNT, OUTAGE_SINCE, InboundMessage
-from shared.processing.request_parsing import InvalidPayload, parse_request
+from shared.processing.request_parsing import parse_request
+from shared.redaction import mask_credentials
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ class DeadLetterOperations:
             request = parse_request(inbound, self._aliases)
         except InvalidPayload as error:
             why = f"not a request the processor accepts ({error}); fix it and submit it anew"
-            return _Plan(ReplayOutcome(item, "refused", redact_text(why, 300)))
+            return _Plan(ReplayOutcome(item, "refused", mask_credentials(why, 300)))
         job = self._jobs.load(request.tenant_id, request.request_id)
         if job is not None and job.job.status in (JobStatus.COMPLETED, JobStatus.CANCELLED):
             return _Plan(ReplayOutcome(item, "skipped", f"job {job.job.status.value}"))
@@ -247,7 +247,7 @@ class DeadLetterOperations:
             # The processor refused it for breaking a door's rule (a direct producer's
             # message): a copy would run it unchecked, since its job now exists.
             why = f"it breaks a rule ({job.job.error.message}); fix it and submit it anew"
-            return _Plan(ReplayOutcome(item, "refused", redact_text(why, 300)))
+            return _Plan(ReplayOutcome(item, "refused", mask_credentials(why, 300)))
         now = self.clock()
         deadline = request.deadline or (job.job.deadline if job else None)
         new = _resumed_deadline(marker, deadline)
@@ -329,7 +329,7 @@ class DeadLetterOperations:
         return outcome
 
     def _replay_result(self, plan: _Plan) -> ReplayOutcome:
-        """Send a results message again to its topic (``subscription_deadletters``)."""
+        """Send a results message again to its topic (``subscriptions``)."""
         outcome, item = plan.outcome, plan.outcome.item
         copy_id = outcome.replay_message_id or ""
         name = replay_marker_name(item)

@@ -20,7 +20,6 @@ from typing import Any, Final
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from shared.composition import Services
 from shared.contracts import (
     DOCUMENT_ANALYSIS,
     AcceptedRequest,
@@ -30,13 +29,14 @@ from shared.contracts import (
     ResultDocument,
     SubmitRequestBody,
 )
+from shared.entrypoints.bootstrap import Services
+from shared.entrypoints.http.messages import ApiRequest, ApiResponse, json_response
+from shared.entrypoints.http.problems import PROBLEM_CONTENT_TYPE
+from shared.entrypoints.http.webhook import DeliveryReport
 from shared.events.incoming import CloudEventDocument, EventGridEventDocument, ValidationResponse
 from shared.events.intake import InferenceRequestedData
-from shared.events.webhook import DeliveryReport
 from shared.inference.catalog import ModelCatalog
 from shared.inference.parameters import GenerationParameters, SamplingParameters
-from shared.intake.http import ApiRequest, ApiResponse, json_response
-from shared.intake.problems import PROBLEM_CONTENT_TYPE
 from shared.intake.tenancy import TENANT_ID_PATTERN
 from shared.settings import Settings
 

@@ -10,10 +10,10 @@
 
 They work on the dead-letter queues of the request queues, or of the results topic's
 subscriptions (``--subscription NAME`` or ``--queue <topic>/subscriptions/NAME``; a replay
-sends to the topic, see ``subscription_deadletters``), through ``DeadLetterOperations``
+sends to the topic, see ``processing.dead_letters.subscriptions``), through ``DeadLetterOperations``
 (``servicebus_deadletters``). Here live the argument parsing, the queue and filter
 choice, the operator's confirmation and the command flow; the printing is in
-``servicebus_cli_output``. ``servicebus_operations`` is the one place the commands reach
+``servicebus_output``. ``servicebus_operations`` is the one place the commands reach
 the azure-servicebus adapter, imported lazily so that the Event Grid commands, and
 callers that pass their own operations to ``__main__.main`` (the unit tests), do not load
 the SDK.
@@ -29,13 +29,9 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from typing import Any
 
-from shared.composition import Services
 from shared.documents import Document
-from shared.errors import ConfigurationError, TransientError
-from shared.lanes import Lane, LaneQueues
-from shared.ops.deadletter_filters import Selection, find, parse_age, summarise
-from shared.ops.deadline_extension import DeadlineExtension, parse_duration
-from shared.ops.servicebus_cli_output import (
+from shared.entrypoints.bootstrap import Services
+from shared.entrypoints.cli.servicebus_output import (
     describe_outcome,
     format_age,
     label,
@@ -45,13 +41,17 @@ from shared.ops.servicebus_cli_output import (
     newest_first,
     ranked,
 )
-from shared.ops.servicebus_deadletter_queues import (
+from shared.errors import ConfigurationError, TransientError
+from shared.lanes import Lane, LaneQueues
+from shared.processing.dead_letters.deadlines import DeadlineExtension, parse_duration
+from shared.processing.dead_letters.filters import Selection, find, parse_age, summarise
+from shared.processing.dead_letters.operations import DeadLetterOperations, ReplayOutcome
+from shared.processing.dead_letters.queues import (
     SUBSCRIPTIONS,
     DeadLetteredMessage,
     subscription_path,
     topic_subscription,
 )
-from shared.ops.servicebus_deadletters import DeadLetterOperations, ReplayOutcome
 
 OperationsFactory = Callable[[Services], AbstractContextManager[DeadLetterOperations]]
 

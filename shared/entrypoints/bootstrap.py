@@ -27,6 +27,7 @@ from shared.clock import Clock, utc_now
 from shared.documents import DocumentListing, JsonDocuments, ListedDocuments
 from shared.errors import ConfigurationError
 from shared.events.announcements import Announcer, EventPublisher
+from shared.events.dead_letters import DeadLetterReplay
 from shared.events.intake import BLOB_DOOR, EventIntake
 from shared.events.pull import SOURCE as PULL_DOOR
 from shared.events.pull import EventQueue, PullDoor, PullPolicy
@@ -50,10 +51,10 @@ from shared.intake.submissions import Intake
 from shared.jobs import DocumentJobStore, JobRepository
 from shared.lanes import Lane, LaneQueues, LaneRouter
 from shared.messaging import MessageSender
-from shared.ops.backlog_report import QueueObserver, SubscriptionObservers
-from shared.ops.eventgrid_deadletters import DeadLetterReplay
-from shared.ops.servicebus_deadletter_queues import DeadLetterQueues
+from shared.processing.backlog import QueueObserver, SubscriptionObservers
 from shared.processing.batches import BatchProcessor
+from shared.processing.dead_letters.queues import DeadLetterQueues
+from shared.processing.dead_letters.reconciliation import DeadLetterReconciler
 from shared.processing.deferral import (
     DeferredSources,
     DeferredSweeper,
@@ -62,7 +63,6 @@ from shared.processing.deferral import (
 from shared.processing.endings import JobEndings
 from shared.processing.failures import ordered_retry_max_wait
 from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
-from shared.processing.reconciliation import DeadLetterReconciler
 from shared.processing.resends import JobResender, ResendPolicy
 from shared.processing.watchdog import JobWatchdog, WatchdogPolicy
 from shared.settings import Settings, get_settings
@@ -602,8 +602,8 @@ def observe(services: Services) -> None:
 
 
 def queue_entity_readers(services: Services) -> dict[str, telemetry.EntityCounts]:
-    """A reader of gauge values per observed entity (``backlog_report.entity_readers``)."""
-    from shared.ops.backlog_report import entity_readers
+    """A reader of gauge values per observed entity (``processing.backlog.entity_readers``)."""
+    from shared.processing.backlog import entity_readers
 
     return entity_readers(
         [lane.queue for lane in services.lanes.values()],

@@ -5,7 +5,7 @@ The operator's filters (``--reason``, ``--tenant``, ``--older-than`` ...) become
 ``list`` prints. They are pure functions of the peeked messages and a clock reading, so
 they live apart from the operations that read the broker and write the markers
 (``servicebus_deadletters``) and from the command line that prints them
-(``servicebus_cli``).
+(``entrypoints.cli.servicebus_deadletters``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from shared.ops.servicebus_deadletter_queues import DeadLetteredMessage
+from shared.processing.dead_letters.queues import DeadLetteredMessage
 
 AGE_BUCKETS = (
     (timedelta(hours=1), "< 1h"),

@@ -19,7 +19,7 @@ the copy too; results messages carry deterministic event ids, so consumers drop 
 from __future__ import annotations
 
 from shared.messaging import OutgoingMessage
-from shared.ops.servicebus_deadletter_queues import (
+from shared.processing.dead_letters.queues import (
     DEAD_LETTER_PROPERTIES,
     DeadLetteredMessage,
     topic_subscription,

@@ -2,9 +2,9 @@
 
 One row per message for ``list`` and ``purge --dry-run``, one JSON document per message
 for ``list --json`` and ``show``, one line per replay outcome. Kept apart from the
-commands (``servicebus_cli``) so that the command flow reads without the formatting, and
+commands (``servicebus_deadletters``) so that the command flow reads without the formatting, and
 every command prints a message the same way. Descriptions, properties and bodies pass
-through ``message_preview`` first: nothing printed here carries a credential.
+through ``shared.redaction`` first: nothing printed here carries a credential.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 from shared.documents import Document
-from shared.ops.message_preview import body_preview, redact, redact_text
-from shared.ops.servicebus_deadletter_queues import DeadLetteredMessage
-from shared.ops.servicebus_deadletters import ReplayOutcome
+from shared.processing.dead_letters.operations import ReplayOutcome
+from shared.processing.dead_letters.queues import DeadLetteredMessage
+from shared.redaction import body_preview, mask_credentials, redact
 
 
 def format_age(age: timedelta | None) -> str:
@@ -74,7 +74,7 @@ def message_json(item: DeadLetteredMessage, now: datetime, marker: Document | No
         "age_seconds": round(age.total_seconds()) if age is not None else None,
         "delivery_count": item.delivery_count,
         "reason": item.reason,
-        "description": redact_text(item.description, 1024),
+        "description": mask_credentials(item.description, 1024),
         "tenant": item.tenant,
         "model": item.model,
         "session_id": item.session_id,

@@ -15,9 +15,9 @@ import argparse
 import sys
 from typing import Any
 
-from shared.composition import Services
+from shared.entrypoints.bootstrap import Services
 from shared.errors import TransientError
-from shared.ops.eventgrid_deadletters import (
+from shared.events.dead_letters import (
     DeadLetteredEvent,
     ReplayResult,
     newest_first,

@@ -1,0 +1,13 @@
+"""The entrypoints ring: the only part of ``shared`` that knows the wiring.
+
+- ``bootstrap``: picks the adapters and builds the use cases from them (``Services``,
+  over explicit ``Ports``); nothing below this ring imports it.
+- ``functions``: what the non-HTTP triggers of ``function_app.py`` call (blobs, Event
+  Grid, the lanes' batches, the timers).
+- ``http/``: the HTTP handlers (requests, batches, the webhook, the OpenAPI document and
+  its page) and the problem+json answers of the error tree.
+- ``cli/``: the command lines (``python -m shared.ops``, ``python -m shared.producer``).
+
+Handlers and commands receive the services; the capabilities below receive only the
+ports and values they use.
+"""

@@ -1,0 +1,140 @@
+"""The rings of ``shared/``, read from the code's own imports: no import runs back up.
+
+From the bottom: the core (contracts, errors, settings, the job lifecycle...), the domain
+(inference, accounting, results), the capabilities (intake, events, processing,
+global_batch, producer), the adapters (the only SDK importers), and the entrypoints (the
+wiring, the trigger entry points, the HTTP handlers and the command lines), which alone
+may import everything. Among the capabilities, processing is the heart: it imports
+neither the Global Batch lane (a port, ``processing.ports.BatchStaging``, lets it stage
+work) nor the operators' command lines.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT / "shared"
+
+CORE, DOMAIN, CAPABILITIES, ADAPTERS, ENTRYPOINTS = range(5)
+RING_NAMES = ("core", "domain", "capabilities", "adapters", "entrypoints")
+# The first matching prefix decides: ``shared.ops`` and ``shared.producer.__main__`` keep
+# the command names (``python -m shared.ops``) and hand over to ``entrypoints.cli``, so
+# they are entrypoints while the rest of ``shared.producer`` is a capability.
+RING_OF_PREFIX: tuple[tuple[str, int], ...] = (
+    ("shared.entrypoints", ENTRYPOINTS),
+    ("shared.ops", ENTRYPOINTS),
+    ("shared.producer.__main__", ENTRYPOINTS),
+    ("shared.adapters", ADAPTERS),
+    ("shared.intake", CAPABILITIES),
+    ("shared.events", CAPABILITIES),
+    ("shared.processing", CAPABILITIES),
+    ("shared.global_batch", CAPABILITIES),
+    ("shared.producer", CAPABILITIES),
+    ("shared.inference", DOMAIN),
+    ("shared.accounting", DOMAIN),
+    ("shared.results", DOMAIN),
+    ("shared", CORE),
+)
+# Capability pairs that must never meet, whatever the rings allow.
+FORBIDDEN = (
+    ("shared.processing", "shared.global_batch"),
+    ("shared.processing", "shared.ops"),
+)
+
+
+@dataclass(frozen=True)
+class Arrow:
+    importer: str
+    imported: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.importer}:{self.line} imports {self.imported}"
+
+
+def module_name(path: Path) -> str:
+    name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+def ring(module: str) -> int:
+    for prefix, number in RING_OF_PREFIX:
+        if module == prefix or module.startswith(prefix + "."):
+            return number
+    raise AssertionError(f"{module} is in no ring")
+
+
+def arrows() -> list[Arrow]:
+    """Every import of a ``shared`` module by a ``shared`` module, with its line."""
+    found = []
+    for path in sorted(SHARED.rglob("*.py")):
+        importer = module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module]
+                if node.module == "shared":  # from shared import telemetry
+                    targets = [f"shared.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            found += [
+                Arrow(importer, target, node.lineno)
+                for target in targets
+                if target == "shared" or target.startswith("shared.")
+            ]
+    return found
+
+
+def upward(found: list[Arrow]) -> list[Arrow]:
+    return [a for a in found if ring(a.imported) > ring(a.importer)]
+
+
+def test_no_import_runs_back_up_a_ring() -> None:
+    found = arrows()
+    assert len(found) > 100, "the reader found too few imports to judge"
+    wrong = upward(found)
+    assert not wrong, "imports that run back up:\n" + "\n".join(
+        f"{a} ({RING_NAMES[ring(a.importer)]} -> {RING_NAMES[ring(a.imported)]})" for a in wrong
+    )
+
+
+@pytest.mark.parametrize(("importer", "imported"), FORBIDDEN)
+def test_processing_stands_alone(importer: str, imported: str) -> None:
+    wrong = [
+        a
+        for a in arrows()
+        if (a.importer + ".").startswith(importer + ".")
+        and (a.imported + ".").startswith(imported + ".")
+    ]
+    assert not wrong, "\n".join(map(str, wrong))
+
+
+def test_the_rule_sees_an_upward_import() -> None:
+    """The check is not vacuous: a capability importing the wiring is caught."""
+    planted = [Arrow("shared.processing.pipeline", "shared.entrypoints.bootstrap", 1)]
+    assert upward(planted) == planted
+    assert upward([Arrow("shared.entrypoints.bootstrap", "shared.processing", 1)]) == []
+
+
+def test_every_exception_class_is_in_the_one_tree() -> None:
+    """Each exception class ``shared`` defines derives from ``InferbusError`` (drawn at the
+    top of ``errors.py``), so every door maps it to an answer."""
+    from shared import errors
+
+    strays = []
+    for path in sorted(SHARED.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
+            if node.name == "InferbusError":  # the root of the tree
+                continue
+            if bases & {"Exception", "ValueError", "RuntimeError", "LookupError"}:
+                strays.append(f"{module_name(path)}.{node.name}")
+    assert not strays, f"exception classes outside the tree of {errors.__name__}: {strays}"

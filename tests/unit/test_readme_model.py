@@ -1,5 +1,5 @@
-"""README's "Your own model": its catalog parses, and its five-minute handler answers what
-the README says it answers (the code is taken from the README itself)."""
+"""docs/models.md's "Your own model": its catalog parses, and its five-minute handler
+answers what the page says it answers (the code is taken from the page itself)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from shared.inference import InferenceInput
 from shared.settings import Settings
 from tests.support.catalogs import catalog
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 
 
 def section(title: str) -> str:

@@ -145,7 +145,7 @@ def storage_errors(what: str) -> Iterator[None]:
 
 
 class AzureBlobStore:
-    """Implements ``claim_checks.BlobStore``."""
+    """Implements ``intake.ports.BlobStore``."""
 
     def __init__(self, client: BlobServiceClient) -> None:
         self._client = client

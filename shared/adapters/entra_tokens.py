@@ -18,7 +18,7 @@ ENTRA_COMMON_JWKS = "https://login.microsoftonline.com/common/discovery/v2.0/key
 
 
 class JwtValidator:
-    """Implements ``webhook_auth.TokenValidator``."""
+    """Implements ``events.ports.TokenValidator``."""
 
     def __init__(self, audience: str, issuer: str, jwks_uri: str | None = None) -> None:
         self._audience = audience

@@ -54,7 +54,7 @@ def batches(specs: list[CloudEventSpec]) -> Iterator[list[CloudEventSpec]]:
 
 
 class EventGridPublisher:
-    """Implements ``announcements.EventPublisher``."""
+    """Implements ``events.ports.EventPublisher``."""
 
     def __init__(self, client: EventGridPublisherClient) -> None:
         self._client = client

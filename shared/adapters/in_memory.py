@@ -46,7 +46,7 @@ class StoredBlob:
 
 
 class InMemoryBlobs:
-    """Implements ``claim_checks.BlobStore``: one storage account in memory; ``clock``
+    """Implements ``intake.ports.BlobStore``: one storage account in memory; ``clock``
     stamps each write's last-modified time, as the service does."""
 
     def __init__(self, account_url: str = ACCOUNT_URL, clock: Clock = utc_now) -> None:
@@ -168,7 +168,7 @@ class RecordingSender:
 
 @dataclass
 class RecordingPublisher:
-    """Implements ``announcements.EventPublisher``; ``fail_with`` makes publishing raise."""
+    """Implements ``events.ports.EventPublisher``; ``fail_with`` makes publishing raise."""
 
     published: list[CloudEventSpec] = field(default_factory=list)
     fail_with: Exception | None = None
@@ -183,7 +183,7 @@ class RecordingPublisher:
 
 @dataclass
 class FixedBacklog:
-    """Implements ``backpressure.BacklogProbe`` with a set depth; counts its reads."""
+    """Implements ``intake.ports.BacklogProbe`` with a set depth; counts its reads."""
 
     depth: int
     reads: int = 0
@@ -195,7 +195,8 @@ class FixedBacklog:
 
 @dataclass
 class RecordingSettler:
-    """Implements ``settlement.Settler``; records (action, message_id, reason, description)."""
+    """Implements ``processing.ports.Settler``; records (action, message_id, reason,
+    description)."""
 
     actions: list[tuple[str, str | None, str | None, str | None]] = field(default_factory=list)
     renewals: int = 0
@@ -230,7 +231,7 @@ class RecordingSettler:
 
 @dataclass
 class InMemoryDeferredSource:
-    """Implements ``deferral.DeferredSource``: deferred messages by sequence number."""
+    """Implements ``processing.ports.DeferredSource``: deferred messages by sequence number."""
 
     deferred: dict[int, InboundMessage] = field(default_factory=dict)
     settler: RecordingSettler = field(default_factory=RecordingSettler)
@@ -241,7 +242,7 @@ class InMemoryDeferredSource:
 
 @dataclass
 class FixedQueueObserver:
-    """Implements ``processing.backlog.QueueObserver`` with a set snapshot."""
+    """Implements ``processing.ports.QueueObserver`` with a set snapshot."""
 
     current: QueueSnapshot = field(
         default_factory=lambda: QueueSnapshot(0, 0, 0, 0, oldest_active_enqueued_at=None)
@@ -253,7 +254,7 @@ class FixedQueueObserver:
 
 @dataclass
 class InMemoryDeadLetterQueues:
-    """Implements ``processing.dead_letters.queues.DeadLetterQueues``: messages by queue."""
+    """Implements ``processing.ports.DeadLetterQueues``: messages by queue."""
 
     held: dict[str, list[DeadLetteredMessage]] = field(default_factory=dict)
 

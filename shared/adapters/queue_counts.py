@@ -23,16 +23,18 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 
 from shared.adapters.identity import azure_credential
 from shared.errors import ConfigurationError
-from shared.intake.backpressure import BacklogProbe, lane_backlog_limits
+from shared.intake.backpressure import lane_backlog_limits
+from shared.intake.ports import BacklogProbe
 from shared.lanes import Lane, LaneQueues
-from shared.processing.backlog import QueueObserver, QueueSnapshot, SubscriptionObservers
+from shared.processing.backlog import QueueSnapshot, SubscriptionObservers
+from shared.processing.ports import QueueObserver
 from shared.settings import Settings
 
 SUBSCRIPTIONS = "/Subscriptions/"  # the middle of a subscription's entity path
 
 
 class EmulatorBacklogProbe:
-    """Implements ``backlog.BacklogProbe`` over the local emulator's runtime counts."""
+    """Implements ``intake.ports.BacklogProbe`` over the local emulator's runtime counts."""
 
     def __init__(self, counts_url: str, queue_name: str, timeout_seconds: float = 2.0) -> None:
         if not counts_url.startswith(("http://127.", "http://localhost")):
@@ -49,7 +51,7 @@ class EmulatorBacklogProbe:
 
 
 class QueueBacklogProbe:
-    """Implements ``backlog.BacklogProbe`` for one queue."""
+    """Implements ``intake.ports.BacklogProbe`` for one queue."""
 
     def __init__(self, admin: ServiceBusAdministrationClient, queue_name: str) -> None:
         self._admin = admin

@@ -81,7 +81,7 @@ def dead_lettered(queue: str, message: ServiceBusReceivedMessage) -> DeadLettere
 
 
 class ServiceBusDeadLetterQueues:
-    """Implements ``ops.servicebus_deadletters.DeadLetterQueues``."""
+    """Implements ``processing.ports.DeadLetterQueues``."""
 
     def __init__(
         self,

@@ -88,7 +88,7 @@ class MessageActions(Protocol):
 
 
 class ActionsSettler:
-    """Implements ``settlement.Settler`` over the Functions ``ServiceBusMessageActions``."""
+    """Implements ``processing.ports.Settler`` over the Functions ``ServiceBusMessageActions``."""
 
     def __init__(self, actions: MessageActions) -> None:
         self._actions = actions
@@ -116,7 +116,7 @@ class ActionsSettler:
 
 
 class ReceiverSettler:
-    """Implements ``settlement.Settler`` over an SDK receiver (peek-lock)."""
+    """Implements ``processing.ports.Settler`` over an SDK receiver (peek-lock)."""
 
     def __init__(self, receiver: ServiceBusReceiver) -> None:
         self._receiver = receiver
@@ -150,7 +150,7 @@ class ReceiverSettler:
 
 
 class ReceiverDeferredSource:
-    """Implements ``deferral.DeferredSource``: deferred messages by sequence number."""
+    """Implements ``processing.ports.DeferredSource``: deferred messages by sequence number."""
 
     def __init__(self, receiver: ServiceBusReceiver) -> None:
         self._receiver = receiver

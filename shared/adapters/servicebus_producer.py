@@ -25,7 +25,7 @@ from azure.servicebus.exceptions import (
 from shared.adapters.servicebus import servicebus_errors, to_servicebus_message
 from shared.errors import ConfigurationError
 from shared.messaging import OutgoingMessage
-from shared.producer.batching import OutgoingBatch
+from shared.producer.ports import OutgoingBatch
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def sender_errors(what: str) -> Iterator[None]:
 
 
 class ServiceBusBatch:
-    """Implements ``batching.OutgoingBatch`` over an SDK batch."""
+    """Implements ``producer.ports.OutgoingBatch`` over an SDK batch."""
 
     def __init__(self, batch: ServiceBusMessageBatch) -> None:
         self.batch = batch
@@ -66,7 +66,7 @@ class ServiceBusBatch:
 
 
 class ServiceBusBatchSender:
-    """Implements ``batching.BatchSender`` for one queue."""
+    """Implements ``producer.ports.BatchSender`` for one queue."""
 
     def __init__(self, client: ServiceBusClient, queue: str) -> None:
         self._client = client
@@ -99,7 +99,7 @@ class ServiceBusBatchSender:
 
 
 class ServiceBusBatchSenders:
-    """Implements ``batching.BatchSenders``: one sender per queue on one client."""
+    """Implements ``producer.ports.BatchSenders``: one sender per queue on one client."""
 
     def __init__(self, client: ServiceBusClient) -> None:
         self._client = client

@@ -26,12 +26,12 @@ from shared import telemetry
 from shared.clock import Clock, utc_now
 from shared.documents import DocumentListing, JsonDocuments, ListedDocuments
 from shared.errors import ConfigurationError
-from shared.events.announcements import Announcer, EventPublisher
+from shared.events.announcements import Announcer
 from shared.events.dead_letters import DeadLetterReplay
 from shared.events.intake import BLOB_DOOR, EventIntake
+from shared.events.ports import EventPublisher, EventQueue, TokenValidator
 from shared.events.pull import SOURCE as PULL_DOOR
-from shared.events.pull import EventQueue, PullDoor, PullPolicy
-from shared.events.webhook_auth import TokenValidator
+from shared.events.pull import PullDoor, PullPolicy
 from shared.global_batch.conclusion import Conclusion, ConclusionPolicy
 from shared.global_batch.control_plane import ControlPolicy, GlobalBatchControlPlane
 from shared.global_batch.planning import PlanningPolicy
@@ -42,18 +42,18 @@ from shared.inference.capacity import BudgetedModel, DeploymentGate, gate_key
 from shared.inference.catalog import Capacity, ModelCatalog, catalog_for
 from shared.inference.instances import InstanceRegistry
 from shared.inference.served import ServedModels
-from shared.intake.backpressure import BacklogProbe, LaneBacklogGates
+from shared.intake.backpressure import LaneBacklogGates
 from shared.intake.breaker import SendBreaker
-from shared.intake.claim_checks import BlobStore, ClaimChecks
+from shared.intake.claim_checks import ClaimChecks
 from shared.intake.idempotency import DocumentIdempotencyStore, IdempotencyGuard
+from shared.intake.ports import BacklogProbe, BlobStore
 from shared.intake.request_rules import RequestRules
 from shared.intake.submissions import Intake
 from shared.jobs import DocumentJobStore, JobRepository
 from shared.lanes import Lane, LaneQueues, LaneRouter
 from shared.messaging import MessageSender
-from shared.processing.backlog import QueueObserver, SubscriptionObservers
+from shared.processing.backlog import SubscriptionObservers
 from shared.processing.batches import BatchProcessor
-from shared.processing.dead_letters.queues import DeadLetterQueues
 from shared.processing.dead_letters.reconciliation import DeadLetterReconciler
 from shared.processing.deferral import (
     DeferredSources,
@@ -63,6 +63,7 @@ from shared.processing.deferral import (
 from shared.processing.endings import JobEndings
 from shared.processing.failures import ordered_retry_max_wait
 from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
+from shared.processing.ports import DeadLetterQueues, QueueObserver
 from shared.processing.resends import JobResender, ResendPolicy
 from shared.processing.watchdog import JobWatchdog, WatchdogPolicy
 from shared.settings import Settings, get_settings

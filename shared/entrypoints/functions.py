@@ -18,7 +18,7 @@ from shared.errors import InvalidInput, NotOurs
 from shared.events.incoming import IncomingEvent
 from shared.lanes import Lane, LaneQueues
 from shared.processing.inbound import InboundMessage
-from shared.processing.settlement import Settler
+from shared.processing.ports import Settler
 
 log = logging.getLogger(__name__)
 

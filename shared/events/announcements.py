@@ -13,10 +13,11 @@ import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 from shared import telemetry
 from shared.contracts import Job, RequestMessage, ResultDocument
+from shared.events.ports import EventPublisher
 from shared.messaging import MessageSender, OutgoingMessage
 
 EVENT_SOURCE = "/inferbus/processor"
@@ -202,12 +203,6 @@ def _review_required(result: ResultDocument | None) -> bool:
     if (analysis := result.analysis) is not None:
         return analysis.review_required
     return isinstance(result.result, dict) and result.result.get("review_required") is True
-
-
-class EventPublisher(Protocol):
-    def publish(self, events: list[CloudEventSpec]) -> None:
-        """Publish to Event Grid; TransientError when it cannot take them now."""
-        ...
 
 
 class Announcer:

@@ -27,7 +27,7 @@ from shared.clock import Clock, utc_now
 from shared.errors import InvalidInput
 from shared.events.incoming import IncomingEvent, event_from_cloudevent, event_from_eventgrid
 from shared.events.intake import EventIntake, EventOutcome
-from shared.intake.claim_checks import BlobStore
+from shared.intake.ports import BlobStore
 
 log = logging.getLogger(__name__)
 

@@ -36,12 +36,12 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from shared.bounded_json import check_document
 from shared.errors import Conflict, InvalidInput, TransientError
 from shared.events.incoming import IncomingEvent, event_from_cloudevent
 from shared.events.intake import EventIntake
+from shared.events.ports import EventQueue
 
 log = logging.getLogger(__name__)
 
@@ -57,23 +57,6 @@ class PulledEvent:
     lock_token: str
     delivery_count: int
     cloud_event: object
-
-
-class EventQueue(Protocol):
-    """A namespace topic's queue event subscription (adapter: ``EventGridConsumerClient``).
-
-    Settling methods return the lock tokens that failed (lock lost or already settled).
-    """
-
-    def receive(self, max_events: int, max_wait_seconds: int) -> list[PulledEvent]: ...
-
-    def acknowledge(self, lock_tokens: list[str]) -> list[str]: ...
-
-    def release(self, lock_tokens: list[str], delay_seconds: int) -> list[str]: ...
-
-    def reject(self, lock_tokens: list[str]) -> list[str]: ...
-
-    def renew_locks(self, lock_tokens: list[str]) -> list[str]: ...
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,11 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Mapping
-from typing import Protocol
 
 from shared.errors import Forbidden, Unauthenticated
+from shared.events.ports import TokenValidator
 
 SECRET_HEADER = "x-webhook-secret"  # noqa: S105 (a header name, not a secret)
-
-
-class TokenValidator(Protocol):
-    def validate(self, token: str) -> dict[str, object]:
-        """The token's claims; Forbidden when the token is not acceptable."""
-        ...
 
 
 def authenticate_delivery(

@@ -26,7 +26,7 @@ from datetime import datetime
 from shared.documents import ListedDocuments
 from shared.errors import PermanentError
 from shared.global_batch.records import LedgerEntry, MemberFacts, PendingRequest, Submission
-from shared.intake.claim_checks import BlobStore
+from shared.intake.ports import BlobStore
 
 JSONL = "application/jsonl"
 # Documents read (or jobs changed) at once when a run needs many (a planned file, a join):

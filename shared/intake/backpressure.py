@@ -19,19 +19,13 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from typing import Protocol
 
 from shared.errors import ServiceUnavailable
+from shared.intake.ports import BacklogProbe
 from shared.lanes import Lane
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-class BacklogProbe(Protocol):
-    def active_messages(self) -> int:
-        """Active (deliverable) messages in the requests queue."""
-        ...
 
 
 class BacklogGate:

@@ -14,13 +14,12 @@ with no query string (no SAS tokens) and no path tricks.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from shared.contracts import ClaimCheck
 from shared.errors import ClaimCheckInvalid, FieldError, InvalidInput, PayloadTooLarge
+from shared.intake.ports import BlobStore
 from shared.settings import Settings
 
 
@@ -30,37 +29,6 @@ class BlobInfo:
     media_type: str
     metadata: dict[str, str]
     etag: str | None = None
-
-
-class BlobStore(Protocol):
-    """Blob storage as the use cases need it (adapter: azure-storage-blob)."""
-
-    @property
-    def account_url(self) -> str:
-        """The account endpoint without a trailing slash, e.g. https://acct.blob.core.windows.net."""
-        ...
-
-    def upload(
-        self, container: str, name: str, data: bytes, media_type: str, metadata: dict[str, str]
-    ) -> None:
-        """Write (or overwrite) a blob."""
-        ...
-
-    def info(self, container: str, name: str) -> BlobInfo | None:
-        """Size, media type and metadata, or None when the blob does not exist."""
-        ...
-
-    def read_chunks(self, container: str, name: str) -> Iterator[bytes]:
-        """Stream the blob's content; NotFound when it does not exist."""
-        ...
-
-    def read(self, container: str, name: str) -> bytes | None:
-        """The whole blob, or None when it does not exist."""
-        ...
-
-    def list_names(self, container: str, prefix: str) -> list[str]:
-        """Names of the blobs under ``prefix``."""
-        ...
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Protocol
 
 from shared.clock import Clock, utc_now
 from shared.contracts import Job
 from shared.documents import JsonDocuments
 from shared.errors import ConcurrencyConflict, Conflict, FieldError, InvalidInput
+from shared.intake.ports import IdempotencyStore
 from shared.request_ids import new_request_id
 
 IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
@@ -43,23 +43,6 @@ class IdempotencyRecord:
     request_hash: str
     request_id: str
     created_at: datetime
-
-
-class IdempotencyStore(Protocol):
-    """Durable markers, created with if-none-match and changed by ETag
-    (``DocumentIdempotencyStore``)."""
-
-    def try_create(self, record: IdempotencyRecord) -> str | None:
-        """Create the marker; its ETag, or None when it already exists."""
-        ...
-
-    def load(self, tenant_id: str, key_hash: str) -> tuple[IdempotencyRecord, str] | None: ...
-
-    def replace(self, record: IdempotencyRecord, etag: str) -> str:
-        """Overwrite if the ETag matches (else ConcurrencyConflict); the new ETag."""
-        ...
-
-    def delete(self, tenant_id: str, key_hash: str, etag: str) -> None: ...
 
 
 class DocumentIdempotencyStore:

@@ -35,7 +35,8 @@ from shared.intake.request_rules import RequestRules, TenantNotAllowed
 from shared.jobs import JobRepository, Versioned, fail
 from shared.processing.failures import Failures, clip
 from shared.processing.inbound import InboundMessage, PropertyValue
-from shared.processing.settlement import DeadLetterReason, Outcome, Settler
+from shared.processing.ports import Settler
+from shared.processing.settlement import DeadLetterReason, Outcome
 
 log = logging.getLogger(__name__)
 

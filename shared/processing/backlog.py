@@ -19,9 +19,9 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
 from shared.clock import Clock, utc_now
+from shared.processing.ports import QueueObserver
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +41,6 @@ class QueueSnapshot:
     # False where the oldest message cannot be seen (a subscription in Azure is not peeked):
     # its age is then unknown, not zero.
     oldest_known: bool = True
-
-
-class QueueObserver(Protocol):
-    def snapshot(self) -> QueueSnapshot: ...
 
 
 def report_line(queue: str, snapshot: QueueSnapshot, now: datetime) -> str:

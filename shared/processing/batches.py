@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from shared import telemetry
 from shared.processing.inbound import InboundMessage
 from shared.processing.pipeline import MessageProcessor
-from shared.processing.settlement import Outcome, Settler
+from shared.processing.ports import Settler
+from shared.processing.settlement import Outcome
 
 log = logging.getLogger(__name__)
 

@@ -21,14 +21,13 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Protocol
 
 from shared.clock import Clock, utc_now
 from shared.contracts import JobStatus
 from shared.documents import Document, JsonDocuments
 from shared.processing.endings import DEFERRED_MESSAGE_LOST, Ending, JobEndings
-from shared.processing.inbound import InboundMessage
-from shared.processing.settlement import Outcome, Settler
+from shared.processing.ports import DeferralLedger, DeferredSource, MessageHandler
+from shared.processing.settlement import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -43,22 +42,6 @@ class DeferredEntry:
     reason: str
     recorded_at: datetime
     missing_attempts: int = 0  # sweeps that found its message missing so far
-
-
-class DeferralLedger(Protocol):
-    def record(self, entry: DeferredEntry) -> None:
-        """Create or replace the entry for this queue and sequence number."""
-        ...
-
-    def due(self, queue: str, now: datetime) -> list[DeferredEntry]:
-        """Entries whose due time has come, oldest first."""
-        ...
-
-    def remove(self, entry: DeferredEntry) -> None: ...
-
-    def mark_missing(self, entry: DeferredEntry) -> None:
-        """Move the entry aside: its message could not be received any more."""
-        ...
 
 
 def _document(entry: DeferredEntry) -> Document:
@@ -132,21 +115,8 @@ class DocumentDeferralLedger:
         return entries
 
 
-class DeferredSource(Protocol):
-    """Receives deferred messages by sequence number and settles them."""
-
-    def receive_deferred(self, sequence_numbers: list[int]) -> list[InboundMessage]: ...
-
-    @property
-    def settler(self) -> Settler: ...
-
-
 # Opens the deferred source of a queue, by name (every unordered lane has deferrals).
 DeferredSources = Callable[[str], AbstractContextManager[DeferredSource]]
-
-
-class MessageHandler(Protocol):
-    def process(self, message: InboundMessage, settler: Settler) -> Outcome: ...
 
 
 @dataclass

@@ -23,13 +23,9 @@ from shared.jobs import JobRepository, fail, transition
 from shared.messaging import MessageSender, OutgoingMessage
 from shared.processing.backoff import retry_delay
 from shared.processing.inbound import InboundMessage
+from shared.processing.ports import Settler
 from shared.processing.retries import retry_copy
-from shared.processing.settlement import (
-    MAX_DESCRIPTION_CHARS,
-    DeadLetterReason,
-    Outcome,
-    Settler,
-)
+from shared.processing.settlement import MAX_DESCRIPTION_CHARS, DeadLetterReason, Outcome
 
 log = logging.getLogger(__name__)
 

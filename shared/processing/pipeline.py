@@ -42,7 +42,7 @@ from shared.intake.request_rules import RequestRules
 from shared.jobs import JobRepository, Versioned, held_by_a_delivery, transition
 from shared.messaging import MessageSender
 from shared.processing.adopted_jobs import INVALID_REQUEST, JobAdoption
-from shared.processing.deferral import DeferralLedger, DeferredEntry
+from shared.processing.deferral import DeferredEntry
 from shared.processing.failures import (
     ORDERED_RETRY_MAX_WAIT_SECONDS,
     Failures,
@@ -50,9 +50,9 @@ from shared.processing.failures import (
     platform_call,
 )
 from shared.processing.inbound import InboundMessage
-from shared.processing.ports import BatchStaging
+from shared.processing.ports import BatchStaging, DeferralLedger, Settler
 from shared.processing.request_parsing import parse_request
-from shared.processing.settlement import DeadLetterReason, NotedSettler, Outcome, Settler
+from shared.processing.settlement import DeadLetterReason, NotedSettler, Outcome
 from shared.results import run_model
 
 log = logging.getLogger(__name__)

@@ -1,16 +1,34 @@
-"""Ports the processing capability needs from others, declared here so that it imports
-none of them (the rings test keeps processing from importing ``global_batch``).
+"""The ports the processing capability needs, in one place: what the adapters (and other
+capabilities) implement for it, so that processing imports none of them.
 
-``BatchStaging`` is how the pipeline hands a batch-mode request to the Global Batch lane
-(``global_batch.staging.BatchStager`` implements it; ``entrypoints.bootstrap`` wires it).
+- ``Settler``: how one message is settled, whatever delivered it: over the Functions
+  ``ServiceBusMessageActions`` (the batch triggers) or an SDK receiver (the deferred
+  sweeper, the local host) (``adapters.servicebus_inbound``).
+- ``DeferralLedger``, ``DeferredSource``, ``MessageHandler``: the deferred messages' ledger,
+  where they are received again, and what processes them (``deferral``).
+- ``QueueObserver``: a queue's or subscription's counts (``adapters.queue_counts``).
+- ``DeadLetterQueues``, ``DeadLetterPages``: the dead-letter sub-queues, peeked whole or a
+  page at a time (``adapters.servicebus_deadletters``).
+- ``BatchStaging``: how the pipeline hands a batch-mode request to the Global Batch lane
+  (``global_batch.staging.BatchStager``; the rings test keeps processing from importing
+  ``global_batch``; ``entrypoints.bootstrap`` wires it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from shared.contracts import RequestMessage
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from shared.processing.backlog import QueueSnapshot
+    from shared.processing.dead_letters.queues import DeadLetteredMessage
+    from shared.processing.deferral import DeferredEntry
+    from shared.processing.inbound import InboundMessage
+    from shared.processing.settlement import Outcome
 
 
 class BatchStaging(Protocol):
@@ -29,4 +47,76 @@ class BatchStaging(Protocol):
 
     def withdraw(self, request: RequestMessage) -> None:
         """Take back ``request``'s staged line (its job ended before it went out)."""
+        ...
+
+
+class Settler(Protocol):
+    def complete(self, message: InboundMessage) -> None: ...
+
+    def abandon(self, message: InboundMessage) -> None: ...
+
+    def dead_letter(self, message: InboundMessage, reason: str, description: str) -> None: ...
+
+    def defer(self, message: InboundMessage) -> None: ...
+
+    def renew_lock(self, message: InboundMessage) -> None: ...
+
+
+class DeferralLedger(Protocol):
+    def record(self, entry: DeferredEntry) -> None:
+        """Create or replace the entry for this queue and sequence number."""
+        ...
+
+    def due(self, queue: str, now: datetime) -> list[DeferredEntry]:
+        """Entries whose due time has come, oldest first."""
+        ...
+
+    def remove(self, entry: DeferredEntry) -> None: ...
+
+    def mark_missing(self, entry: DeferredEntry) -> None:
+        """Move the entry aside: its message could not be received any more."""
+        ...
+
+
+class DeferredSource(Protocol):
+    """Receives deferred messages by sequence number and settles them."""
+
+    def receive_deferred(self, sequence_numbers: list[int]) -> list[InboundMessage]: ...
+
+    @property
+    def settler(self) -> Settler: ...
+
+
+class MessageHandler(Protocol):
+    def process(self, message: InboundMessage, settler: Settler) -> Outcome: ...
+
+
+class QueueObserver(Protocol):
+    def snapshot(self) -> QueueSnapshot: ...
+
+
+class DeadLetterQueues(Protocol):
+    """The dead-letter sub-queues (adapter: ``adapters.servicebus_deadletters``)."""
+
+    def peek(self, queue: str) -> list[DeadLetteredMessage]:
+        """Every message in ``queue``'s dead-letter sub-queue, in sequence order; peek
+        only (nothing is locked or received)."""
+        ...
+
+    def remove(self, queue: str, sequence_numbers: Collection[int]) -> list[int]:
+        """Delete these messages from ``queue``'s dead-letter sub-queue and leave the
+        others as they are; the sequence numbers actually removed."""
+        ...
+
+
+@runtime_checkable
+class DeadLetterPages(Protocol):
+    """A dead-letter sub-queue read a page at a time (adapter: ``adapters.
+    servicebus_deadletters``), so a reader's cost does not grow with what it holds."""
+
+    def peek_page(
+        self, queue: str, from_sequence_number: int, max_count: int
+    ) -> list[DeadLetteredMessage]:
+        """Up to ``max_count`` messages of ``queue``'s dead-letter sub-queue whose sequence
+        numbers are ``from_sequence_number`` or higher, in sequence order; peek only."""
         ...

@@ -1,17 +1,16 @@
-"""The Settler port: how the processor settles one message, whatever delivered it.
+"""Settling one message: the outcomes, the dead-letter reasons, and a ``Settler`` (the
+port, in ``processing.ports``) that notes what it was asked.
 
-Two adapters implement it: one over the Functions ``ServiceBusMessageActions`` (the batch
-trigger) and one over an SDK ``ServiceBusReceiver`` (the deferred sweeper, tests, the
-local host). Dead-letter reasons are a small fixed vocabulary so that operators and
-alerts can group them.
+Dead-letter reasons are a small fixed vocabulary so that operators and alerts can group
+them.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Protocol
 
 from shared.processing.inbound import InboundMessage
+from shared.processing.ports import Settler
 
 
 class DeadLetterReason(StrEnum):
@@ -43,18 +42,6 @@ class Outcome(StrEnum):
 
 # Service Bus limits the dead-letter description; keep ours well inside it.
 MAX_DESCRIPTION_CHARS = 1024
-
-
-class Settler(Protocol):
-    def complete(self, message: InboundMessage) -> None: ...
-
-    def abandon(self, message: InboundMessage) -> None: ...
-
-    def dead_letter(self, message: InboundMessage, reason: str, description: str) -> None: ...
-
-    def defer(self, message: InboundMessage) -> None: ...
-
-    def renew_lock(self, message: InboundMessage) -> None: ...
 
 
 class NotedSettler:

@@ -31,10 +31,12 @@ from shared.errors import (
     PermanentError,
     TransientError,
 )
-from shared.intake.claim_checks import BlobStore, ClaimChecks
-from shared.producer.batching import BatchSenders, QueueBatcher
+from shared.intake.claim_checks import ClaimChecks
+from shared.intake.ports import BlobStore
+from shared.producer.batching import QueueBatcher
 from shared.producer.lines import LineRefusal, ParsedLine, RequestLine
 from shared.producer.planning import TEXT_MEDIA_TYPE, Planned, Planner
+from shared.producer.ports import BatchSenders
 from shared.producer.report import (
     EXIT_CONFIGURATION,
     EXIT_REFUSED,

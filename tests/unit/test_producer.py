@@ -17,9 +17,10 @@ from shared.entrypoints.cli.producer import main
 from shared.errors import ConfigurationError
 from shared.messaging import OutgoingMessage
 from shared.producer import LineRefusal, ParsedLine, Producer, RequestLine, parse_lines
-from shared.producer.batching import OutgoingBatch, QueueBatcher
+from shared.producer.batching import QueueBatcher
 from shared.producer.lines import PRODUCER_NAMESPACE, parse_document
 from shared.producer.planning import Planner
+from shared.producer.ports import OutgoingBatch
 from shared.producer.progress import ProgressDisplay
 from shared.producer.report import SendReport
 from shared.settings import Settings

@@ -138,3 +138,23 @@ def test_every_exception_class_is_in_the_one_tree() -> None:
             if bases & {"Exception", "ValueError", "RuntimeError", "LookupError"}:
                 strays.append(f"{module_name(path)}.{node.name}")
     assert not strays, f"exception classes outside the tree of {errors.__name__}: {strays}"
+
+
+CAPABILITIES_WITH_PORTS = ("intake", "events", "processing", "global_batch", "producer")
+# Structural types of values, not ports an adapter implements.
+NOT_PORTS = {"shared.processing.adopted_jobs.MessageFacts"}
+
+
+def test_each_capability_declares_its_ports_in_one_ports_module() -> None:
+    """A newcomer finds what a capability needs from the outside in ``<capability>/ports.py``."""
+    astray = []
+    for capability in CAPABILITIES_WITH_PORTS:
+        for path in sorted((SHARED / capability).rglob("*.py")):
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                is_protocol = isinstance(node, ast.ClassDef) and any(
+                    isinstance(b, ast.Name) and b.id == "Protocol" for b in node.bases
+                )
+                name = f"{module_name(path)}.{getattr(node, 'name', '')}"
+                if is_protocol and path.name != "ports.py" and name not in NOT_PORTS:
+                    astray.append(name)
+    assert not astray, f"ports outside their capability's ports.py: {astray}"

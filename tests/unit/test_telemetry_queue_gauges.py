@@ -15,7 +15,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from shared import telemetry
-from shared.processing.backlog import QueueObserver, QueueSnapshot, entity_readers, gauge_values
+from shared.processing.backlog import QueueSnapshot, entity_readers, gauge_values
+from shared.processing.ports import QueueObserver
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 QUEUES = ("inference-requests", "inference-priority", "inference-ordered")

@@ -44,11 +44,11 @@ from shared.processing.dead_letters.deadlines import DeadlineExtension, NewDeadl
 from shared.processing.dead_letters.queues import (
     DEAD_LETTER_PROPERTIES,
     DeadLetteredMessage,
-    DeadLetterQueues,
     topic_subscription,
 )
 from shared.processing.dead_letters.subscriptions import result_copy
 from shared.processing.inbound import OUTAGE_RETRY_COUNT, OUTAGE_SINCE, InboundMessage
+from shared.processing.ports import DeadLetterQueues
 from shared.processing.request_parsing import parse_request
 from shared.redaction import mask_credentials
 

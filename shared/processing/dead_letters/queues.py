@@ -14,12 +14,11 @@ one definition and none of them has to import another.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
 
 from shared.processing.inbound import PropertyValue
+from shared.processing.ports import DeadLetterPages, DeadLetterQueues
 
 # A topic subscription's entity path, as Service Bus writes it (``<topic>/subscriptions/<s>``):
 # where the dead-letter tools name a queue, they also take a subscription of the results
@@ -72,33 +71,6 @@ class DeadLetteredMessage:
 
     def age(self, now: datetime) -> timedelta | None:
         return None if self.enqueued_time is None else max(now - self.enqueued_time, timedelta())
-
-
-class DeadLetterQueues(Protocol):
-    """The dead-letter sub-queues (adapter: ``adapters.servicebus_deadletters``)."""
-
-    def peek(self, queue: str) -> list[DeadLetteredMessage]:
-        """Every message in ``queue``'s dead-letter sub-queue, in sequence order; peek
-        only (nothing is locked or received)."""
-        ...
-
-    def remove(self, queue: str, sequence_numbers: Collection[int]) -> list[int]:
-        """Delete these messages from ``queue``'s dead-letter sub-queue and leave the
-        others as they are; the sequence numbers actually removed."""
-        ...
-
-
-@runtime_checkable
-class DeadLetterPages(Protocol):
-    """A dead-letter sub-queue read a page at a time (adapter: ``adapters.
-    servicebus_deadletters``), so a reader's cost does not grow with what it holds."""
-
-    def peek_page(
-        self, queue: str, from_sequence_number: int, max_count: int
-    ) -> list[DeadLetteredMessage]:
-        """Up to ``max_count`` messages of ``queue``'s dead-letter sub-queue whose sequence
-        numbers are ``from_sequence_number`` or higher, in sequence order; peek only."""
-        ...
 
 
 class _SlicedPages:

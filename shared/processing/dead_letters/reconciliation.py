@@ -65,17 +65,14 @@ from shared.processing.dead_letters.operations import (
     replay_generation,
     replay_marker,
 )
-from shared.processing.dead_letters.queues import (
-    DeadLetteredMessage,
-    DeadLetterQueues,
-    pages_of,
-)
+from shared.processing.dead_letters.queues import DeadLetteredMessage, pages_of
 from shared.processing.endings import (
     DEADLINE_EXCEEDED,
     MESSAGE_EXPIRED,
     Ending,
     JobEndings,
 )
+from shared.processing.ports import DeadLetterQueues
 from shared.processing.settlement import DeadLetterReason
 
 log = logging.getLogger(__name__)

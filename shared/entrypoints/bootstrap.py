@@ -497,6 +497,10 @@ def azure_ports(settings: Settings) -> Ports:
     storage = blob_service_client(settings)
     models = served_models(settings)
     bus = _Lazy(lambda: servicebus_client(settings))
+    # The deferred sweeper's own client, with no SDK retries: a receive by sequence number
+    # that names a vanished message answers "not found" every time (the SDK would ask
+    # three more times, 11 s), and any other failure leaves the ledger for the next sweep.
+    sweeps = _Lazy(lambda: servicebus_client(settings, retry_total=0))
     queues = LaneQueues.from_settings(settings)
 
     observers: dict[str, QueueObserver] = {}
@@ -519,7 +523,7 @@ def azure_ports(settings: Settings) -> Ports:
         results_topic=LazyServiceBusSender(bus.get, settings.results_topic_name, topic=True),
         events=event_grid_publisher(settings),
         models=models,
-        deferred_source=lambda queue: deferred_source(bus.get(), queue),
+        deferred_source=lambda queue: deferred_source(sweeps.get(), queue),
         queue_observer=observer,
         webhook_tokens=webhook_tokens_for(settings),
         clock=utc_now,

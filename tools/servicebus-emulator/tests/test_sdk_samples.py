@@ -96,7 +96,9 @@ def auto_lock_renew_sync(connection_string: str, queue: str, count: int) -> None
             assert receiver.receive_messages(max_wait_time=2) == []
 
 
-@pytest.mark.parametrize("count", [10, 100])
+# 100 messages: their renewals overlap on one link (the race that once dropped the
+# connection); fewer held messages add no case.
+@pytest.mark.parametrize("count", [100])
 @pytest.mark.parametrize("mode", ["sync", "async"])
 async def test_auto_lock_renew_holds_messages_past_their_lock(
     test_emulator: ServiceBusEmulator, mode: str, count: int

@@ -10,7 +10,7 @@ import pytest
 from azure.servicebus import ServiceBusMessage, ServiceBusMessageState, ServiceBusReceiveMode
 from azure.servicebus.exceptions import MessageLockLostError, MessageNotFoundError
 
-from emulator_sdk import Sdk
+from emulator_sdk import Sdk, make_client
 from servicebus_emulator.process import ServiceBusEmulator
 
 pytestmark = pytest.mark.emulator
@@ -120,10 +120,17 @@ async def test_defer_then_receive_by_sequence_number_and_settle_via_management(
 
 
 async def test_a_missing_number_takes_no_deferred_message_with_it(
-    client: Sdk, entity: Callable[[str], str]
+    entity: Callable[[str], str], test_emulator: ServiceBusEmulator, mode: str
 ) -> None:
+    """(One try for the failing request: the SDK's retries would only ask again.)"""
     queue = entity("defer")
-    await send(client, queue, ServiceBusMessage("kept"))
+    one_try = make_client(mode, test_emulator.connection_string, retry_total=0)
+    async with one_try:
+        await send(one_try, queue, ServiceBusMessage("kept"))
+        await take_back_after_a_miss(one_try, queue)
+
+
+async def take_back_after_a_miss(client: Sdk, queue: str) -> None:
     async with client.get_queue_receiver(queue) as receiver:
         [message] = await receiver.receive_messages(max_message_count=1, max_wait_time=5)
         await receiver.defer_message(message)
@@ -136,19 +143,36 @@ async def test_a_missing_number_takes_no_deferred_message_with_it(
 
 
 async def test_a_request_failing_part_way_leaves_every_found_message_deferred_and_free(
-    client: Sdk, entity: Callable[[str], str], test_emulator: ServiceBusEmulator
+    client: Sdk, entity: Callable[[str], str], test_emulator: ServiceBusEmulator, mode: str
 ) -> None:
     """Found, missing, found: the request fails on the missing number, and neither found
     message stays locked (another receiver takes both at once) or is deleted, in either
-    receive mode, as Service Bus answers a receive by sequence number all or nothing."""
+    receive mode, as Service Bus answers a receive by sequence number all or nothing.
+    (The failing requests go through a client with one try: the SDK would ask three more
+    times, 11 s in all, for the same answer.)"""
     queue = entity("defer")
     await send(client, queue, ServiceBusMessage("first"), ServiceBusMessage("second"))
+    async with make_client(mode, test_emulator.connection_string, retry_total=0) as one_try:
+        first, second = await refuse_part_way(one_try, test_emulator, queue)
+    async with client.get_queue_receiver(queue) as other:
+        taken = await other.receive_deferred_messages([first, second])
+        assert sorted(str(m) for m in taken) == ["first", "second"]
+        for message in taken:
+            await other.complete_message(message)
+    assert test_emulator.runtime_properties(queue)["deferred_message_count"] == 0
+
+
+async def refuse_part_way(
+    client: Sdk, test_emulator: ServiceBusEmulator, queue: str
+) -> tuple[int, int]:
+    """Defer both messages, then ask for each with a missing number beside it, in both
+    receive modes; the two sequence numbers."""
     async with client.get_queue_receiver(queue) as receiver:
         messages = await receiver.receive_messages(max_message_count=2, max_wait_time=5)
         assert len(messages) == 2
         for message in messages:
             await receiver.defer_message(message)
-        first, second = (m.sequence_number for m in messages)
+        first, second = (m.sequence_number or 0 for m in messages)
         with pytest.raises(MessageNotFoundError):
             await receiver.receive_deferred_messages([first, 987_654_323, second])
     deleting = client.get_queue_receiver(
@@ -158,12 +182,7 @@ async def test_a_request_failing_part_way_leaves_every_found_message_deferred_an
         with pytest.raises(MessageNotFoundError):
             await deleting.receive_deferred_messages([second, 987_654_324])
     assert test_emulator.runtime_properties(queue)["deferred_message_count"] == 2
-    async with client.get_queue_receiver(queue) as other:
-        taken = await other.receive_deferred_messages([first, second])
-        assert sorted(str(m) for m in taken) == ["first", "second"]
-        for message in taken:
-            await other.complete_message(message)
-    assert test_emulator.runtime_properties(queue)["deferred_message_count"] == 0
+    return first, second
 
 
 async def test_schedule_and_cancel(

@@ -13,6 +13,8 @@ import glob
 import json
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -443,3 +445,38 @@ def test_changelog_keeps_a_changelog_and_names_the_project_version() -> None:
     first = text.split("## [0.1.0] - 2026-12-02", 1)[1]
     bullets = [line for line in first.splitlines() if line.startswith("- ")]
     assert 8 <= len(bullets) <= 15, len(bullets)
+
+
+CHECK_JSONSCHEMA = Path(sys.executable).with_name("check-jsonschema")
+
+
+@pytest.mark.parametrize(
+    ("schema", "files"),
+    [
+        ("vendor.github-workflows", [".github/workflows/ci.yml", ".github/workflows/deploy.yml"]),
+        ("vendor.dependabot", [".github/dependabot.yml"]),
+    ],
+)
+def test_github_files_are_valid_against_their_schemas(schema: str, files: list[str]) -> None:
+    """GitHub's workflow and Dependabot schemas (SchemaStore's, as check-jsonschema
+    vendors them): what GitHub would refuse to run fails here, offline."""
+    result = subprocess.run(
+        [str(CHECK_JSONSCHEMA), "--builtin-schema", schema, *files],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_schema_check_refuses_a_broken_workflow(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yml"
+    broken.write_text("on: push\njobs:\n  build:\n    steps: []\n", encoding="utf-8")
+    result = subprocess.run(
+        [str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.github-workflows", str(broken)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1, result.stdout  # a job without runs-on is not a workflow

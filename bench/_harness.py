@@ -324,7 +324,7 @@ def emulator_config(work: Path) -> Path:
             }
         ],
     }
-    topic_name = sample_values().get("ResultsTopicName", "inference-results")
+    topic_name = sample_settings().results_topic_name
     for namespace in config["UserConfig"]["Namespaces"]:
         for topic in namespace.get("Topics", []):
             if topic["Name"] == topic_name:
@@ -335,8 +335,15 @@ def emulator_config(work: Path) -> Path:
 
 
 def sample_values() -> dict[str, str]:
+    """The sample's Values: only what differs locally from the model's defaults (and what
+    the host needs); ``sample_settings`` reads them through the model."""
     values: dict[str, str] = json.loads(SAMPLE_SETTINGS.read_text())["Values"]
     return values
+
+
+def sample_settings(overrides: dict[str, str] | None = None) -> Settings:
+    """The settings the app runs with on the sample's Values (and ``overrides``)."""
+    return Settings.model_validate(sample_values() | (overrides or {}))
 
 
 def fresh_azurite(work: Path, name: str) -> tuple[Child, str]:
@@ -382,8 +389,9 @@ class Services:
     def outcome_watcher(self, values: dict[str, str]) -> OutcomeWatcher:
         """An ``OutcomeWatcher`` on this emulator for the results topic and request queue
         that ``values`` (the host's settings) name."""
+        settings = Settings.model_validate(values)
         return OutcomeWatcher(
-            self.servicebus, values["ResultsTopicName"], values["RequestsQueueName"]
+            self.servicebus, settings.results_topic_name, settings.requests_queue_name
         )
 
     def cpu_meter(self, host_pid: int, **others: int) -> CpuMeter:

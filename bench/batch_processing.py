@@ -71,7 +71,7 @@ from _harness import (
     ratio,
     run_threads,
     running_host,
-    sample_values,
+    sample_settings,
     send_messages,
     servicebus_ceiling,
     services,
@@ -228,7 +228,7 @@ def main() -> int:
     with work_folder("inferbus-batch-") as work:
         root = app_snapshot(work / "app")
         batch = BatchSettings.of(root)
-        concurrency = int(sample_values().get("ModelConcurrency", "4"))
+        concurrency = sample_settings().model_concurrency
         threads = min(concurrency, batch.max_batch)
         print(
             f"batch_processing ({now_stamp()}, {machine()}): {args.messages} requests per run, "

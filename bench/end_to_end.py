@@ -89,7 +89,7 @@ from _harness import (
     quantile,
     ratio,
     running_host,
-    sample_values,
+    sample_settings,
     send_latencies,
     servicebus_ceiling,
     services,
@@ -226,12 +226,12 @@ def main() -> int:
     with work_folder("inferbus-e2e-") as work:
         root = app_snapshot(work / "app")
         batch = BatchSettings.of(root)
-        settings = sample_values()
+        settings = sample_settings()
         print(
             f"end_to_end ({now_stamp()}, {machine()}): {args.requests} requests x "
             f"{args.repeats} repeats, {args.callers} callers; host.json {batch.label()}; "
-            f"ModelConcurrency {settings.get('ModelConcurrency')}, LocalModelLatencyMs "
-            f"{settings.get('LocalModelLatencyMs')}"
+            f"ModelConcurrency {settings.model_concurrency}, LocalModelLatencyMs "
+            f"{settings.local_model.latency_ms}"
         )
         calibration = calibrate(
             work, root, args.calibration, load=(min(args.requests, 100), args.callers)

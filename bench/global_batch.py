@@ -307,8 +307,8 @@ def print_control_plane(repeats: list[Repeat], count: int) -> None:
 
 def print_files(repeats: list[Repeat], split: Repeat | None, settings: Settings) -> None:
     line = repeats[0].line_bytes
-    max_lines = settings.global_batch_max_lines_per_file
-    max_bytes = settings.global_batch_max_bytes_per_file
+    max_lines = settings.global_batch.max_lines_per_file
+    max_bytes = settings.global_batch.max_bytes_per_file
     print("\nJSONL files:")
     print(
         f"  {line:,} bytes per request line; produced: "

@@ -84,6 +84,7 @@ from _harness import (
     outcome_text,
     ratio,
     running_host,
+    sample_settings,
     sample_values,
     services,
     spread,
@@ -476,6 +477,7 @@ def main() -> int:
         key, _, value = item.partition("=")
         overrides[key] = value
     settings = sample_values() | overrides
+    app = sample_settings(overrides)
     with work_folder("inferbus-priority-", args.keep) as work:
         extra = {"maxMessageBatchSize": args.batch_size} if args.batch_size else None
         root = app_snapshot(work / "app", extra)
@@ -486,9 +488,9 @@ def main() -> int:
             f"{args.repeats} repeats"
             + (" (held: submitted with the standard processor off)" if args.held else "")
             + f", {args.callers} callers, {args.idle} idle high requests "
-            f"per repeat; LocalModelLatencyMs {settings['LocalModelLatencyMs']}, "
-            f"ModelConcurrency {settings.get('ModelConcurrency')}, PriorityModelConcurrency "
-            f"{settings.get('PriorityModelConcurrency')}; host.json {batch.label()}; "
+            f"per repeat; LocalModelLatencyMs {app.local_model.latency_ms}, "
+            f"ModelConcurrency {app.model_concurrency}, PriorityModelConcurrency "
+            f"{app.priority_model_concurrency}; host.json {batch.label()}; "
             f"PYTHON_THREADPOOL_THREAD_COUNT {threads}"
             + (f"; overrides {args.set}" if args.set else "")
         )

@@ -58,7 +58,7 @@ from _harness import (
     quantile,
     ratio,
     running_host,
-    sample_values,
+    sample_settings,
     services,
     spread,
     submit,
@@ -169,7 +169,7 @@ def main() -> int:
         "around the repository's values)",
     )
     args = parser.parse_args()
-    default_concurrency = int(sample_values().get("ModelConcurrency", "4"))
+    default_concurrency = sample_settings().model_concurrency
     specs = args.variant or list(DEFAULT_VARIANTS)
     variants = [parse_variant(spec, default_concurrency) for spec in specs]
     with work_folder("inferbus-ab-") as work:

@@ -3,7 +3,10 @@
 Azure Functions hands app settings to the worker as environment variables; locally the
 same names live in ``local.settings.json`` under ``Values``. Field aliases are those app
 setting names, so this model, ``local.settings.sample.json`` and the Bicep app settings
-speak the same vocabulary (a test keeps the three in agreement).
+speak the same vocabulary (a test keeps the three in agreement). Settings that belong
+together are a group, one field of ``Settings`` (``settings.global_batch.deployments``
+reads ``GlobalBatch__deployments``): the app settings stay flat, and ``Settings`` takes
+them flat, by name, and hands each group its own.
 
 Connections follow the Functions conventions: a connection named ``Storage`` is either a
 connection string in ``Storage`` (local emulators) or identity-based settings under the
@@ -22,7 +25,7 @@ import os
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
     BaseModel,
@@ -33,6 +36,7 @@ from pydantic import (
     PrivateAttr,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
 from shared.errors import ConfigurationError
 
@@ -51,14 +55,229 @@ def _parse_bool(value: object) -> object:
 
 
 # Where a setting must be present: connection strings only for local emulators, identity
-# forms only in Azure, alternatives nowhere in particular. Unmarked settings belong in both
-# local.settings.sample.json and the Function App's Bicep app settings.
+# forms only in Azure, alternatives nowhere in particular. Unmarked settings belong in the
+# Function App's Bicep app settings and apply locally too, where their defaults serve:
+# local.settings.sample.json holds only what differs from them (and every LOCAL one).
 LOCAL: dict[str, Any] = {"where": "local"}
 AZURE: dict[str, Any] = {"where": "azure"}
 ALTERNATIVE: dict[str, Any] = {"where": "alternative"}
 
 CsvList = Annotated[tuple[str, ...], BeforeValidator(_split_csv)]
 Flag = Annotated[bool, BeforeValidator(_parse_bool)]
+
+
+class SettingsGroup(BaseModel):
+    """Settings that belong together, one field of ``Settings``; each field's alias is its
+    full app setting name (``GlobalBatch__deployments``), as in the flat app settings."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+
+class EventGridPullSettings(SettingsGroup):
+    """The pull door (``EventGridPull__*``): a namespace topic's queue event subscription
+    (empty endpoint: off)."""
+
+    endpoint: str | None = Field(None, alias="EventGridPull__namespaceEndpoint")
+    topic: str = Field("inference-requests", alias="EventGridPull__topicName")
+    subscription: str = Field("app-pull", alias="EventGridPull__subscriptionName")
+    key: str | None = Field(None, alias="EventGridPull__key", json_schema_extra=LOCAL)
+    client_id: str | None = Field(None, alias="EventGridPull__clientId", json_schema_extra=AZURE)
+    max_events: int = Field(32, ge=1, le=100, alias="EventGridPull__maxEvents")
+    max_wait_seconds: int = Field(10, ge=10, le=120, alias="EventGridPull__maxWaitSeconds")
+    drain_seconds: float = Field(50.0, gt=0, le=540, alias="EventGridPull__drainSeconds")
+    schedule: str = Field("*/10 * * * * *", alias="EventGridPullSchedule")
+    # The alias for pulled InferenceRequested events that name no model (DefaultModel).
+    model: str | None = Field(None, alias="EventGridPull__model", json_schema_extra=ALTERNATIVE)
+
+
+class BackpressureSettings(SettingsGroup):
+    """Backpressure per lane: each lane's own queue depth against its own limit (0: no
+    limit), so high-priority and ordered work is admitted while the standard queue is full."""
+
+    max_queue_backlog: int = Field(5000, ge=0, alias="MaxQueueBacklog")
+    max_priority_queue_backlog: int = Field(1000, ge=0, alias="MaxPriorityQueueBacklog")
+    max_ordered_queue_backlog: int = Field(5000, ge=0, alias="MaxOrderedQueueBacklog")
+    cache_seconds: float = Field(5.0, ge=0, alias="BacklogCacheSeconds")
+
+
+class RetrySettings(SettingsGroup):
+    """Scheduled retries of transient failures, and of answers that break their schema.
+
+    The defaults guarantee at least 917 s of backoff before a request gives up
+    (processing/backoff.py): a ten-minute storage or broker outage does not dead-letter
+    healthy work. MaxRetries stays below the request queues' maxDeliveryCount (10): the
+    ordered lane retries by redelivery.
+    """
+
+    max_retries: int = Field(9, ge=0, le=100, alias="MaxRetries")
+    base_seconds: float = Field(5.0, gt=0, alias="RetryBaseSeconds")
+    max_seconds: float = Field(600.0, gt=0, alias="RetryMaxSeconds")
+    jitter_floor: float = Field(0.5, ge=0, le=1, alias="RetryJitterFloor")
+    # An answer that breaks its task's output schema is tried again this many times.
+    invalid_output_retries: int = Field(2, ge=0, le=10, alias="InvalidOutputRetries")
+
+    @model_validator(mode="after")
+    def _check_backoff(self) -> RetrySettings:
+        if self.base_seconds > self.max_seconds:
+            raise ValueError("RetryBaseSeconds must not exceed RetryMaxSeconds")
+        return self
+
+
+class JobSettings(SettingsGroup):
+    """How long a job lives (``JobRetentionDays``) and the job watchdog (``JobWatchdog*``),
+    which ends every accepted request that cannot end by itself."""
+
+    # Days a job (with its result) is kept: the Blob lifecycle rule on JobsContainer
+    # (Bicep's jobsRetentionDays) deletes it then, and the status API answers 410 Gone.
+    retention_days: int = Field(90, ge=1, alias="JobRetentionDays")
+    watchdog_schedule: str = Field("45 */5 * * * *", alias="JobWatchdogSchedule")
+    # How long past its deadline a job may still be running before the watchdog ends it
+    # (above MaxLockRenewalSeconds, so a model call that holds its lock can still finish).
+    watchdog_grace_seconds: float = Field(900.0, ge=0, alias="JobWatchdogGraceSeconds")
+    # A job without a deadline that has not changed for this long cannot end by itself
+    # any more (the request queues' message time to live is one day).
+    watchdog_stale_seconds: float = Field(90_000.0, gt=0, alias="JobWatchdogStaleSeconds")
+
+
+class JobResendSettings(SettingsGroup):
+    """A job still ``accepted`` (or ``running`` with its lock long gone) this long after
+    its last change, with no live message known for it, is sent again from the job record
+    (same message id; the processor's dedupe makes a duplicate harmless), at most
+    ``JobResend__maxAttempts`` times, before the watchdog ends it."""
+
+    after_seconds: float = Field(1200.0, gt=0, alias="JobResend__afterSeconds")
+    max_attempts: int = Field(2, ge=0, le=10, alias="JobResend__maxAttempts")
+
+
+class ModelCapacitySettings(SettingsGroup):
+    """Model capacity (shared/inference/capacity.py): calls within each deployment's tokens
+    and requests per minute, 429s pausing the deployment instead of spending retries. Off:
+    every call goes out at once and a 429 is a failed attempt (the older behaviour)."""
+
+    enabled: Flag = Field(True, alias="ModelCapacity__enabled")
+    # How long a call may wait for its deployment's capacity before its message is
+    # scheduled again (without counting an attempt); below MaxLockRenewalSeconds.
+    wait_seconds: float = Field(300.0, gt=0, le=3600, alias="ModelCapacity__waitSeconds")
+    # How often each instance says it is alive (its share of a quota is 1 / live ones).
+    heartbeat_seconds: float = Field(10.0, gt=0, le=300, alias="ModelCapacity__heartbeatSeconds")
+    # The quota of the aliases of AllowedModels/ModelProvider (a catalog's entries give
+    # their own capacity): Bicep sets them from the model deployment's capacity.
+    tokens_per_minute: int | None = Field(
+        None, ge=0, alias="ModelCapacity__tokensPerMinute", json_schema_extra=ALTERNATIVE
+    )
+    requests_per_minute: int | None = Field(
+        None, ge=0, alias="ModelCapacity__requestsPerMinute", json_schema_extra=ALTERNATIVE
+    )
+
+
+class LocalModelSettings(SettingsGroup):
+    """The local model's behaviour (``LocalModel*``, shared/adapters/models/local.py)."""
+
+    latency_ms: int = Field(0, ge=0, alias="LocalModelLatencyMs")
+    transient_rate: float = Field(0.0, ge=0, le=1, alias="LocalModelTransientRate")
+    refusal_terms: CsvList = Field((), alias="LocalModelRefusalTerms")
+    # Development stack only: lets a request's parameters.simulate inject model faults
+    # before its model runs (tests/e2e needs it; shared/inference/faults.py). Off by default.
+    faults: Flag = Field(False, alias="LocalModelFaults")
+
+
+class AzureOpenAISettings(SettingsGroup):
+    """The Azure OpenAI resource of ``azure_openai`` aliases (``AzureOpenAI__*``)."""
+
+    endpoint: str | None = Field(None, alias="AzureOpenAI__endpoint")
+    api_version: str = Field("2024-10-21", alias="AzureOpenAI__apiVersion")
+    api_key: str | None = Field(None, alias="AzureOpenAI__apiKey", json_schema_extra=ALTERNATIVE)
+    client_id: str | None = Field(None, alias="AzureOpenAI__clientId", json_schema_extra=AZURE)
+    timeout_seconds: float = Field(120.0, gt=0, alias="AzureOpenAI__timeoutSeconds")
+
+
+class GlobalBatchSettings(SettingsGroup):
+    """The Global Batch lane (``GlobalBatch__*``, shared/global_batch)."""
+
+    # ``alias=deployment`` pairs: a model alias callers name, and the Global Batch
+    # deployment that serves it in batch mode. Empty: no batch lane (mode "batch" is 422).
+    deployments: CsvList = Field((), alias="GlobalBatch__deployments")
+    # The Azure OpenAI resource of those deployments (unset: AzureOpenAI__endpoint).
+    endpoint: str | None = Field(None, alias="GlobalBatch__endpoint")
+    api_version: str = Field("2025-04-01-preview", alias="GlobalBatch__apiVersion")
+    api_key: str | None = Field(None, alias="GlobalBatch__apiKey", json_schema_extra=LOCAL)
+    client_id: str | None = Field(None, alias="GlobalBatch__clientId", json_schema_extra=AZURE)
+    # Requests of these priorities that name no mode go to the batch lane.
+    route_priorities: CsvList = Field((), alias="GlobalBatch__routePriorities")
+    # The service's limits per input file (100,000 requests, 200 MB): a full file is
+    # submitted and the next request starts a new one.
+    max_lines_per_file: int = Field(100_000, ge=1, le=100_000, alias="GlobalBatch__maxLinesPerFile")
+    max_bytes_per_file: int = Field(
+        200_000_000, ge=1_000, le=200_000_000, alias="GlobalBatch__maxBytesPerFile"
+    )
+    # A tenant's waiting requests for one deployment are submitted once this many wait, or
+    # once the oldest has waited this long (large files, as the service recommends).
+    submit_at_lines: int = Field(50_000, ge=1, alias="GlobalBatch__submitAtLines")
+    submit_after_seconds: float = Field(900.0, ge=0, alias="GlobalBatch__submitAfterSeconds")
+    # The service keeps output files 14 to 30 days; the app copies them out at once.
+    output_expiry_days: int = Field(14, ge=14, le=30, alias="GlobalBatch__outputExpiryDays")
+    # A line the service answered with an error (not a refusal): "queue" sends it through
+    # the queue lane, "fail" fails its job with the service's error.
+    failed_lines: Literal["queue", "fail"] = Field("queue", alias="GlobalBatch__failedLines")
+    # An expired batch's unfinished requests are submitted again this many times.
+    max_resubmissions: int = Field(2, ge=0, le=10, alias="GlobalBatch__maxResubmissions")
+    # A batch refused for the enqueued-token quota is created again after this wait,
+    # doubling up to the maximum.
+    quota_retry_seconds: float = Field(300.0, gt=0, alias="GlobalBatch__quotaRetrySeconds")
+    quota_retry_max_seconds: float = Field(3600.0, gt=0, alias="GlobalBatch__quotaRetryMaxSeconds")
+    # A batch refused for quota is tried again until its members' earliest deadline, and
+    # never longer than this; then its members fail ``batch_quota_exceeded``.
+    quota_wait_limit_seconds: float = Field(
+        86_400.0, gt=0, alias="GlobalBatch__quotaWaitLimitSeconds"
+    )
+    # The batch deployments' enqueued-token quota (a Global Batch deployment's capacity
+    # x 1000). A planned file whose estimate (input/4 + max_tokens a line) exceeds it is
+    # split. Unset: files are split by lines and bytes only.
+    enqueued_tokens: int | None = Field(
+        None, ge=1, alias="GlobalBatch__enqueuedTokens", json_schema_extra=ALTERNATIVE
+    )
+    # A batch's status is read at most this often (the service asks for once a minute).
+    poll_seconds: float = Field(60.0, ge=0, alias="GlobalBatch__pollSeconds")
+    timeout_seconds: float = Field(300.0, gt=0, alias="GlobalBatch__timeoutSeconds")
+    schedule: str = Field("5 */1 * * * *", alias="GlobalBatchSchedule")
+    # One run of the control plane stops starting new work after this long (well inside
+    # host.json's functionTimeout of 10 minutes); the next run goes on where it stopped.
+    run_seconds: float = Field(240.0, gt=0, le=540, alias="GlobalBatch__runSeconds")
+
+    @model_validator(mode="after")
+    def _check_quota_retry(self) -> GlobalBatchSettings:
+        if self.quota_retry_seconds > self.quota_retry_max_seconds:
+            raise ValueError(
+                "GlobalBatch__quotaRetrySeconds must not exceed GlobalBatch__quotaRetryMaxSeconds"
+            )
+        return self
+
+
+class WebhookSettings(SettingsGroup):
+    """Event Grid webhook deliveries (``Webhook*``, shared/events/webhook_auth.py)."""
+
+    shared_secret: str | None = Field(
+        None, alias="WebhookSharedSecret", json_schema_extra=ALTERNATIVE
+    )
+    token_audience: str | None = Field(
+        None, alias="WebhookTokenAudience", json_schema_extra=ALTERNATIVE
+    )
+    token_issuer: str | None = Field(
+        None, alias="WebhookTokenIssuer", json_schema_extra=ALTERNATIVE
+    )
+    jwks_uri: str | None = Field(None, alias="WebhookJwksUri", json_schema_extra=ALTERNATIVE)
+    # Which tenants each webhook credential may submit work for (parsed by
+    # shared/events/webhook_tenancy.py, which documents the format).
+    tenants: str | None = Field(None, alias="WebhookTenants", json_schema_extra=ALTERNATIVE)
+    # The alias for InferenceRequested events pushed to the webhook (and the Event Grid
+    # trigger) that name no model (DefaultModel).
+    model: str | None = Field(None, alias="WebhookModel", json_schema_extra=ALTERNATIVE)
+
+    @model_validator(mode="after")
+    def _check_tokens(self) -> WebhookSettings:
+        if bool(self.token_audience) != bool(self.token_issuer):
+            raise ValueError("set both WebhookTokenAudience and WebhookTokenIssuer, or neither")
+        return self
 
 
 class Settings(BaseModel):
@@ -98,24 +317,7 @@ class Settings(BaseModel):
     event_grid_client_id: str | None = Field(
         None, alias="EventGridTopic__clientId", json_schema_extra=AZURE
     )
-    # The pull door: a namespace topic's queue event subscription (empty endpoint: off).
-    eventgrid_pull_endpoint: str | None = Field(None, alias="EventGridPull__namespaceEndpoint")
-    eventgrid_pull_topic: str = Field("inference-requests", alias="EventGridPull__topicName")
-    eventgrid_pull_subscription: str = Field("app-pull", alias="EventGridPull__subscriptionName")
-    eventgrid_pull_key: str | None = Field(
-        None, alias="EventGridPull__key", json_schema_extra=LOCAL
-    )
-    eventgrid_pull_client_id: str | None = Field(
-        None, alias="EventGridPull__clientId", json_schema_extra=AZURE
-    )
-    eventgrid_pull_max_events: int = Field(32, ge=1, le=100, alias="EventGridPull__maxEvents")
-    eventgrid_pull_max_wait_seconds: int = Field(
-        10, ge=10, le=120, alias="EventGridPull__maxWaitSeconds"
-    )
-    eventgrid_pull_drain_seconds: float = Field(
-        50.0, gt=0, le=540, alias="EventGridPull__drainSeconds"
-    )
-    eventgrid_pull_schedule: str = Field("*/10 * * * * *", alias="EventGridPullSchedule")
+    eventgrid_pull: EventGridPullSettings = Field(default_factory=EventGridPullSettings)
 
     # --- entities and containers -------------------------------------------------------
     requests_queue_name: str = Field("inference-requests", alias="RequestsQueueName")
@@ -141,14 +343,11 @@ class Settings(BaseModel):
     producer_tenants: CsvList = Field((), alias="ProducerTenants")
     # The alias for work that names no model (DefaultModel; unset: the catalog's first),
     # and per door: documents dropped in the incoming container, InferenceRequested
-    # events pushed to the webhook and pulled from the namespace topic.
+    # events pushed to the webhook (WebhookModel) and pulled from the namespace topic
+    # (EventGridPull__model).
     default_model: str | None = Field(None, alias="DefaultModel")
     incoming_blob_model: str | None = Field(
         None, alias="IncomingBlobModel", json_schema_extra=ALTERNATIVE
-    )
-    webhook_model: str | None = Field(None, alias="WebhookModel", json_schema_extra=ALTERNATIVE)
-    eventgrid_pull_model: str | None = Field(
-        None, alias="EventGridPull__model", json_schema_extra=ALTERNATIVE
     )
     max_inline_text_bytes: int = Field(262_144, ge=1, alias="MaxInlineTextBytes")
     max_upload_bytes: int = Field(10_485_760, ge=1, alias="MaxUploadBytes")
@@ -167,21 +366,13 @@ class Settings(BaseModel):
     default_deadline_seconds: int = Field(3600, ge=1, alias="DefaultDeadlineSeconds")
     max_deadline_seconds: int = Field(86_400, ge=1, alias="MaxDeadlineSeconds")
     status_poll_seconds: int = Field(2, ge=1, alias="StatusPollSeconds")
-    # Days a job (with its result) is kept: the Blob lifecycle rule on JobsContainer
-    # (Bicep's jobsRetentionDays) deletes it then, and the status API answers 410 Gone.
-    job_retention_days: int = Field(90, ge=1, alias="JobRetentionDays")
     # Where callers reach the API; result announcements link to it. Unset: https://
     # followed by WEBSITE_HOSTNAME, which the Functions platform sets.
     public_base_url: str | None = Field(None, alias="PublicBaseUrl", json_schema_extra=ALTERNATIVE)
     website_hostname: str | None = Field(
         None, alias="WEBSITE_HOSTNAME", json_schema_extra=ALTERNATIVE
     )
-    # Backpressure per lane: each lane's own queue depth against its own limit (0: no
-    # limit), so high-priority and ordered work is admitted while the standard queue is full.
-    max_queue_backlog: int = Field(5000, ge=0, alias="MaxQueueBacklog")
-    max_priority_queue_backlog: int = Field(1000, ge=0, alias="MaxPriorityQueueBacklog")
-    max_ordered_queue_backlog: int = Field(5000, ge=0, alias="MaxOrderedQueueBacklog")
-    backlog_cache_seconds: float = Field(5.0, ge=0, alias="BacklogCacheSeconds")
+    backpressure: BackpressureSettings = Field(default_factory=BackpressureSettings)
     # After a send fails because the broker is unreachable, intake answers 503 at once for
     # this long; then one call probes the broker and, if it gets through, closes the breaker.
     servicebus_breaker_open_seconds: float = Field(
@@ -193,14 +384,7 @@ class Settings(BaseModel):
     # The high-priority lane's own share of model calls, on top of ModelConcurrency: a
     # backlog of standard work never takes the slots high-priority work runs in.
     priority_model_concurrency: int = Field(4, ge=1, le=256, alias="PriorityModelConcurrency")
-    # Scheduled retries of transient failures. The defaults guarantee at least 917 s of
-    # backoff before a request gives up (processing/backoff.py): a ten-minute storage or
-    # broker outage does not dead-letter healthy work. MaxRetries stays below the request
-    # queues' maxDeliveryCount (10): the ordered lane retries by redelivery.
-    max_retries: int = Field(9, ge=0, le=100, alias="MaxRetries")
-    retry_base_seconds: float = Field(5.0, gt=0, alias="RetryBaseSeconds")
-    retry_max_seconds: float = Field(600.0, gt=0, alias="RetryMaxSeconds")
-    retry_jitter_floor: float = Field(0.5, ge=0, le=1, alias="RetryJitterFloor")
+    retries: RetrySettings = Field(default_factory=RetrySettings)
     lock_renewal_seconds: float = Field(20.0, gt=0, alias="LockRenewalSeconds")
     max_lock_renewal_seconds: float = Field(600.0, gt=0, alias="MaxLockRenewalSeconds")
     deferred_sweep_schedule: str = Field("0 */1 * * * *", alias="DeferredSweepSchedule")
@@ -213,19 +397,8 @@ class Settings(BaseModel):
     deadletter_reconcile_schedule: str = Field(
         "15 */1 * * * *", alias="DeadLetterReconcileSchedule"
     )
-    job_watchdog_schedule: str = Field("45 */5 * * * *", alias="JobWatchdogSchedule")
-    # How long past its deadline a job may still be running before the watchdog ends it
-    # (above MaxLockRenewalSeconds, so a model call that holds its lock can still finish).
-    job_watchdog_grace_seconds: float = Field(900.0, ge=0, alias="JobWatchdogGraceSeconds")
-    # A job without a deadline that has not changed for this long cannot end by itself
-    # any more (the request queues' message time to live is one day).
-    job_watchdog_stale_seconds: float = Field(90_000.0, gt=0, alias="JobWatchdogStaleSeconds")
-    # A job still ``accepted`` (or ``running`` with its lock long gone) this long after its
-    # last change, with no live message known for it, is sent again from the job record
-    # (same message id; the processor's dedupe makes a duplicate harmless), at most
-    # JobResend__maxAttempts times, before the watchdog ends it.
-    job_resend_after_seconds: float = Field(1200.0, gt=0, alias="JobResend__afterSeconds")
-    job_resend_max_attempts: int = Field(2, ge=0, le=10, alias="JobResend__maxAttempts")
+    jobs: JobSettings = Field(default_factory=JobSettings)
+    job_resend: JobResendSettings = Field(default_factory=JobResendSettings)
     # The dead-letter reconciler reads the dead-letter queues this many messages a page,
     # from a checkpoint, instead of peeking all of them every run.
     deadletter_reconcile_page_size: int = Field(
@@ -241,136 +414,21 @@ class Settings(BaseModel):
         ("local-analyzer",), alias="AllowedModels", json_schema_extra=ALTERNATIVE
     )
     model_provider: str | None = Field(None, alias="ModelProvider", json_schema_extra=ALTERNATIVE)
-    # An answer that breaks its task's output schema is tried again this many times.
-    invalid_output_retries: int = Field(2, ge=0, le=10, alias="InvalidOutputRetries")
-    # Model capacity (shared/inference/capacity.py): calls within each deployment's tokens
-    # and requests per minute, 429s pausing the deployment instead of spending retries.
-    # Off: every call goes out at once and a 429 is a failed attempt (the older behaviour).
-    model_capacity_enabled: Flag = Field(True, alias="ModelCapacity__enabled")
-    # How long a call may wait for its deployment's capacity before its message is
-    # scheduled again (without counting an attempt); below MaxLockRenewalSeconds.
-    model_capacity_wait_seconds: float = Field(
-        300.0, gt=0, le=3600, alias="ModelCapacity__waitSeconds"
-    )
-    # How often each instance says it is alive (its share of a quota is 1 / live ones).
-    model_capacity_heartbeat_seconds: float = Field(
-        10.0, gt=0, le=300, alias="ModelCapacity__heartbeatSeconds"
-    )
-    # The quota of the aliases of AllowedModels/ModelProvider (a catalog's entries give
-    # their own capacity): Bicep sets them from the model deployment's capacity.
-    model_capacity_tokens_per_minute: int | None = Field(
-        None, ge=0, alias="ModelCapacity__tokensPerMinute", json_schema_extra=ALTERNATIVE
-    )
-    model_capacity_requests_per_minute: int | None = Field(
-        None, ge=0, alias="ModelCapacity__requestsPerMinute", json_schema_extra=ALTERNATIVE
-    )
+    model_capacity: ModelCapacitySettings = Field(default_factory=ModelCapacitySettings)
     # This instance, as the platform names it (its capacity heartbeat); else host and pid.
     website_instance_id: str | None = Field(
         None, alias="WEBSITE_INSTANCE_ID", json_schema_extra=ALTERNATIVE
     )
-    local_model_latency_ms: int = Field(0, ge=0, alias="LocalModelLatencyMs")
-    local_model_transient_rate: float = Field(0.0, ge=0, le=1, alias="LocalModelTransientRate")
-    local_model_refusal_terms: CsvList = Field((), alias="LocalModelRefusalTerms")
-    # Development stack only: lets a request's parameters.simulate inject model faults
-    # before its model runs (tests/e2e needs it; shared/inference/faults.py). Off by default.
-    local_model_faults: Flag = Field(False, alias="LocalModelFaults")
-    azure_openai_endpoint: str | None = Field(None, alias="AzureOpenAI__endpoint")
-    azure_openai_api_version: str = Field("2024-10-21", alias="AzureOpenAI__apiVersion")
-    azure_openai_api_key: str | None = Field(
-        None, alias="AzureOpenAI__apiKey", json_schema_extra=ALTERNATIVE
-    )
-    azure_openai_client_id: str | None = Field(
-        None, alias="AzureOpenAI__clientId", json_schema_extra=AZURE
-    )
-    azure_openai_timeout_seconds: float = Field(120.0, gt=0, alias="AzureOpenAI__timeoutSeconds")
+    local_model: LocalModelSettings = Field(default_factory=LocalModelSettings)
+    azure_openai: AzureOpenAISettings = Field(default_factory=AzureOpenAISettings)
 
     # --- the Global Batch lane (shared/global_batch) ------------------------------------
-    # ``alias=deployment`` pairs: a model alias callers name, and the Global Batch
-    # deployment that serves it in batch mode. Empty: no batch lane (mode "batch" is 422).
-    global_batch_deployments: CsvList = Field((), alias="GlobalBatch__deployments")
-    # The Azure OpenAI resource of those deployments (unset: AzureOpenAI__endpoint).
-    global_batch_endpoint: str | None = Field(None, alias="GlobalBatch__endpoint")
-    global_batch_api_version: str = Field("2025-04-01-preview", alias="GlobalBatch__apiVersion")
-    global_batch_api_key: str | None = Field(
-        None, alias="GlobalBatch__apiKey", json_schema_extra=LOCAL
-    )
-    global_batch_client_id: str | None = Field(
-        None, alias="GlobalBatch__clientId", json_schema_extra=AZURE
-    )
-    # Requests of these priorities that name no mode go to the batch lane.
-    global_batch_route_priorities: CsvList = Field((), alias="GlobalBatch__routePriorities")
-    # The service's limits per input file (100,000 requests, 200 MB): a full file is
-    # submitted and the next request starts a new one.
-    global_batch_max_lines_per_file: int = Field(
-        100_000, ge=1, le=100_000, alias="GlobalBatch__maxLinesPerFile"
-    )
-    global_batch_max_bytes_per_file: int = Field(
-        200_000_000, ge=1_000, le=200_000_000, alias="GlobalBatch__maxBytesPerFile"
-    )
-    # A tenant's waiting requests for one deployment are submitted once this many wait, or
-    # once the oldest has waited this long (large files, as the service recommends).
-    global_batch_submit_at_lines: int = Field(50_000, ge=1, alias="GlobalBatch__submitAtLines")
-    global_batch_submit_after_seconds: float = Field(
-        900.0, ge=0, alias="GlobalBatch__submitAfterSeconds"
-    )
-    # The service keeps output files 14 to 30 days; the app copies them out at once.
-    global_batch_output_expiry_days: int = Field(
-        14, ge=14, le=30, alias="GlobalBatch__outputExpiryDays"
-    )
-    # A line the service answered with an error (not a refusal): "queue" sends it through
-    # the queue lane, "fail" fails its job with the service's error.
-    global_batch_failed_lines: Literal["queue", "fail"] = Field(
-        "queue", alias="GlobalBatch__failedLines"
-    )
-    # An expired batch's unfinished requests are submitted again this many times.
-    global_batch_max_resubmissions: int = Field(
-        2, ge=0, le=10, alias="GlobalBatch__maxResubmissions"
-    )
-    # A batch refused for the enqueued-token quota is created again after this wait,
-    # doubling up to the maximum.
-    global_batch_quota_retry_seconds: float = Field(
-        300.0, gt=0, alias="GlobalBatch__quotaRetrySeconds"
-    )
-    global_batch_quota_retry_max_seconds: float = Field(
-        3600.0, gt=0, alias="GlobalBatch__quotaRetryMaxSeconds"
-    )
-    # A batch refused for quota is tried again until its members' earliest deadline, and
-    # never longer than this; then its members fail ``batch_quota_exceeded``.
-    global_batch_quota_wait_limit_seconds: float = Field(
-        86_400.0, gt=0, alias="GlobalBatch__quotaWaitLimitSeconds"
-    )
-    # The batch deployments' enqueued-token quota (a Global Batch deployment's capacity
-    # x 1000). A planned file whose estimate (input/4 + max_tokens a line) exceeds it is
-    # split. Unset: files are split by lines and bytes only.
-    global_batch_enqueued_tokens: int | None = Field(
-        None, ge=1, alias="GlobalBatch__enqueuedTokens", json_schema_extra=ALTERNATIVE
-    )
-    # A batch's status is read at most this often (the service asks for once a minute).
-    global_batch_poll_seconds: float = Field(60.0, ge=0, alias="GlobalBatch__pollSeconds")
-    global_batch_timeout_seconds: float = Field(300.0, gt=0, alias="GlobalBatch__timeoutSeconds")
-    global_batch_schedule: str = Field("5 */1 * * * *", alias="GlobalBatchSchedule")
-    # One run of the control plane stops starting new work after this long (well inside
-    # host.json's functionTimeout of 10 minutes); the next run goes on where it stopped.
-    global_batch_run_seconds: float = Field(240.0, gt=0, le=540, alias="GlobalBatch__runSeconds")
+    global_batch: GlobalBatchSettings = Field(default_factory=GlobalBatchSettings)
     # Pending requests, submissions, the tenant ledger and the copied files.
     batch_container: str = Field("batches", alias="BatchContainer")
 
     # --- Event Grid webhook deliveries -------------------------------------------------
-    webhook_shared_secret: str | None = Field(
-        None, alias="WebhookSharedSecret", json_schema_extra=ALTERNATIVE
-    )
-    webhook_token_audience: str | None = Field(
-        None, alias="WebhookTokenAudience", json_schema_extra=ALTERNATIVE
-    )
-    webhook_token_issuer: str | None = Field(
-        None, alias="WebhookTokenIssuer", json_schema_extra=ALTERNATIVE
-    )
-    webhook_jwks_uri: str | None = Field(
-        None, alias="WebhookJwksUri", json_schema_extra=ALTERNATIVE
-    )
-    # Which tenants each webhook credential may submit work for (parsed by
-    # shared/events/webhook_tenancy.py, which documents the format).
-    webhook_tenants: str | None = Field(None, alias="WebhookTenants", json_schema_extra=ALTERNATIVE)
+    webhook: WebhookSettings = Field(default_factory=WebhookSettings)
 
     # --- identity of callers -----------------------------------------------------------
     allow_tenant_header: Flag = Field(False, alias="AllowTenantHeader")
@@ -404,11 +462,30 @@ class Settings(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _empty_means_unset(cls, values: Any) -> Any:
-        """An app setting that is present but empty is treated as not set (its default)."""
-        if isinstance(values, dict):
-            return {k: v for k, v in values.items() if not (isinstance(v, str) and v.strip() == "")}
-        return values
+    def _from_flat_app_settings(cls, values: Any) -> Any:
+        """App settings come flat, by name (the environment, local.settings.json Values):
+        one that is present but empty is treated as not set (its default), and each
+        setting of a group goes to that group (``GlobalBatch__deployments`` to
+        ``global_batch``)."""
+        if not isinstance(values, dict):
+            return values
+        given = {k: v for k, v in values.items() if not (isinstance(v, str) and v.strip() == "")}
+        group_of = _group_of_setting()
+        grouped: dict[str, dict[str, Any]] = {}
+        for name in [name for name in given if name in group_of]:
+            grouped.setdefault(group_of[name], {})[name] = given.pop(name)
+        for group in set(group_of.values()):
+            # A group may also be given whole (a model or a mapping); an app setting that
+            # only shares a group's name (a string) is not one of the model's.
+            whole = given.get(group)
+            if isinstance(whole, SettingsGroup):
+                whole = whole.model_dump()
+            if isinstance(whole, str):
+                del given[group]
+                whole = None
+            if group in grouped:
+                given[group] = {**(whole or {}), **grouped[group]}
+        return given
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Settings:
@@ -421,24 +498,15 @@ class Settings(BaseModel):
                 "set ModelCatalog or AllowedModels/ModelProvider (the one-provider shorthand), "
                 "not both"
             )
-        if self.retry_base_seconds > self.retry_max_seconds:
-            raise ValueError("RetryBaseSeconds must not exceed RetryMaxSeconds")
-        if self.model_capacity_wait_seconds >= self.max_lock_renewal_seconds:
+        # Within one group: RetrySettings, GlobalBatchSettings and WebhookSettings check
+        # their own settings.
+        if self.model_capacity.wait_seconds >= self.max_lock_renewal_seconds:
             raise ValueError("ModelCapacity__waitSeconds must be below MaxLockRenewalSeconds")
-        if self.job_watchdog_grace_seconds < self.max_lock_renewal_seconds:
+        if self.jobs.watchdog_grace_seconds < self.max_lock_renewal_seconds:
             raise ValueError("JobWatchdogGraceSeconds must not be below MaxLockRenewalSeconds")
-        if bool(self.webhook_token_audience) != bool(self.webhook_token_issuer):
-            raise ValueError("set both WebhookTokenAudience and WebhookTokenIssuer, or neither")
-        self._check_global_batch()
-        return self
-
-    def _check_global_batch(self) -> None:
         if self.batch_deployments and not self.batch_endpoint:
             raise ValueError("GlobalBatch__deployments needs GlobalBatch__endpoint")
-        if self.global_batch_quota_retry_seconds > self.global_batch_quota_retry_max_seconds:
-            raise ValueError(
-                "GlobalBatch__quotaRetrySeconds must not exceed GlobalBatch__quotaRetryMaxSeconds"
-            )
+        return self
 
     def container_names(self) -> list[str]:
         """Every blob container the app uses (created by Bicep in Azure, by the local stack
@@ -460,7 +528,7 @@ class Settings(BaseModel):
     def batch_deployments(self) -> dict[str, str]:
         """Model alias -> Global Batch deployment (``GlobalBatch__deployments``)."""
         pairs: dict[str, str] = {}
-        for pair in self.global_batch_deployments:
+        for pair in self.global_batch.deployments:
             alias, separator, deployment = pair.partition("=")
             if not separator or not alias.strip() or not deployment.strip():
                 raise ValueError(f"GlobalBatch__deployments: {pair!r} is not alias=deployment")
@@ -470,7 +538,7 @@ class Settings(BaseModel):
     @property
     def batch_endpoint(self) -> str | None:
         """The Azure OpenAI resource the batch lane submits to."""
-        return self.global_batch_endpoint or self.azure_openai_endpoint
+        return self.global_batch.endpoint or self.azure_openai.endpoint
 
     @property
     def api_base_url(self) -> str | None:
@@ -487,24 +555,73 @@ class Settings(BaseModel):
         return self.storage_blob_service_uri or self.storage_service_uri
 
 
+class SettingField(NamedTuple):
+    """One app setting of the model: a field of ``Settings`` or of one of its groups."""
+
+    name: str  # the app setting name: the field's alias
+    group: str | None  # the field of Settings that holds its group; None: Settings itself
+    attribute: str  # the field's name in its group (or in Settings)
+    info: FieldInfo
+
+    @property
+    def where(self) -> str:
+        """Where it must be configured: "local", "azure", "alternative" or "both"."""
+        extra = self.info.json_schema_extra
+        where = extra.get("where", "both") if isinstance(extra, dict) else "both"
+        return str(where)
+
+
+def _group_model(info: FieldInfo) -> type[SettingsGroup] | None:
+    annotation = info.annotation
+    if isinstance(annotation, type) and issubclass(annotation, SettingsGroup):
+        return annotation
+    return None
+
+
+@cache
+def setting_fields() -> tuple[SettingField, ...]:
+    """Every app setting of the model, the fields of each group in its group's place."""
+    fields: list[SettingField] = []
+    for name, info in Settings.model_fields.items():
+        group = _group_model(info)
+        if group is None:
+            fields.append(SettingField(info.alias or name, None, name, info))
+            continue
+        fields += [
+            SettingField(inner.alias or attribute, name, attribute, inner)
+            for attribute, inner in group.model_fields.items()
+        ]
+    return tuple(fields)
+
+
+@cache
+def _group_of_setting() -> dict[str, str]:
+    """App setting name -> the field of Settings that holds its group."""
+    return {field.name: field.group for field in setting_fields() if field.group}
+
+
+def setting_value(settings: Settings, name: str) -> object:
+    """The value of the app setting ``name`` in ``settings``, as the model parsed it."""
+    for field in setting_fields():
+        if field.name == name:
+            holder = settings if field.group is None else getattr(settings, field.group)
+            return getattr(holder, field.attribute)
+    raise KeyError(name)
+
+
 def setting_names() -> list[str]:
     """Every app setting name this model reads."""
-    return [field.alias or name for name, field in Settings.model_fields.items()]
+    return [field.name for field in setting_fields()]
 
 
 def setting_names_for(place: str) -> list[str]:
-    """The settings that must be configured in ``place`` ("local" or "azure").
+    """The settings that apply in ``place`` ("local" or "azure"): the unmarked ones and
+    those marked for ``place``.
 
     Used by the tests that keep local.settings.sample.json and the Bicep app settings in
-    agreement with this model.
+    agreement with this model (in Azure each is set; locally a default may serve).
     """
-    names = []
-    for name, field in Settings.model_fields.items():
-        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-        where = extra.get("where", "both")
-        if where in ("both", place):
-            names.append(field.alias or name)
-    return names
+    return [field.name for field in setting_fields() if field.where in ("both", place)]
 
 
 def read_local_settings(path: Path) -> dict[str, str]:

@@ -96,15 +96,15 @@ class NamespaceQueue:
 
 def namespace_queue(settings: Settings) -> NamespaceQueue | None:
     """The pull door's queue, or None when no namespace endpoint is configured."""
-    endpoint = settings.eventgrid_pull_endpoint
+    endpoint = settings.eventgrid_pull.endpoint
     if not endpoint:
         return None
     client = EventGridConsumerClient(
         endpoint,
-        key_or_identity(settings.eventgrid_pull_key, settings.eventgrid_pull_client_id),
-        namespace_topic=settings.eventgrid_pull_topic,
-        subscription=settings.eventgrid_pull_subscription,
+        key_or_identity(settings.eventgrid_pull.key, settings.eventgrid_pull.client_id),
+        namespace_topic=settings.eventgrid_pull.topic,
+        subscription=settings.eventgrid_pull.subscription,
     )
     return NamespaceQueue(
-        client, settings.eventgrid_pull_topic, settings.eventgrid_pull_subscription
+        client, settings.eventgrid_pull.topic, settings.eventgrid_pull.subscription
     )

@@ -145,9 +145,9 @@ def openai_batch_service(settings: Settings) -> OpenAIBatchService:
     return OpenAIBatchService(
         azure_openai_client(
             endpoint,
-            settings.global_batch_api_version,
-            settings.global_batch_timeout_seconds,
-            settings.global_batch_api_key,
-            settings.global_batch_client_id,
+            settings.global_batch.api_version,
+            settings.global_batch.timeout_seconds,
+            settings.global_batch.api_key,
+            settings.global_batch.client_id,
         )
     )

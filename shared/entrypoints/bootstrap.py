@@ -146,9 +146,9 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         door: models.alias_for(setting, chosen or settings.default_model)
         for door, setting, chosen in (
             (BLOB_DOOR, "IncomingBlobModel", settings.incoming_blob_model),
-            ("eventgrid", "WebhookModel", settings.webhook_model),
-            ("webhook", "WebhookModel", settings.webhook_model),
-            (PULL_DOOR, "EventGridPull__model", settings.eventgrid_pull_model),
+            ("eventgrid", "WebhookModel", settings.webhook.model),
+            ("webhook", "WebhookModel", settings.webhook.model),
+            (PULL_DOOR, "EventGridPull__model", settings.eventgrid_pull.model),
         )
     }
     jobs = JobRepository(DocumentJobStore(ports.documents, settings.jobs_container), clock)
@@ -178,7 +178,7 @@ def build_services(settings: Settings, ports: Ports) -> Services:
     stager = (
         BatchStager(
             batch_records,
-            StagingPolicy(catalog, settings.global_batch_max_bytes_per_file),
+            StagingPolicy(catalog, settings.global_batch.max_bytes_per_file),
             clock,
         )
         if batch_records is not None
@@ -190,15 +190,15 @@ def build_services(settings: Settings, ports: Ports) -> Services:
             policy=ProcessingPolicy(
                 queue_name=queues.queue(lane),
                 aliases=catalog.aliases,
-                max_retries=settings.max_retries,
-                retry_base_seconds=settings.retry_base_seconds,
-                retry_max_seconds=settings.retry_max_seconds,
+                max_retries=settings.retries.max_retries,
+                retry_base_seconds=settings.retries.base_seconds,
+                retry_max_seconds=settings.retries.max_seconds,
                 api_base_url=settings.api_base_url,
                 ordered=lane.is_ordered,
                 lane=lane.value,
-                retry_jitter_floor=settings.retry_jitter_floor,
-                invalid_output_retries=settings.invalid_output_retries,
-                faults_allowed=settings.local_model_faults,
+                retry_jitter_floor=settings.retries.jitter_floor,
+                invalid_output_retries=settings.retries.invalid_output_retries,
+                faults_allowed=settings.local_model.faults,
                 max_lock_renewal_seconds=settings.max_lock_renewal_seconds,
                 ordered_retry_max_wait_seconds=ordered_retry_max_wait(
                     settings.max_lock_renewal_seconds
@@ -276,9 +276,9 @@ def build_services(settings: Settings, ports: Ports) -> Services:
             ports.event_queue,
             event_intake,
             PullPolicy(
-                max_events=settings.eventgrid_pull_max_events,
-                max_wait_seconds=settings.eventgrid_pull_max_wait_seconds,
-                drain_seconds=settings.eventgrid_pull_drain_seconds,
+                max_events=settings.eventgrid_pull.max_events,
+                max_wait_seconds=settings.eventgrid_pull.max_wait_seconds,
+                drain_seconds=settings.eventgrid_pull.drain_seconds,
             ),
         )
         if ports.event_queue is not None
@@ -302,8 +302,8 @@ def build_services(settings: Settings, ports: Ports) -> Services:
             jobs=jobs,
             endings=endings,
             policy=WatchdogPolicy(
-                grace=timedelta(seconds=settings.job_watchdog_grace_seconds),
-                stale=timedelta(seconds=settings.job_watchdog_stale_seconds),
+                grace=timedelta(seconds=settings.jobs.watchdog_grace_seconds),
+                stale=timedelta(seconds=settings.jobs.watchdog_stale_seconds),
             ),
             clock=clock,
             resender=JobResender(
@@ -328,7 +328,7 @@ def gated_models(
     """Every alias's client behind its deployment's capacity gate (aliases on one
     deployment share it), unless ModelCapacity__enabled is off. A quota is shared out
     by the live instances, counted from their heartbeats in the app's storage."""
-    if not settings.model_capacity_enabled:
+    if not settings.model_capacity.enabled:
         return models
     limited = any(served.card.capacity for served in models.values())
     registry = (
@@ -337,7 +337,7 @@ def gated_models(
             documents,
             settings.ledger_container,
             settings.website_instance_id or f"{socket.gethostname()}-{os.getpid()}",
-            heartbeat_seconds=settings.model_capacity_heartbeat_seconds,
+            heartbeat_seconds=settings.model_capacity.heartbeat_seconds,
         )
         if limited and isinstance(documents, DocumentListing)
         else None
@@ -352,7 +352,7 @@ def gated_models(
                 card.deployment or alias,
                 card.capacity or Capacity(),
                 instances=registry.count if registry is not None else lambda: 1,
-                max_wait=settings.model_capacity_wait_seconds,
+                max_wait=settings.model_capacity.wait_seconds,
             )
         clients[alias] = BudgetedModel(card, served.client, gates[key])
     return ServedModels(models.catalog, clients)
@@ -391,8 +391,8 @@ def global_batch_for(
             announcer=announcer,
             requeue=ports.requests,
             policy=ConclusionPolicy(
-                failed_lines=settings.global_batch_failed_lines,
-                max_resubmissions=settings.global_batch_max_resubmissions,
+                failed_lines=settings.global_batch.failed_lines,
+                max_resubmissions=settings.global_batch.max_resubmissions,
                 api_base_url=settings.api_base_url,
             ),
             catalog=ports.models.catalog,
@@ -410,18 +410,18 @@ def global_batch_policy(settings: Settings) -> ControlPolicy:
     """The Global Batch control plane's policy of the ``GlobalBatch__*`` settings."""
     return ControlPolicy(
         planning=PlanningPolicy(
-            max_lines_per_file=settings.global_batch_max_lines_per_file,
-            max_bytes_per_file=settings.global_batch_max_bytes_per_file,
-            submit_at_lines=settings.global_batch_submit_at_lines,
-            submit_after=timedelta(seconds=settings.global_batch_submit_after_seconds),
-            enqueued_tokens=settings.global_batch_enqueued_tokens,
+            max_lines_per_file=settings.global_batch.max_lines_per_file,
+            max_bytes_per_file=settings.global_batch.max_bytes_per_file,
+            submit_at_lines=settings.global_batch.submit_at_lines,
+            submit_after=timedelta(seconds=settings.global_batch.submit_after_seconds),
+            enqueued_tokens=settings.global_batch.enqueued_tokens,
         ),
-        output_expiry_seconds=settings.global_batch_output_expiry_days * 86_400,
-        quota_retry=timedelta(seconds=settings.global_batch_quota_retry_seconds),
-        quota_retry_max=timedelta(seconds=settings.global_batch_quota_retry_max_seconds),
-        poll_interval=timedelta(seconds=settings.global_batch_poll_seconds),
-        run_budget=timedelta(seconds=settings.global_batch_run_seconds),
-        quota_wait_limit=timedelta(seconds=settings.global_batch_quota_wait_limit_seconds),
+        output_expiry_seconds=settings.global_batch.output_expiry_days * 86_400,
+        quota_retry=timedelta(seconds=settings.global_batch.quota_retry_seconds),
+        quota_retry_max=timedelta(seconds=settings.global_batch.quota_retry_max_seconds),
+        poll_interval=timedelta(seconds=settings.global_batch.poll_seconds),
+        run_budget=timedelta(seconds=settings.global_batch.run_seconds),
+        quota_wait_limit=timedelta(seconds=settings.global_batch.quota_wait_limit_seconds),
     )
 
 
@@ -464,12 +464,12 @@ CATALOG_SETTINGS = (
 
 def webhook_tokens_for(settings: Settings) -> TokenValidator | None:
     """Entra token validation of webhook deliveries, when an audience is configured."""
-    if not (settings.webhook_token_audience and settings.webhook_token_issuer):
+    if not (settings.webhook.token_audience and settings.webhook.token_issuer):
         return None
     from shared.adapters.entra_tokens import JwtValidator
 
     return JwtValidator(
-        settings.webhook_token_audience, settings.webhook_token_issuer, settings.webhook_jwks_uri
+        settings.webhook.token_audience, settings.webhook.token_issuer, settings.webhook.jwks_uri
     )
 
 

@@ -458,7 +458,7 @@ def catalog_for(settings: Settings, lookup: Lookup | None = None) -> ModelCatalo
     path = catalog_file(settings)
     if path is None:
         quota = Capacity(
-            settings.model_capacity_tokens_per_minute, settings.model_capacity_requests_per_minute
+            settings.model_capacity.tokens_per_minute, settings.model_capacity.requests_per_minute
         )
         capacity = quota if quota.tokens_per_minute or quota.requests_per_minute else None
         catalog = shorthand_catalog(settings.allowed_models, settings.model_provider, capacity)

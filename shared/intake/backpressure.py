@@ -85,9 +85,9 @@ def lane_backlog_limits(settings: Settings) -> dict[Lane, int]:
     """Each lane's backlog limit (0: not gated): MaxQueueBacklog, MaxPriorityQueueBacklog,
     MaxOrderedQueueBacklog."""
     return {
-        Lane.STANDARD: settings.max_queue_backlog,
-        Lane.PRIORITY: settings.max_priority_queue_backlog,
-        Lane.ORDERED: settings.max_ordered_queue_backlog,
+        Lane.STANDARD: settings.backpressure.max_queue_backlog,
+        Lane.PRIORITY: settings.backpressure.max_priority_queue_backlog,
+        Lane.ORDERED: settings.backpressure.max_ordered_queue_backlog,
     }
 
 
@@ -131,7 +131,7 @@ class LaneBacklogGates:
         return cls.of(
             probes,
             lane_backlog_limits(settings),
-            cache_seconds=settings.backlog_cache_seconds,
+            cache_seconds=settings.backpressure.cache_seconds,
             retry_after=max(5, settings.status_poll_seconds),
         )
 

@@ -90,10 +90,10 @@ class RequestRules:
             catalog=catalog,
             default_deadline_seconds=settings.default_deadline_seconds,
             max_deadline_seconds=settings.max_deadline_seconds,
-            simulated_faults=settings.local_model_faults,
+            simulated_faults=settings.local_model.faults,
             max_inline_text_bytes=settings.max_inline_text_bytes,
             producer_tenants=settings.producer_tenants,
-            batch_priorities=settings.global_batch_route_priorities,
+            batch_priorities=settings.global_batch.route_priorities,
         )
 
     @property

@@ -53,8 +53,8 @@ class ResendPolicy:
     @classmethod
     def from_settings(cls, settings: Settings) -> ResendPolicy:
         return cls(
-            after=timedelta(seconds=settings.job_resend_after_seconds),
-            max_attempts=settings.job_resend_max_attempts,
+            after=timedelta(seconds=settings.job_resend.after_seconds),
+            max_attempts=settings.job_resend.max_attempts,
             max_lock_renewal_seconds=settings.max_lock_renewal_seconds,
         )
 

@@ -1,15 +1,25 @@
 """Every setting the code reads is configured, in Azure (Bicep) and locally (sample file).
 
 The names come from the Settings model (shared/settings.py), not from a copied list, so a
-setting added to the model without being provisioned fails here.
+setting added to the model without being provisioned fails here. In Azure, Bicep sets each
+of them; locally the model's defaults serve, and local.settings.sample.json holds only
+what differs from them, the local-only connections and keys, and what the host itself
+needs (its own settings, and each setting a binding names as ``%Name%``).
 """
 
 import json
+import re
 
 import pytest
 from pydantic import ValidationError
 
-from shared.settings import Settings, setting_names_for
+from shared.settings import (
+    Settings,
+    setting_fields,
+    setting_names,
+    setting_names_for,
+    setting_value,
+)
 from tests.infra import (
     DATA_STORAGE,
     FUNCTION_APP,
@@ -28,8 +38,12 @@ from tests.infra import (
     resources_of_type,
     variables,
 )
+from tests.unit.test_docs import HOST_SETTINGS
 
 LOCAL_SAMPLE = REPO_ROOT / "local.settings.sample.json"
+TRIGGERS = REPO_ROOT / "triggers"
+# A binding property naming an app setting: schedule="%JobWatchdogSchedule%".
+BINDING_REFERENCE = re.compile(r"[\"']%([A-Za-z_][A-Za-z0-9_]*)%")
 
 # Settings Flex Consumption rejects or ignores: the runtime lives in functionAppConfig and
 # packages are deployed to a blob container.
@@ -75,17 +89,59 @@ def test_every_azure_setting_is_in_bicep(name: str) -> None:
     assert name in app_settings(), f"{name} is read by the app but not set in Bicep"
 
 
-def test_local_sample_has_every_local_setting() -> None:
+def sample_values() -> dict[str, str]:
     assert LOCAL_SAMPLE.is_file(), "local.settings.sample.json is missing"
-    values = json.loads(LOCAL_SAMPLE.read_text(encoding="utf-8"))["Values"]
-    missing = [name for name in setting_names_for("local") if name not in values]
+    values: dict[str, str] = json.loads(LOCAL_SAMPLE.read_text(encoding="utf-8"))["Values"]
+    return values
+
+
+def binding_settings() -> set[str]:
+    """The app settings the triggers' bindings name (``%Name%``): the host resolves them
+    from the app settings themselves, so they must be set even where they hold the
+    model's default."""
+    return {
+        name
+        for path in sorted(TRIGGERS.glob("*.py"))
+        for name in BINDING_REFERENCE.findall(path.read_text(encoding="utf-8"))
+    }
+
+
+def test_bindings_name_settings_of_the_model() -> None:
+    names = binding_settings()
+    assert {"RequestsQueueName", "JobWatchdogSchedule", "IncomingContainer"} <= names
+    assert names <= set(setting_names())
+
+
+def test_local_sample_names_only_known_settings() -> None:
+    unknown = sorted(set(sample_values()) - set(setting_names()) - HOST_SETTINGS)
+    assert not unknown, f"local.settings.sample.json sets what nothing reads: {unknown}"
+
+
+def test_local_sample_has_every_local_only_setting_and_every_binding_setting() -> None:
+    local_only = {field.name for field in setting_fields() if field.where == "local"}
+    missing = sorted((local_only | binding_settings()) - set(sample_values()))
     assert not missing, f"local.settings.sample.json lacks {missing}"
+
+
+def test_local_sample_holds_only_what_differs_from_the_defaults() -> None:
+    """Beside the host's own settings and those a binding names, a sample value is there
+    because the local stack needs another value than the model's default."""
+    values = sample_values()
+    sample, defaults = Settings.model_validate(values), Settings()
+    model_settings = set(values) & set(setting_names())
+    assert model_settings, "the sample sets none of the model's settings"
+    repeated = sorted(
+        name
+        for name in model_settings - binding_settings()
+        if setting_value(sample, name) == setting_value(defaults, name)
+    )
+    assert not repeated, f"local.settings.sample.json repeats the defaults of {repeated}"
 
 
 def test_literal_bicep_values_mean_the_model_defaults() -> None:
     """A value written in Bicep must parse, through the model, to the model's default."""
     known = constants(FUNCTION_APP)
-    fields = {field.alias: name for name, field in Settings.model_fields.items()}
+    fields = {field.name: field for field in setting_fields()}
     checked = []
     for setting, raw in app_settings().items():
         if setting not in fields:
@@ -94,12 +150,12 @@ def test_literal_bicep_values_mean_the_model_defaults() -> None:
             value = resolve(raw, known)
         except Unresolved:
             continue  # computed at deployment time (endpoints, client ids)
-        default = Settings.model_fields[fields[setting]].default
+        default = fields[setting].info.default
         if default is None and value == "":
             checked.append(setting)  # an empty app setting is "not configured"
             continue
         try:
-            parsed = getattr(Settings.model_validate({setting: value}), fields[setting])
+            parsed = setting_value(Settings.model_validate({setting: value}), setting)
         except ValidationError as error:
             pytest.fail(f"{setting}={value!r} is not a valid value: {error}")
         assert parsed == default, f"{setting}={value!r} differs from the model default {default!r}"
@@ -135,12 +191,9 @@ def test_connections_use_the_user_assigned_identity(connection: str) -> None:
 def test_no_key_alternatives_in_azure() -> None:
     """Settings the model marks as alternatives holding keys are never provisioned."""
     key_settings = [
-        field.alias
-        for field in Settings.model_fields.values()
-        if isinstance(field.json_schema_extra, dict)
-        and field.json_schema_extra.get("where") == "alternative"
-        and field.alias
-        and "key" in field.alias.lower()
+        field.name
+        for field in setting_fields()
+        if field.where == "alternative" and "key" in field.name.lower()
     ]
     assert key_settings, "the model is expected to name its key-based alternatives"
     present = set(key_settings) & set(app_settings())
@@ -192,7 +245,7 @@ def test_blob_trigger_connection_names_the_blob_and_queue_services() -> None:
 def test_local_storage_connection_string_reaches_blobs_and_queues_of_one_account() -> None:
     """Locally ``Storage`` is Azurite's connection string; the blob trigger's poison queue
     needs its queue endpoint too (without it the SDK derives *.queue.core.windows.net)."""
-    values = json.loads(LOCAL_SAMPLE.read_text(encoding="utf-8"))["Values"]
+    values = sample_values()
     parts = dict(item.split("=", 1) for item in values["Storage"].split(";") if "=" in item)
     account = parts["AccountName"]
     assert parts["BlobEndpoint"].startswith("http://127.0.0.1:")

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from shared.settings import Settings
+from shared.settings import EventGridPullSettings, Settings
 from tests.infra import (
     CATALOG,
     FUNCTION_APP,
@@ -127,9 +127,9 @@ def test_catalog_names_agree_with_the_topics() -> None:
         "com.inferbus.InferenceRequested"
     ]
     # The same names as the defaults the app reads.
-    fields = Settings.model_fields
-    assert fields["eventgrid_pull_topic"].default == section["pullTopicName"]
-    assert fields["eventgrid_pull_subscription"].default == section["pullSubscriptionName"]
+    defaults = Settings().eventgrid_pull
+    assert defaults.topic == section["pullTopicName"]
+    assert defaults.subscription == section["pullSubscriptionName"]
 
 
 def test_topics_take_cloudevents_from_custom_publishers() -> None:
@@ -378,7 +378,7 @@ def test_namespace_keys_are_never_read_or_configured() -> None:
         name for name in settings if name.startswith("EventGridPull__") and "key" in name.lower()
     ]
     assert not key_settings
-    assert Settings.model_fields["eventgrid_pull_key"].json_schema_extra == {"where": "local"}
+    assert EventGridPullSettings.model_fields["key"].json_schema_extra == {"where": "local"}
 
 
 def test_second_stage_subscribes_no_namespace_topic() -> None:

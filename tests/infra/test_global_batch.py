@@ -16,7 +16,7 @@ from annotated_types import Le
 
 from shared import telemetry
 from shared.global_batch.quota import BATCH_QUOTA_EXCEEDED
-from shared.settings import Settings
+from shared.settings import GlobalBatchSettings, Settings, setting_fields
 from tests.infra import (
     ALERTS,
     CATALOG,
@@ -219,10 +219,9 @@ def test_batch_settings_come_from_the_deployment_and_the_app_identity() -> None:
 
 def test_every_batch_setting_of_the_model_is_deployed() -> None:
     names = {
-        field.alias
-        for field in Settings.model_fields.values()
-        if field.alias
-        and (field.alias.startswith("GlobalBatch") or field.alias == "BatchContainer")
+        field.name
+        for field in setting_fields()
+        if field.name.startswith("GlobalBatch") or field.name == "BatchContainer"
     }
     assert len(names) >= 19
     assert names - {"GlobalBatch__apiKey"} <= set(app_settings())
@@ -256,10 +255,10 @@ def test_enabled_defaults_make_a_valid_batch_lane() -> None:
     settings = Settings.model_validate(values)
     assert settings.batch_deployments == {"gpt-4o-mini": "gpt-4o-mini-batch"}
     # The enqueued-token quota of the default capacity (50 thousand tokens).
-    assert settings.global_batch_enqueued_tokens == 50_000
+    assert settings.global_batch.enqueued_tokens == 50_000
     assert settings.batch_endpoint == "https://oai-test.openai.azure.com/"
     assert settings.batch_container == "batches"
-    assert settings.global_batch_schedule == "5 */1 * * * *"
+    assert settings.global_batch.schedule == "5 */1 * * * *"
 
 
 # --- the batches container and its retention ------------------------------------------------------
@@ -291,7 +290,7 @@ def test_batches_expire_after_the_retention_parameter() -> None:
 
 def test_output_copies_outlive_the_services_own_copy() -> None:
     """The copies are the platform's record: no shorter than the service's longest expiry."""
-    field = Settings.model_fields["global_batch_output_expiry_days"]
+    field = GlobalBatchSettings.model_fields["output_expiry_days"]
     (longest,) = [item.le for item in field.metadata if isinstance(item, Le)]
     for path in (MAIN, DATA_STORAGE):
         declared = params(path)["batchRetentionDays"]

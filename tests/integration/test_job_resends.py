@@ -133,7 +133,7 @@ def test_a_lost_message_is_resent_from_the_job_and_the_request_completes(
     assert watchdog.watch().outcomes == {"resent": 1}
     assert counted == ["standard"]
     assert services.jobs.get(tenant, request_id).settlement == (
-        f"{RESENT_SETTLEMENT} (attempt 1 of {settings.job_resend_max_attempts})"
+        f"{RESENT_SETTLEMENT} (attempt 1 of {settings.job_resend.max_attempts})"
     )
 
     assert run_the_trigger(bus, 1) == [("complete", request_id)]

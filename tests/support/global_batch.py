@@ -331,8 +331,8 @@ def with_control_plane(lane: BatchLane, policy: ControlPolicy, clock: Clock) -> 
             announcer=announcer,
             requeue=lane.queue,
             policy=ConclusionPolicy(
-                failed_lines=settings.global_batch_failed_lines,
-                max_resubmissions=settings.global_batch_max_resubmissions,
+                failed_lines=settings.global_batch.failed_lines,
+                max_resubmissions=settings.global_batch.max_resubmissions,
             ),
             catalog=services.models.catalog,
             clock=clock,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import AliasChoices, AliasPath
 
-from shared.settings import Settings
+from shared.settings import setting_fields
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 README = REPO_ROOT / "README.md"
@@ -188,13 +188,21 @@ def _alias_names(alias: str | AliasPath | AliasChoices | None) -> set[str]:
     return set().union(*(_alias_names(choice) for choice in alias.choices))
 
 
-def app_setting_names() -> set[str]:
-    """The app setting names of the settings model: each field's alias (or its name)."""
+def app_setting_names(group: str | None = None) -> set[str]:
+    """The app setting names of the settings model: each field's alias (or its name), of
+    every field, or of the fields of one group (``global_batch``)."""
     names: set[str] = set()
-    for name, field in Settings.model_fields.items():
-        aliases = _alias_names(field.alias) | _alias_names(field.validation_alias)
-        names |= aliases or {name}
+    for field in setting_fields():
+        if group is not None and field.group != group:
+            continue
+        aliases = _alias_names(field.info.alias) | _alias_names(field.info.validation_alias)
+        names |= aliases or {field.attribute}
     return names
+
+
+def setting_groups() -> list[str]:
+    """The groups of the settings model: the fields of Settings that hold a group."""
+    return sorted({field.group for field in setting_fields() if field.group})
 
 
 def _expand(names: list[str]) -> list[str]:
@@ -209,12 +217,25 @@ def _expand(names: list[str]) -> list[str]:
     return expanded
 
 
-def documented_settings() -> list[str]:
+def documented_settings(group: str | None = None) -> list[str]:
     """The setting names in the first column of every settings table of docs/settings.md
-    (a table whose first header cell is "setting"), each as often as it is listed."""
+    (a table whose first header cell is "setting"), each as often as it is listed; with
+    ``group``, only those of the tables under the heading that names `settings.<group>`
+    (up to the next heading of its level or above)."""
     names: list[str] = []
     in_settings_table = False
+    in_group = group is None
+    group_level = 0
     for _, line in prose_lines(SETTINGS_PAGE.read_text(encoding="utf-8")):
+        heading = HEADING.match(line)
+        if heading and group is not None:
+            level = len(heading.group(1))
+            if f"`settings.{group}`" in heading.group(2):
+                in_group, group_level = True, level
+            elif in_group and level <= group_level:
+                in_group = False
+        if not in_group:
+            continue
         row = line.strip()
         if not row.startswith("|"):
             in_settings_table = False
@@ -241,6 +262,30 @@ def test_every_app_setting_is_documented_exactly_once() -> None:
     repeated = sorted(name for name in app_setting_names() if counts[name] > 1)
     assert not missing, f"docs/settings.md does not document {missing}"
     assert not repeated, f"docs/settings.md documents these more than once: {repeated}"
+
+
+@pytest.mark.parametrize("group", setting_groups())
+def test_each_group_is_documented_under_its_own_heading(group: str) -> None:
+    """A group's settings are the rows of the tables under its heading, which names the
+    group as Python reads it (`settings.global_batch`), and no other settings."""
+    headings = [
+        line
+        for _, line in prose_lines(SETTINGS_PAGE.read_text(encoding="utf-8"))
+        if HEADING.match(line) and f"`settings.{group}`" in line
+    ]
+    assert len(headings) == 1, f"docs/settings.md needs one heading naming `settings.{group}`"
+    documented = documented_settings(group)
+    assert sorted(documented) == sorted(app_setting_names(group)), (
+        f"under {headings[0]!r}: documented {sorted(documented)}, "
+        f"the group reads {sorted(app_setting_names(group))}"
+    )
+
+
+def test_the_groups_are_the_models() -> None:
+    assert {"global_batch", "eventgrid_pull", "azure_openai", "model_capacity"} <= set(
+        setting_groups()
+    )
+    assert "GlobalBatch__deployments" in app_setting_names("global_batch")
 
 
 def test_settings_page_documents_no_setting_the_model_lacks() -> None:

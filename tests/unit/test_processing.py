@@ -790,19 +790,19 @@ def test_a_broker_error_while_settling_is_not_retried_by_a_copy(h: Harness) -> N
 def test_the_default_retry_budget_outlasts_a_ten_minute_outage() -> None:
     settings = Settings()
     ceilings = [
-        min(settings.retry_max_seconds, settings.retry_base_seconds * 2**n)
-        for n in range(settings.max_retries)
+        min(settings.retries.max_seconds, settings.retries.base_seconds * 2**n)
+        for n in range(settings.retries.max_retries)
     ]
     least = sum(
         retry_delay(
             n,
-            base_seconds=settings.retry_base_seconds,
-            cap_seconds=settings.retry_max_seconds,
+            base_seconds=settings.retries.base_seconds,
+            cap_seconds=settings.retries.max_seconds,
             uniform=lambda low, high: low,
-            floor_fraction=settings.retry_jitter_floor,
+            floor_fraction=settings.retries.jitter_floor,
         )
-        for n in range(settings.max_retries)
+        for n in range(settings.retries.max_retries)
     )
-    assert least == sum(ceilings) * settings.retry_jitter_floor
+    assert least == sum(ceilings) * settings.retries.jitter_floor
     assert least > 600, f"the retries of a request may all fall inside {least:.0f}s"
-    assert settings.max_retries < 10, "below the queues' maxDeliveryCount (infra catalog)"
+    assert settings.retries.max_retries < 10, "below the queues' maxDeliveryCount (infra catalog)"

@@ -62,8 +62,9 @@ def shortest_waits(max_retries: int, base: float, cap: float, floor: float, most
 def test_the_ordered_lane_survives_at_least_as_long_as_the_scheduled_lanes() -> None:
     settings = load_settings({}, local_settings=None)
     most = ordered_retry_max_wait(settings.max_lock_renewal_seconds)
-    policy = (settings.max_retries, settings.retry_base_seconds, settings.retry_max_seconds)
-    floor = settings.retry_jitter_floor
+    retries = settings.retries
+    policy = (retries.max_retries, retries.base_seconds, retries.max_seconds)
+    floor = retries.jitter_floor
 
     ordered = shortest_waits(*policy, floor, most)
     scheduled = shortest_waits(*policy, floor, float("inf"))
@@ -154,12 +155,12 @@ def run_session(outage: timedelta) -> dict[str, Any]:
         policy=ProcessingPolicy(
             "ordered-requests",
             ("local-analyzer",),
-            settings.max_retries,
-            settings.retry_base_seconds,
-            settings.retry_max_seconds,
+            settings.retries.max_retries,
+            settings.retries.base_seconds,
+            settings.retries.max_seconds,
             ordered=True,
             lane="ordered",
-            retry_jitter_floor=settings.retry_jitter_floor,
+            retry_jitter_floor=settings.retries.jitter_floor,
             ordered_retry_max_wait_seconds=ordered_retry_max_wait(
                 settings.max_lock_renewal_seconds
             ),

@@ -6,9 +6,18 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from shared.errors import ConfigurationError
-from shared.settings import load_settings, setting_names, setting_names_for
+from shared.settings import (
+    Settings,
+    WebhookSettings,
+    load_settings,
+    setting_fields,
+    setting_names,
+    setting_names_for,
+    setting_value,
+)
 
 
 def test_defaults_need_no_settings_at_all(tmp_path: Path) -> None:
@@ -75,3 +84,56 @@ def test_places_partition_the_connection_forms() -> None:
         "ServiceBusConnection__fullyQualifiedNamespace",
     } <= azure - local
     assert "Storage__serviceUri" in set(setting_names()) - local - azure
+
+
+def test_grouped_settings_are_read_from_their_flat_app_setting_names(tmp_path: Path) -> None:
+    settings = load_settings(
+        {
+            "GlobalBatch__deployments": "a=a-batch",
+            "GlobalBatch__endpoint": "https://batch.example",
+            "EventGridPull__maxEvents": "7",
+            "RetryBaseSeconds": "2",
+            "JobResend__afterSeconds": "",  # empty: the default
+        },
+        tmp_path / "absent.json",
+    )
+    assert settings.global_batch.deployments == ("a=a-batch",)
+    assert settings.batch_deployments == {"a": "a-batch"}
+    assert settings.eventgrid_pull.max_events == 7
+    assert settings.retries.base_seconds == 2.0
+    assert settings.job_resend.after_seconds == 1200.0
+    assert Settings(**{"LocalModelFaults": "true"}).local_model.faults is True
+
+
+def test_a_group_may_be_given_whole_and_flat_names_win() -> None:
+    given = Settings.model_validate(
+        {"webhook": WebhookSettings(WebhookTenants="t"), "WebhookSharedSecret": "s"}
+    )
+    assert (given.webhook.tenants, given.webhook.shared_secret) == ("t", "s")
+    merged = Settings.model_validate(
+        {"retries": {"MaxRetries": "3", "RetryMaxSeconds": "9"}, "MaxRetries": "4"}
+    )
+    assert (merged.retries.max_retries, merged.retries.max_seconds) == (4, 9.0)
+
+
+def test_groups_are_frozen_and_check_their_own_settings(tmp_path: Path) -> None:
+    settings = Settings()
+    with pytest.raises(ValidationError):
+        settings.global_batch.poll_seconds = 1  # type: ignore[misc]
+    for environ, named in [
+        ({"RetryBaseSeconds": "10", "RetryMaxSeconds": "5"}, "RetryBaseSeconds"),
+        ({"GlobalBatch__quotaRetrySeconds": "7200"}, "GlobalBatch__quotaRetrySeconds"),
+        ({"WebhookTokenAudience": "api://x"}, "WebhookTokenIssuer"),
+        ({"ModelCapacity__waitSeconds": "600"}, "ModelCapacity__waitSeconds"),
+        ({"EventGridPull__maxEvents": "101"}, "EventGridPull__maxEvents"),
+    ]:
+        with pytest.raises(ConfigurationError, match=named):
+            load_settings(environ, tmp_path / "absent.json")
+
+
+def test_every_setting_has_one_field_and_a_value() -> None:
+    names = [field.name for field in setting_fields()]
+    assert len(names) == len(set(names)) == len(setting_names())
+    defaults = Settings()
+    assert setting_value(defaults, "GlobalBatch__maxLinesPerFile") == 100_000
+    assert setting_value(defaults, "RequestsQueueName") == "inference-requests"

@@ -17,8 +17,8 @@ def test_a_copy_of_the_sample_lacks_nothing_and_an_older_copy_is_told_what_it_la
     values = json.loads(SAMPLE.read_text(encoding="utf-8"))["Values"]
     assert missing_settings(dict(values)) == []
 
-    older = {k: v for k, v in values.items() if k not in {"JobWatchdogSchedule", "WebhookTenants"}}
-    assert missing_settings(older) == ["JobWatchdogSchedule", "WebhookTenants"]
+    older = {k: v for k, v in values.items() if k not in {"JobWatchdogSchedule", "ProducerTenants"}}
+    assert missing_settings(older) == ["JobWatchdogSchedule", "ProducerTenants"]
 
 
 def test_the_openai_emulator_serves_whichever_endpoint_points_at_this_machine() -> None:

@@ -76,7 +76,7 @@ def format_for(api_version: str) -> ResponseFormat:
 
 def _api_key(card: ModelCard, settings: Settings) -> str | None:
     if card.api_key_setting is None:
-        return settings.azure_openai_api_key
+        return settings.azure_openai.api_key
     key = settings.app_setting(card.api_key_setting)
     if key is None:
         raise ProviderRefusal("api_key_setting", f"app setting {card.api_key_setting} holds no key")
@@ -84,18 +84,18 @@ def _api_key(card: ModelCard, settings: Settings) -> str | None:
 
 
 def serve(card: ModelCard, settings: Settings) -> ChatModel:
-    endpoint = card.endpoint or settings.azure_openai_endpoint
+    endpoint = card.endpoint or settings.azure_openai.endpoint
     if not endpoint:
         raise ProviderRefusal(
             "endpoint", "provider 'azure_openai' needs an endpoint, or AzureOpenAI__endpoint"
         )
-    api_version = card.api_version or settings.azure_openai_api_version
+    api_version = card.api_version or settings.azure_openai.api_version
     client = _shared_client(
         endpoint,
         api_version,
-        card.timeout_seconds or settings.azure_openai_timeout_seconds,
+        card.timeout_seconds or settings.azure_openai.timeout_seconds,
         _api_key(card, settings),
-        settings.azure_openai_client_id,
+        settings.azure_openai.client_id,
     )
     chosen = card.response_format or format_for(api_version)
     return ChatModel(client, card, SYSTEM, JSON_SCHEMA if chosen == JSON_SCHEMA else JSON_OBJECT)

@@ -211,9 +211,9 @@ class LocalModel:
 
 def serve(card: ModelCard, settings: Settings) -> LocalModel:
     return LocalModel(
-        refusal_terms=settings.local_model_refusal_terms,
-        latency_ms=settings.local_model_latency_ms,
-        transient_rate=settings.local_model_transient_rate,
+        refusal_terms=settings.local_model.refusal_terms,
+        latency_ms=settings.local_model.latency_ms,
+        transient_rate=settings.local_model.transient_rate,
         parameters=card.parameters,
     )
 

@@ -214,7 +214,7 @@ def submit_request(services: Services, request: ApiRequest) -> ApiResponse:
 
 def _not_found(services: Services, job_id: str) -> NotFound:
     """404, or 410 Gone for an id minted before the retention period (its job retired)."""
-    days = services.settings.job_retention_days
+    days = services.settings.jobs.retention_days
     if is_retired(job_id, timedelta(days=days), services.jobs.clock()):
         return Gone(
             f"request {job_id} was accepted more than {days} days ago; its records have been "

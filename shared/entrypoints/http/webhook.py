@@ -42,12 +42,12 @@ def abuse_protection_handshake(request: ApiRequest) -> ApiResponse:
 def receive_events(services: Services, request: ApiRequest) -> ApiResponse:
     """``POST``: the validation handshake, or a delivery of one or more events."""
     authenticate_delivery(
-        request.headers, services.settings.webhook_shared_secret, services.ports.webhook_tokens
+        request.headers, services.settings.webhook.shared_secret, services.ports.webhook_tokens
     )
     delivery = parse_delivery(request.headers, request.body)
     if isinstance(delivery, ValidationRequest):
         return json_response(200, ValidationResponse(validationResponse=delivery.code).model_dump())
-    tenancy = webhook_tenancy(services.settings.webhook_tenants, running_in_azure())
+    tenancy = webhook_tenancy(services.settings.webhook.tenants, running_in_azure())
     scope = tenancy.scope_for(request.headers)
     outcomes = [
         services.event_intake.accept_event(event, source="webhook", tenants=scope)

@@ -74,7 +74,7 @@ def fail(job: Job, code: str, message: str, clock: Clock = utc_now, **changes: A
     return transition(job, JobStatus.FAILED, clock, error=error, last_error=error, **changes)
 
 
-# An operator's replay of a dead-lettered request (``ops.servicebus_deadletters``) is the
+# An operator's replay of a dead-lettered request (``processing.dead_letters.operations``) is the
 # one way back out of a terminal state: only the failures the dead-lettering recorded.
 REOPENABLE = frozenset({JobStatus.FAILED, JobStatus.EXPIRED})
 

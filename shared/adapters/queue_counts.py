@@ -104,7 +104,7 @@ def lane_backlog_probes(settings: Settings) -> dict[Lane, BacklogProbe]:
 
 
 class EmulatorQueueObserver:
-    """Implements ``backlog_report.QueueObserver`` over the local emulator's counts."""
+    """Implements ``processing.ports.QueueObserver`` over the local emulator's counts."""
 
     def __init__(self, counts_url: str, queue_name: str) -> None:
         self._probe = EmulatorBacklogProbe(counts_url, queue_name)
@@ -124,7 +124,7 @@ class EmulatorQueueObserver:
 
 
 class ServiceBusQueueObserver:
-    """Implements ``backlog_report.QueueObserver`` in Azure: counts from the management API,
+    """Implements ``processing.ports.QueueObserver`` in Azure: counts from the management API,
     the oldest active message by peeking the head of the queue (deferred and scheduled
     messages are skipped; the queue orders by sequence number, so the first active one is
     the oldest)."""
@@ -186,7 +186,7 @@ class EmulatorSubscriptionObservers:
 
 
 class ServiceBusSubscriptionObserver:
-    """Implements ``backlog_report.QueueObserver`` for one subscription in Azure: its
+    """Implements ``processing.ports.QueueObserver`` for one subscription in Azure: its
     counts from the management API. A subscription's scheduled messages wait on its
     topic, and reading its oldest message would need Listen rights, so both are left
     unknown."""

@@ -123,7 +123,7 @@ class Services:
     event_intake: EventIntake
     dead_letters: DeadLetterReplay
     pull_door: PullDoor | None
-    # Every accepted request ends (processing.reconciliation, processing.watchdog).
+    # Every accepted request ends (processing.dead_letters.reconciliation, processing.watchdog).
     reconciler: DeadLetterReconciler | None = None
     watchdog: JobWatchdog | None = None
     # The Global Batch lane (None when GlobalBatch__deployments is empty).

@@ -125,7 +125,7 @@ def report_backlog(provider: ServicesProvider) -> None:
 
 def reconcile_dead_letters(provider: ServicesProvider) -> None:
     """End the job of every request message in a request queue's dead-letter sub-queue
-    (``processing.reconciliation``)."""
+    (``processing.dead_letters.reconciliation``)."""
 
     def reconcile(services: Services) -> None:
         if services.reconciler is None:

@@ -26,7 +26,7 @@ FULL = QueueSnapshot(
 
 
 class Observer:
-    """Implements ``backlog_report.QueueObserver``; ``failure`` makes reads raise it."""
+    """Implements ``processing.ports.QueueObserver``; ``failure`` makes reads raise it."""
 
     def __init__(self, snapshot: QueueSnapshot = FULL) -> None:
         self.current = snapshot

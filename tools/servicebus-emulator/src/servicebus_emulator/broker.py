@@ -183,7 +183,8 @@ class Namespace:
             sequence_numbers.append(sequence)
             if target.is_duplicate(message.message_id, now):
                 continue
-            if target.send_settings.requires_duplicate_detection and message.message_id:
+            if message.message_id is not None and message.message_id in target.seen_ids:
+                # Just remembered by is_duplicate: the history survives a restart too.
                 self.journal.message_id_seen(target.name.lower(), message.message_id, now)
             when = scheduled_at
             annotated = message.annotations.get(_SCHEDULED_ANNOTATION)

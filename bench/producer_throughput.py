@@ -84,7 +84,7 @@ def timed_send(
     max_batch_messages: int | None,
     emulator_pid: int,
 ) -> Run:
-    producer = Producer(settings, senders, max_batch_messages=max_batch_messages)
+    producer = Producer.from_settings(settings, senders, max_batch_messages=max_batch_messages)
     meter = CpuMeter({"emulator": emulator_pid})
     meter.start()
     began = time.perf_counter()
@@ -111,7 +111,9 @@ def one_repeat(
     senders = ServiceBusBatchSenders(servicebus_client(settings))
     runs: dict[str, Run] = {}
     try:
-        warm_up = Producer(settings, senders).send(parse_lines(request_lines("warm-up", 10)))
+        warm_up = Producer.from_settings(settings, senders).send(
+            parse_lines(request_lines("warm-up", 10))
+        )
         assert warm_up.sent == 10, warm_up.summary_text()
         order = list(VARIANTS) if repeat % 2 == 0 else list(reversed(VARIANTS))
         for name in order:

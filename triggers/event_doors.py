@@ -13,7 +13,6 @@ import azure.functions as func
 
 from shared.entrypoints import functions as entry_points
 from shared.entrypoints.bootstrap import get_services
-from shared.entrypoints.http import webhook as events_api
 from shared.events.incoming import IncomingEvent
 from triggers.http_adapter import serve
 from triggers.invocation import in_trace
@@ -55,7 +54,7 @@ def eventgrid_intake(event: func.EventGridEvent, context: func.Context) -> None:
 @bp.route(route="v1/events", methods=["POST", "OPTIONS"], auth_level=func.AuthLevel.FUNCTION)
 def event_webhook(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
     with in_trace(context):
-        return serve(events_api.handle, req)
+        return serve(lambda http: http.webhook.handle, req)
 
 
 @bp.function_name("pull_events")

@@ -1,5 +1,5 @@
 """Conversion between ``azure.functions`` HTTP objects and the framework-free API types,
-and the hand-over of the process-wide services to the API handlers."""
+and the hand-over of a request to its endpoint among the process-wide ``HttpEndpoints``."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from collections.abc import Callable
 
 import azure.functions as func
 
-from shared.entrypoints.bootstrap import Services, get_services
+from shared.entrypoints.bootstrap import HttpEndpoints, get_services
 from shared.entrypoints.http.messages import ApiRequest, ApiResponse, guarded
 
-Handler = Callable[[Services, ApiRequest], ApiResponse]
+Handler = Callable[[ApiRequest], ApiResponse]
+Chooser = Callable[[HttpEndpoints], Handler]  # e.g. lambda http: http.requests.submit
 
 
 def to_api_request(req: func.HttpRequest) -> ApiRequest:
@@ -30,9 +31,9 @@ def to_http_response(response: ApiResponse) -> func.HttpResponse:
     )
 
 
-def serve(handler: Handler, req: func.HttpRequest) -> func.HttpResponse:
-    """Run an API handler with the process-wide services; errors (a failure to build the
-    services included) become problem+json."""
+def serve(choose: Chooser, req: func.HttpRequest) -> func.HttpResponse:
+    """Run the handler ``choose`` picks from the process-wide endpoints; errors (a failure
+    to build the services included) become problem+json."""
     return to_http_response(
-        guarded(lambda request: handler(get_services(), request), to_api_request(req))
+        guarded(lambda request: choose(get_services().http)(request), to_api_request(req))
     )

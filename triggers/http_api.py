@@ -4,18 +4,16 @@ OpenAPI document and the page that renders it.
 Function-level keys authenticate the calling application (or the API gateway in front);
 App Service authentication identifies the tenant (see shared/intake/tenancy.py). The
 document (``/api/openapi.json``) and its page (``/api/docs``, Swagger UI) are anonymous:
-they hold no secret. The page needs no services, so it is served without them.
+they hold no secret. The page needs no services, so it is served without them. Each
+other trigger hands its request to its endpoint (``bootstrap.HttpEndpoints``).
 """
 
 from __future__ import annotations
 
 import azure.functions as func
 
-from shared.entrypoints.http import batches as batch_api
-from shared.entrypoints.http import requests as api
 from shared.entrypoints.http.docs import serve_docs_asset, serve_docs_page
 from shared.entrypoints.http.messages import guarded
-from shared.entrypoints.http.openapi import serve_openapi
 from triggers.http_adapter import serve, to_api_request, to_http_response
 from triggers.invocation import in_trace
 
@@ -26,49 +24,49 @@ bp = func.Blueprint()
 @bp.route(route="v1/requests", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
 def submit_request(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
     with in_trace(context):
-        return serve(api.submit_request, req)
+        return serve(lambda http: http.requests.submit, req)
 
 
 @bp.function_name("get_request")
 @bp.route(route="v1/requests/{id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
 def get_request(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
     with in_trace(context):
-        return serve(api.get_request, req)
+        return serve(lambda http: http.requests.status, req)
 
 
 @bp.function_name("get_request_result")
 @bp.route(route="v1/requests/{id}/result", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
 def get_request_result(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
     with in_trace(context):
-        return serve(api.get_result, req)
+        return serve(lambda http: http.requests.result, req)
 
 
 @bp.function_name("cancel_request")
 @bp.route(route="v1/requests/{id}", methods=["DELETE"], auth_level=func.AuthLevel.FUNCTION)
 def cancel_request(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
     with in_trace(context):
-        return serve(api.cancel_request, req)
+        return serve(lambda http: http.requests.cancel, req)
 
 
 @bp.function_name("get_batch")
 @bp.route(route="v1/batches/{id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
 def get_batch(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
     with in_trace(context):
-        return serve(batch_api.get_batch, req)
+        return serve(lambda http: http.batches.get, req)
 
 
 @bp.function_name("cancel_batch")
 @bp.route(route="v1/batches/{id}", methods=["DELETE"], auth_level=func.AuthLevel.FUNCTION)
 def cancel_batch(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
     with in_trace(context):
-        return serve(batch_api.cancel_batch, req)
+        return serve(lambda http: http.batches.cancel, req)
 
 
 @bp.function_name("openapi_document")
 @bp.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 def openapi_document(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
     with in_trace(context):
-        return serve(serve_openapi, req)
+        return serve(lambda http: http.openapi.serve, req)
 
 
 @bp.function_name("api_docs_page")

@@ -7,5 +7,7 @@ catalog, and the registry that finds them), identity and
 tokens (``identity``, ``entra_tokens``), and ``in_memory``: every port without I/O, with
 the same rules, for tests and benchmarks. Adapters translate SDK errors into
 ``shared.errors`` at the edge; they may import any of ``shared`` but nothing imports them
-except ``entrypoints.bootstrap`` (and the triggers, for the binding types they decode).
+except the wiring (``entrypoints.bootstrap``, and ``entrypoints.cli.ops`` and
+``entrypoints.cli.producer`` for the SDKs only their commands use) and the triggers, for
+the binding types they decode.
 """

@@ -8,6 +8,8 @@
   its page) and the problem+json answers of the error tree.
 - ``cli/``: the command lines (``python -m shared.ops``, ``python -m shared.producer``).
 
-Handlers and commands receive the services; the capabilities below receive only the
-ports and values they use.
+Only the wiring sees ``Services`` and the settings: ``bootstrap``, ``functions`` and the
+command lines' composition (``cli.ops``, ``cli.producer``). An HTTP handler holds its
+endpoints (``bootstrap.HttpEndpoints``), an ops command what ``cli.ops`` builds for its
+area; the capabilities below receive only the ports and values they use.
 """

@@ -9,7 +9,8 @@ in-memory ones (unit tests, benchmarks). Swap a port with ``dataclasses.replace`
 The Functions triggers and the ops CLI use the process-wide ``get_services()``, built on
 first use (the Functions host imports the app to index it before settings may be
 complete, so nothing is built at import time); tests install their own with
-``use_services``. Use-case code never reaches for it: handlers receive ``Services``.
+``use_services``. Use-case code never reaches for it, and neither do the HTTP handlers:
+each receives its own endpoints (``HttpEndpoints``), the use cases and values it uses.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from datetime import timedelta
 from shared import telemetry
 from shared.clock import Clock, utc_now
 from shared.documents import DocumentListing, JsonDocuments, ListedDocuments
+from shared.entrypoints.http.batches import BatchEndpoints
+from shared.entrypoints.http.openapi import OpenApiEndpoint
+from shared.entrypoints.http.requests import RequestEndpoints, RequestLimits
+from shared.entrypoints.http.webhook import WebhookEndpoint
 from shared.errors import ConfigurationError
 from shared.events.announcements import Announcer
 from shared.events.dead_letters import DeadLetterReplay
@@ -49,6 +54,7 @@ from shared.intake.idempotency import DocumentIdempotencyStore, IdempotencyGuard
 from shared.intake.ports import BacklogProbe, BlobStore
 from shared.intake.request_rules import RequestRules
 from shared.intake.submissions import Intake
+from shared.intake.tenancy import CallerTenancy
 from shared.jobs import DocumentJobStore, JobRepository
 from shared.lanes import Lane, LaneQueues, LaneRouter
 from shared.messaging import MessageSender
@@ -108,6 +114,16 @@ class LaneServices:
 
 
 @dataclass(frozen=True)
+class HttpEndpoints:
+    """What the HTTP triggers serve: each handler's use cases and values, no more."""
+
+    requests: RequestEndpoints
+    batches: BatchEndpoints
+    webhook: WebhookEndpoint
+    openapi: OpenApiEndpoint
+
+
+@dataclass(frozen=True)
 class Services:
     settings: Settings
     ports: Ports
@@ -123,6 +139,7 @@ class Services:
     event_intake: EventIntake
     dead_letters: DeadLetterReplay
     pull_door: PullDoor | None
+    http: HttpEndpoints
     # Every accepted request ends (processing.dead_letters.reconciliation, processing.watchdog).
     reconciler: DeadLetterReconciler | None = None
     watchdog: JobWatchdog | None = None
@@ -253,6 +270,7 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         door_models=door_models,
     )
     return Services(
+        http=http_endpoints(settings, ports, intake, jobs, event_intake, batch_records),
         settings=settings,
         ports=ports,
         models=models,
@@ -319,6 +337,38 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         batch_records=batch_records,
         batch_stager=stager,
         global_batch=global_batch_for(settings, ports, batch_records, jobs, endings, announcer),
+    )
+
+
+def http_endpoints(
+    settings: Settings,
+    ports: Ports,
+    intake: Intake,
+    jobs: JobRepository,
+    event_intake: EventIntake,
+    batch_records: BatchRecords | None,
+) -> HttpEndpoints:
+    """The HTTP handlers' endpoints: the settings are read here, once, into values."""
+    tenancy = CallerTenancy(settings.tenant_claim_types, settings.allow_tenant_header)
+    catalog = ports.models.catalog
+    batches = BatchEndpoints(batch_records, catalog.batch_deployments, tenancy)
+    limits = RequestLimits(
+        max_inline_text_bytes=settings.max_inline_text_bytes,
+        max_upload_bytes=settings.max_upload_bytes,
+        upload_media_types=settings.allowed_upload_media_types,
+        status_poll_seconds=settings.status_poll_seconds,
+        retention_days=settings.jobs.retention_days,
+    )
+    return HttpEndpoints(
+        requests=RequestEndpoints(intake, jobs, tenancy, limits, batches),
+        batches=batches,
+        webhook=WebhookEndpoint(
+            event_intake,
+            settings.webhook.shared_secret,
+            ports.webhook_tokens,
+            settings.webhook.tenants,
+        ),
+        openapi=OpenApiEndpoint(settings.allowed_upload_media_types, catalog),
     )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from shared.entrypoints.bootstrap import Services, ServicesProvider
 from shared.errors import InvalidInput, NotOurs
 from shared.events.incoming import IncomingEvent
-from shared.lanes import Lane, LaneQueues
+from shared.lanes import Lane
 from shared.processing.inbound import InboundMessage
 from shared.processing.ports import Settler
 
@@ -117,7 +117,7 @@ def report_backlog(provider: ServicesProvider) -> None:
     from shared.processing.backlog import report_backlog as report
 
     def log_backlog(services: Services) -> None:
-        queue = services.settings.requests_queue_name
+        queue = services.lanes[Lane.STANDARD].queue
         report(queue, services.ports.queue_observer(queue))
 
     _scheduled_run("backlog report", provider, log_backlog)
@@ -131,8 +131,7 @@ def reconcile_dead_letters(provider: ServicesProvider) -> None:
         if services.reconciler is None:
             log.debug("no dead-letter queues configured")
             return
-        queues = LaneQueues.from_settings(services.settings)
-        services.reconciler.reconcile(queues.queue(lane) for lane in Lane)
+        services.reconciler.reconcile(services.lanes[lane].queue for lane in Lane)
 
     _scheduled_run("dead-letter reconciliation", provider, reconcile)
 

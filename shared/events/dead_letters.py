@@ -122,6 +122,11 @@ class DeadLetterReplay:
         self._intake = event_intake
         self._clock = clock
 
+    @property
+    def container(self) -> str:
+        """The container Event Grid dead-letters into (EventGridDeadLetterContainer)."""
+        return self._container
+
     def events(self, prefix: str = "") -> Iterator[DeadLetteredEvent]:
         for name in self._blobs.list_names(self._container, prefix):
             content = self._blobs.read(self._container, name)

@@ -13,10 +13,10 @@ import base64
 import binascii
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from shared.bounded_json import parse_json
 from shared.errors import InvalidInput, Unauthenticated
-from shared.settings import Settings
 
 PRINCIPAL_HEADER = "x-ms-client-principal"
 TENANT_HEADER = "x-tenant-id"
@@ -97,7 +97,15 @@ def resolve_tenant(
     raise Unauthenticated("no authenticated caller: sign in through App Service authentication")
 
 
-def caller_tenant(headers: Mapping[str, str], settings: Settings) -> str:
-    """The caller's tenant id under the app's settings (its claim types, and whether the
-    ``X-Tenant-Id`` header is trusted), or Unauthenticated."""
-    return resolve_tenant(headers, settings.tenant_claim_types, settings.allow_tenant_header)
+@dataclass(frozen=True)
+class CallerTenancy:
+    """How this deployment reads a caller's tenant: the principal's claim types
+    (TenantClaimTypes) and whether the ``X-Tenant-Id`` header is trusted
+    (AllowTenantHeader). The HTTP handlers hold one instead of the settings."""
+
+    claim_types: tuple[str, ...]
+    allow_tenant_header: bool = False
+
+    def tenant_of(self, headers: Mapping[str, str]) -> str:
+        """The caller's tenant id, or Unauthenticated."""
+        return resolve_tenant(headers, self.claim_types, self.allow_tenant_header)

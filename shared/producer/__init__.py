@@ -12,8 +12,9 @@ on first delivery (``processing.adopted_jobs``). This package is the library and
   ``source=producer``) and its lane's queue (``lanes.lane_of_message``);
 - ``batching``: size-limited batches per queue over two ports (``BatchSender``,
   ``OutgoingBatch``; adapter ``adapters.servicebus_producer``);
-- ``producer``: ``Producer(settings, senders, blobs).send(lines) -> SendReport``, with
-  claim checks for inline text too large for a message;
+- ``producer``: ``Producer(planner, senders, claim_checks).send(lines) -> SendReport`` (or
+  ``Producer.from_settings(settings, senders, blobs)``), with claim checks for inline text
+  too large for a message;
 - ``report``: the counts, the summary and the exit code.
 
     from shared.adapters.servicebus import servicebus_client
@@ -21,7 +22,7 @@ on first delivery (``processing.adopted_jobs``). This package is the library and
     from shared.producer import Producer, RequestLine
 
     senders = ServiceBusBatchSenders(servicebus_client(settings))
-    report = Producer(settings, senders).send(
+    report = Producer.from_settings(settings, senders).send(
         [RequestLine.model_validate(
             {"tenant_id": "contoso", "model": "local-analyzer", "input": {"text": "..."}}
         )]

@@ -59,14 +59,36 @@ def numbered(items: Iterable[Item]) -> Iterator[ParsedLine | LineRefusal]:
 class Producer:
     """Sends requests straight to the request queues (``send`` -> ``SendReport``).
 
-    ``senders`` gives each queue's batch sender (``adapters.servicebus_producer``);
-    ``blobs`` is the app's storage account, needed only for claim checks and blob
-    references (without it such lines are refused). ``max_batch_messages`` caps a batch's
-    count (1: one message per send); ``keep_ids`` lists the ids sent in the report.
+    ``planner`` checks each line and picks its queue; ``senders`` gives each queue's batch
+    sender (``adapters.servicebus_producer``); ``claim_checks`` stores large inputs in the
+    app's storage account, needed only for claim checks and blob references (None: such
+    lines are refused). ``max_batch_messages`` caps a batch's count (1: one message per
+    send); ``keep_ids`` lists the ids sent in the report. ``from_settings`` builds the
+    planner and the claim checks of a deployment's settings.
     """
 
     def __init__(
         self,
+        planner: Planner,
+        senders: BatchSenders,
+        claim_checks: ClaimChecks | None = None,
+        *,
+        clock: Clock = utc_now,
+        progress: Progress | None = None,
+        max_batch_messages: int | None = None,
+        keep_ids: bool = False,
+    ) -> None:
+        self.planner = planner
+        self.senders = senders
+        self.claim_checks = claim_checks
+        self.clock = clock
+        self.progress: Progress = progress or (lambda report: None)
+        self.max_batch_messages = max_batch_messages
+        self.keep_ids = keep_ids
+
+    @classmethod
+    def from_settings(
+        cls,
         settings: Settings,
         senders: BatchSenders,
         blobs: BlobStore | None = None,
@@ -75,16 +97,18 @@ class Producer:
         progress: Progress | None = None,
         max_batch_messages: int | None = None,
         keep_ids: bool = False,
-    ) -> None:
-        self.planner = Planner.from_settings(settings)
-        self.senders = senders
-        self.claim_checks = (
-            ClaimChecks.from_settings(blobs, settings) if blobs is not None else None
+    ) -> Producer:
+        """The producer of this deployment: its request rules and queues, and claim checks
+        in ``blobs`` (the app's storage account; None: lines that need one are refused)."""
+        return cls(
+            Planner.from_settings(settings),
+            senders,
+            ClaimChecks.from_settings(blobs, settings) if blobs is not None else None,
+            clock=clock,
+            progress=progress,
+            max_batch_messages=max_batch_messages,
+            keep_ids=keep_ids,
         )
-        self.clock = clock
-        self.progress: Progress = progress or (lambda report: None)
-        self.max_batch_messages = max_batch_messages
-        self.keep_ids = keep_ids
 
     def send(self, items: Iterable[Item]) -> SendReport:
         """Send every valid item; the report counts what happened to each."""

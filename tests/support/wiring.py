@@ -1,4 +1,4 @@
-"""The app wired over the in-memory ports (``composition.in_memory_ports``), for unit tests.
+"""The app wired over the in-memory ports (``bootstrap.in_memory_ports``), for unit tests.
 
 ``wire()`` builds real use cases over ``shared.adapters.in_memory``; ``Wired`` names the
 in-memory ports by their concrete types so tests can read what was sent, stored and
@@ -8,6 +8,7 @@ published, or make a port fail.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -19,7 +20,13 @@ from shared.adapters.in_memory import (
     RecordingSender,
 )
 from shared.clock import Clock
-from shared.entrypoints.bootstrap import Ports, Services, build_services, in_memory_ports
+from shared.entrypoints.bootstrap import (
+    HttpEndpoints,
+    Ports,
+    Services,
+    build_services,
+    in_memory_ports,
+)
 from shared.entrypoints.http.messages import ApiRequest, ApiResponse, guarded
 from shared.events.announcements import FAILED
 from shared.messaging import OutgoingMessage
@@ -64,9 +71,16 @@ class Wired:
         """The error codes of the InferenceFailed events published, in order."""
         return [e.data["error_code"] for e in self.published.published if e.type == FAILED]
 
-    def call(self, handler: Any, request: ApiRequest) -> ApiResponse:
+    @property
+    def http(self) -> HttpEndpoints:
+        """The HTTP handlers' endpoints, as the triggers serve them."""
+        return self.services.http
+
+    def call(
+        self, handler: Callable[[ApiRequest], ApiResponse], request: ApiRequest
+    ) -> ApiResponse:
         """Run an API handler as the HTTP trigger does: errors become problem+json."""
-        return guarded(lambda r: handler(self.services, r), request)
+        return guarded(handler, request)
 
     def deliver(self, message: OutgoingMessage, sequence: int = 1) -> InboundMessage:
         """The message as the broker would deliver it to the processor."""

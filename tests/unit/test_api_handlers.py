@@ -14,8 +14,6 @@ import pytest
 
 from shared import bounded_json, errors
 from shared.adapters.in_memory import RecordingSettler
-from shared.entrypoints.http import requests as api
-from shared.entrypoints.http import webhook
 from shared.entrypoints.http.messages import ApiResponse
 from shared.entrypoints.http.problems import STATUS_BY_ERROR, problem_for
 from shared.request_ids import new_request_id
@@ -38,7 +36,7 @@ def body(response: ApiResponse) -> Any:
 def submit(wired: Wired, document: Any = TEXT, **options: Any) -> ApiResponse:
     options.setdefault("tenant", TENANT)
     return wired.call(
-        api.submit_request, api_request("POST", "/v1/requests", body=document, **options)
+        wired.http.requests.submit, api_request("POST", "/v1/requests", body=document, **options)
     )
 
 
@@ -84,24 +82,24 @@ def test_submit_answers_202_with_location_and_retry_after(wired: Wired) -> None:
 def test_a_job_is_polled_until_done_and_its_result_fetched(wired: Wired) -> None:
     job_id = body(submit(wired))["id"]
 
-    polled = on_job(wired, api.get_request, "GET", job_id)
+    polled = on_job(wired, wired.http.requests.status, "GET", job_id)
     assert polled.status == 200
     assert body(polled)["status"] == "accepted"
     assert polled.headers["Retry-After"] == "2"
-    early = on_job(wired, api.get_result, "GET", job_id, "/result")
+    early = on_job(wired, wired.http.requests.result, "GET", job_id, "/result")
     assert_problem(early, 409, "result-not-ready")
     assert early.headers["Retry-After"] == "2"
 
     assert process_queue(wired).actions == [("complete", job_id, None, None)]
 
-    done = on_job(wired, api.get_request, "GET", job_id)
+    done = on_job(wired, wired.http.requests.status, "GET", job_id)
     view = body(done)
     assert view["status"] == "completed"
     assert view["attempts"] == 1
     assert view["result"]["document_type"] == "invoice"
     assert view["result_url"] == f"{BASE_URL}/v1/requests/{job_id}/result"
     assert "Retry-After" not in done.headers
-    result = on_job(wired, api.get_result, "GET", job_id, "/result")
+    result = on_job(wired, wired.http.requests.result, "GET", job_id, "/result")
     assert result.status == 200
     assert body(result)["request_id"] == job_id
     assert body(result)["result"]["document_type"] == "invoice"
@@ -110,25 +108,27 @@ def test_a_job_is_polled_until_done_and_its_result_fetched(wired: Wired) -> None
 def test_cancel_is_final(wired: Wired) -> None:
     job_id = body(submit(wired))["id"]
 
-    cancelled = on_job(wired, api.cancel_request, "DELETE", job_id)
+    cancelled = on_job(wired, wired.http.requests.cancel, "DELETE", job_id)
     assert cancelled.status == 200
     assert body(cancelled)["status"] == "cancelled"
-    assert_problem(on_job(wired, api.cancel_request, "DELETE", job_id), 409, "job-terminal")
-    assert_problem(on_job(wired, api.get_result, "GET", job_id, "/result"), 409, "no-result")
+    assert_problem(on_job(wired, wired.http.requests.cancel, "DELETE", job_id), 409, "job-terminal")
+    assert_problem(
+        on_job(wired, wired.http.requests.result, "GET", job_id, "/result"), 409, "no-result"
+    )
     assert process_queue(wired).actions == [("complete", job_id, None, None)]
-    assert body(on_job(wired, api.get_request, "GET", job_id))["status"] == "cancelled"
+    assert body(on_job(wired, wired.http.requests.status, "GET", job_id))["status"] == "cancelled"
 
 
 def test_another_tenants_request_does_not_exist(wired: Wired) -> None:
     job_id = body(submit(wired))["id"]
     for handler, method, suffix in (
-        (api.get_request, "GET", ""),
-        (api.get_result, "GET", "/result"),
-        (api.cancel_request, "DELETE", ""),
+        (wired.http.requests.status, "GET", ""),
+        (wired.http.requests.result, "GET", "/result"),
+        (wired.http.requests.cancel, "DELETE", ""),
     ):
         response = on_job(wired, handler, method, job_id, suffix, tenant="fabrikam")
         assert_problem(response, 404, "not-found")
-    assert body(on_job(wired, api.get_request, "GET", job_id))["status"] == "accepted"
+    assert body(on_job(wired, wired.http.requests.status, "GET", job_id))["status"] == "accepted"
 
 
 def test_a_request_retired_by_the_retention_policy_is_410_gone() -> None:
@@ -140,17 +140,19 @@ def test_a_request_retired_by_the_retention_policy_is_410_gone() -> None:
     wired.documents.delete("jobs", f"{TENANT}/{job_id}.json")  # what the lifecycle rule does
 
     for handler, method, suffix in (
-        (api.get_request, "GET", ""),
-        (api.get_result, "GET", "/result"),
-        (api.cancel_request, "DELETE", ""),
+        (wired.http.requests.status, "GET", ""),
+        (wired.http.requests.result, "GET", "/result"),
+        (wired.http.requests.cancel, "DELETE", ""),
     ):
         problem = assert_problem(
             on_job(wired, handler, method, job_id, suffix), 410, "request-retired"
         )
         assert "30 days" in problem["detail"]
     young = new_request_id(lambda: clock.now - timedelta(days=29))
-    assert_problem(on_job(wired, api.get_request, "GET", young), 404, "not-found")
-    assert_problem(on_job(wired, api.get_request, "GET", str(uuid.uuid4())), 404, "not-found")
+    assert_problem(on_job(wired, wired.http.requests.status, "GET", young), 404, "not-found")
+    assert_problem(
+        on_job(wired, wired.http.requests.status, "GET", str(uuid.uuid4())), 404, "not-found"
+    )
 
 
 def test_the_tenant_comes_from_the_principal_and_the_header_only_where_allowed() -> None:
@@ -177,7 +179,7 @@ def test_the_same_idempotency_key_returns_the_same_request(wired: Wired) -> None
 
 def test_a_raw_upload_is_accepted_with_its_model_from_the_query(wired: Wired) -> None:
     response = wired.call(
-        api.submit_request,
+        wired.http.requests.submit,
         api_request(
             "POST",
             "/v1/requests",
@@ -293,7 +295,10 @@ def test_a_failed_send_is_503_with_retry_after_and_nothing_accepted(wired: Wired
     wired.queue.fail_with = None
     retry = submit(wired, headers={"Idempotency-Key": "k"})
     assert retry.status == 202
-    assert body(on_job(wired, api.get_request, "GET", body(retry)["id"]))["status"] == "accepted"
+    assert (
+        body(on_job(wired, wired.http.requests.status, "GET", body(retry)["id"]))["status"]
+        == "accepted"
+    )
 
 
 # --- /api/v1/events ----------------------------------------------------------------------
@@ -307,7 +312,7 @@ def deliver(wired: Wired, payload: Any, method: str = "POST", **headers: str) ->
         body=raw,
         headers={k.replace("_", "-"): v for k, v in headers.items()},
     )
-    return wired.call(webhook.handle, request)
+    return wired.call(wired.http.webhook.handle, request)
 
 
 def test_the_event_grid_validation_handshake_echoes_the_code(wired: Wired) -> None:

@@ -13,7 +13,6 @@ import pytest
 
 from shared.adapters.in_memory import RecordingSettler
 from shared.contracts import InlineText, JobStatus, Priority, ProcessingMode, RequestMessage
-from shared.entrypoints.http import requests as api
 from shared.entrypoints.http.messages import ApiResponse
 from shared.errors import ConfigurationError, FieldError, InvalidInput
 from shared.global_batch.store import pending_name
@@ -51,7 +50,8 @@ def body(response: ApiResponse) -> Any:
 def submit(wired: Wired, text: str = TEXT, **fields: Any) -> ApiResponse:
     document = {"model": "local-analyzer", "input": {"text": text}, **fields}
     return wired.call(
-        api.submit_request, api_request("POST", "/v1/requests", body=document, tenant=TENANT)
+        wired.http.requests.submit,
+        api_request("POST", "/v1/requests", body=document, tenant=TENANT),
     )
 
 
@@ -64,7 +64,7 @@ def upload(wired: Wired, content: bytes, media_type: str) -> ApiResponse:
         params={"model": "local-analyzer", "mode": "batch"},
         tenant=TENANT,
     )
-    return wired.call(api.submit_request, request)
+    return wired.call(wired.http.requests.submit, request)
 
 
 def on_job(wired: Wired, handler: Any, method: str, job_id: str) -> ApiResponse:
@@ -201,7 +201,8 @@ def test_routed_priorities_go_to_batch_over_http_unless_ordered() -> None:
 def test_batch_on_a_model_without_a_deployment_is_422_naming_mode(batch: Wired) -> None:
     document = {"model": "other-model", "input": {"text": TEXT}, "mode": "batch"}
     response = batch.call(
-        api.submit_request, api_request("POST", "/v1/requests", body=document, tenant=TENANT)
+        batch.http.requests.submit,
+        api_request("POST", "/v1/requests", body=document, tenant=TENANT),
     )
 
     assert response.status == 422, response.body
@@ -322,7 +323,7 @@ def test_a_request_cancelled_while_it_was_being_staged_does_not_go_out(
     def stage_then_cancelled(*args: Any, **kwargs: Any) -> bool:
         written = stage(*args, **kwargs)
         assert staged(wired, job_id) is not None
-        assert on_job(wired, api.cancel_request, "DELETE", job_id).status == 200
+        assert on_job(wired, wired.http.requests.cancel, "DELETE", job_id).status == 200
         return written
 
     monkeypatch.setattr(stager, "stage", stage_then_cancelled)
@@ -366,9 +367,9 @@ def test_a_producers_batch_message_records_a_batch_mode_job(batch: Wired) -> Non
     job_id = adopt_and_stage(batch)
 
     assert batch.services.jobs.get(TENANT, job_id).mode is ProcessingMode.BATCH
-    view = body(on_job(batch, api.get_request, "GET", job_id))
+    view = body(on_job(batch, batch.http.requests.status, "GET", job_id))
     assert view.get("batch") == {"status": "waiting"}
-    on_job(batch, api.cancel_request, "DELETE", job_id)
+    on_job(batch, batch.http.requests.cancel, "DELETE", job_id)
     assert staged(batch, job_id) is None, "cancelling removes its staged line"
 
 
@@ -410,7 +411,7 @@ def test_a_staged_request_shows_its_mode_and_that_its_batch_is_waiting(batch: Wi
     job_id = accepted_id(submit(batch, mode="batch"))
     process(batch, job_id)
 
-    view = body(on_job(batch, api.get_request, "GET", job_id))
+    view = body(on_job(batch, batch.http.requests.status, "GET", job_id))
 
     assert view["mode"] == "batch"
     assert view["batch"] == {"status": "waiting"}
@@ -421,7 +422,7 @@ def test_a_staged_request_shows_its_mode_and_that_its_batch_is_waiting(batch: Wi
 def test_a_queue_lane_request_shows_no_mode_or_batch(batch: Wired) -> None:
     job_id = accepted_id(submit(batch))
 
-    view = body(on_job(batch, api.get_request, "GET", job_id))
+    view = body(on_job(batch, batch.http.requests.status, "GET", job_id))
 
     assert "mode" not in view
     assert "batch" not in view
@@ -433,7 +434,7 @@ def test_cancelling_a_staged_request_removes_its_pending_line(batch: Wired) -> N
     process(batch, job_id)
     process(batch, other)
 
-    cancelled = on_job(batch, api.cancel_request, "DELETE", job_id)
+    cancelled = on_job(batch, batch.http.requests.cancel, "DELETE", job_id)
 
     assert cancelled.status == 200
     assert body(cancelled)["status"] == "cancelled"

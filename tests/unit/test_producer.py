@@ -104,7 +104,7 @@ class FakeSenders:
 
 
 def producer(senders: FakeSenders, blobs: InMemoryBlobs | None = None, **values: str) -> Producer:
-    return Producer(settings(**values), senders, blobs, clock=ManualClock(NOW))
+    return Producer.from_settings(settings(**values), senders, blobs, clock=ManualClock(NOW))
 
 
 # --- lines: validation with line numbers ---------------------------------------------------
@@ -273,7 +273,7 @@ def test_metadata_follows_the_contracts_rules() -> None:
 
 
 def test_models_are_checked_only_where_the_settings_name_them() -> None:
-    unnamed = Producer(
+    unnamed = Producer.from_settings(
         Settings.model_validate({"ProducerTenants": "contoso"}),
         FakeSenders(),
         clock=ManualClock(NOW),

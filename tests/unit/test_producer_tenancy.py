@@ -134,7 +134,7 @@ def test_the_producer_refuses_a_line_whose_tenant_is_not_listed(listed: str) -> 
                                         "ProducerTenants": listed})  # fmt: skip
     line = {"tenant_id": "contoso", "model": "local-analyzer", "input": {"text": "hello"}}
 
-    report = Producer(settings, senders, clock=ManualClock(NOW)).send(
+    report = Producer.from_settings(settings, senders, clock=ManualClock(NOW)).send(
         [RequestLine.model_validate(line)]
     )
 

@@ -6,7 +6,6 @@ import logging
 
 import pytest
 
-from shared.entrypoints.http import requests as api
 from shared.entrypoints.http.messages import ApiRequest, guarded
 from shared.redaction import REDACTED, redact_headers, redact_text, redact_url
 from tests.support.wiring import Wired, api_request
@@ -83,7 +82,7 @@ def test_the_api_logs_a_refused_request_without_its_key(
         body=request.body,
     )
     with caplog.at_level(logging.DEBUG):
-        response = guarded(lambda r: api.submit_request(wired.services, r), request)
+        response = guarded(wired.http.requests.submit, request)
     assert response.status == 400
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert "code=***" in logged

@@ -158,3 +158,60 @@ def test_each_capability_declares_its_ports_in_one_ports_module() -> None:
                 if is_protocol and path.name != "ports.py" and name not in NOT_PORTS:
                     astray.append(name)
     assert not astray, f"ports outside their capability's ports.py: {astray}"
+
+
+# The wiring of the entrypoints ring: the only modules that see ``Services`` and the
+# settings. ``functions`` dispatches the non-HTTP triggers, ``cli.ops`` and ``cli.producer``
+# compose their command lines; every HTTP handler and ops command gets its own values.
+WIRING = {
+    "shared.entrypoints.bootstrap",
+    "shared.entrypoints.functions",
+    "shared.entrypoints.cli.ops",
+    "shared.entrypoints.cli.producer",
+}
+WIRING_ONLY = ("shared.entrypoints.bootstrap", "shared.settings")
+
+
+def handlers_that_see_the_wiring(found: list[Arrow]) -> list[Arrow]:
+    return [
+        a
+        for a in found
+        if ring(a.importer) == ENTRYPOINTS
+        and a.importer.startswith("shared.entrypoints.")
+        and a.importer not in WIRING
+        and a.imported in WIRING_ONLY
+    ]
+
+
+def settings_reads(path: Path) -> list[int]:
+    """The lines of ``path`` that read an attribute called ``settings`` (``x.settings``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr == "settings"
+    ]
+
+
+def test_handlers_and_commands_get_their_values_not_the_services() -> None:
+    """No ``Services`` locator and no settings below the wiring: an HTTP handler holds its
+    endpoints (``bootstrap.HttpEndpoints``), an ops command what ``cli.ops`` builds."""
+    wrong = [str(a) for a in handlers_that_see_the_wiring(arrows())]
+    for path in sorted((SHARED / "entrypoints").rglob("*.py")):
+        if module_name(path) not in WIRING:
+            wrong += [
+                f"{module_name(path)}:{line} reads .settings" for line in settings_reads(path)
+            ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_handler_rule_sees_a_handler_reaching_for_the_wiring(tmp_path: Path) -> None:
+    handler = tmp_path / "handler.py"
+    handler.write_text("def limit(services):\n    return services.settings.max_upload_bytes\n")
+    assert settings_reads(handler) == [2]
+    planted = [
+        Arrow("shared.entrypoints.http.requests", "shared.entrypoints.bootstrap", 1),
+        Arrow("shared.entrypoints.cli.usage", "shared.settings", 1),
+        Arrow("shared.entrypoints.cli.ops", "shared.entrypoints.bootstrap", 1),
+    ]
+    assert handlers_that_see_the_wiring(planted) == planted[:2]

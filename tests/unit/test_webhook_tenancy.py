@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from shared.entrypoints.http import webhook
 from shared.entrypoints.http.messages import ApiResponse
 from shared.errors import ConfigurationError, Forbidden, Unauthenticated
 from shared.events.webhook_tenancy import (
@@ -84,7 +83,7 @@ def deliver(wired: Wired, payload: Any, secret: str | None = None) -> ApiRespons
     if secret is not None:
         headers["x-webhook-secret"] = secret
     request = api_request("POST", "/v1/events", body=json.dumps(payload).encode(), headers=headers)
-    return wired.call(webhook.handle, request)
+    return wired.call(wired.http.webhook.handle, request)
 
 
 def test_an_event_for_another_tenant_is_rejected_and_makes_no_job() -> None:
@@ -114,7 +113,7 @@ def test_a_blob_event_is_held_to_the_tenant_of_its_path() -> None:
         body=json.dumps([event]).encode(),
         headers={"content-type": "application/json", "x-webhook-secret": CRM_SECRET},
     )
-    response = wired.call(webhook.handle, request)
+    response = wired.call(wired.http.webhook.handle, request)
     assert response.status == 400
     assert "northwind" in response.body.decode()
     assert wired.queue.sent == []

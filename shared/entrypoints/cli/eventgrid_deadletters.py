@@ -4,9 +4,9 @@
     python -m shared.ops deadletters replay (--all | --event-id ID ... | --reason R | --type T)
                                             [--prefix P] [--dry-run]
 
-They read Event Grid's dead-letter blobs and replay chosen events into intake through
-``services.dead_letters`` (``eventgrid_deadletters``). Only the argument parsing and the
-printing live here, so ``__main__`` stays the assembly of the command areas.
+They read Event Grid's dead-letter blobs and replay chosen events into intake through the
+``DeadLetterReplay`` that ``ops`` hands them (``events.dead_letters``). Only the argument
+parsing and the printing live here, so ``ops`` stays the assembly of the command areas.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import argparse
 import sys
 from typing import Any
 
-from shared.entrypoints.bootstrap import Services
 from shared.errors import TransientError
 from shared.events.dead_letters import (
     DeadLetteredEvent,
+    DeadLetterReplay,
     ReplayResult,
     newest_first,
     summarise,
@@ -35,11 +35,9 @@ def _line(item: DeadLetteredEvent, replayed: bool) -> str:
     )
 
 
-def list_command(args: argparse.Namespace, services: Services) -> int:
-    replay = services.dead_letters
-    container = services.settings.event_grid_dead_letter_container
+def list_command(args: argparse.Namespace, replay: DeadLetterReplay) -> int:
     items = newest_first(list(replay.events(args.prefix)))
-    print(f"{len(items)} dead-lettered events in container '{container}'")
+    print(f"{len(items)} dead-lettered events in container '{replay.container}'")
     for heading, counts in summarise(items).items():
         print(f"by {heading}: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
     for item in items[: args.limit]:
@@ -76,11 +74,10 @@ def _progress(position: int, total: int, result: ReplayResult) -> None:
     print(f"[{position}/{total}] {item.event.id} ({item.event.type}) {told}", flush=True)
 
 
-def replay_command(args: argparse.Namespace, services: Services) -> int:
+def replay_command(args: argparse.Namespace, replay: DeadLetterReplay) -> int:
     if not (args.all or args.event_id or args.reason or args.type):
         print("choose what to replay: --all, --event-id, --reason or --type", file=sys.stderr)
         return 2
-    replay = services.dead_letters
     chosen = _chosen(list(replay.events(args.prefix)), args)
     pending = [i for i in chosen if not replay.replayed(i)]
     print(f"{len(chosen)} events chosen, {len(chosen) - len(pending)} already replayed")
@@ -104,10 +101,12 @@ def replay_command(args: argparse.Namespace, services: Services) -> int:
 
 
 def add_eventgrid_commands(commands: Any) -> None:
-    """Add the ``deadletters`` area to the root parser's sub-commands (``commands``)."""
+    """Add the ``deadletters`` area to the root parser's sub-commands (``commands``); its
+    actions run with the app's ``DeadLetterReplay`` (``tools="eventgrid"``)."""
     dead = commands.add_parser(
         "deadletters", aliases=["eventgrid-deadletters"], help="Event Grid dead-lettered events"
     )
+    dead.set_defaults(tools="eventgrid")
     actions = dead.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="summarise and list dead-lettered events")
     listing.add_argument(

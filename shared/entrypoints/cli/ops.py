@@ -13,12 +13,16 @@
 (commands in ``eventgrid_deadletters``), ``sb-deadletters`` (alias ``servicebus-deadletters``) the
 dead-letter queues of the request queues (commands in ``servicebus_deadletters``), ``usage`` the
 tokens used per day, tenant, model and lane (``usage``). This module
-only assembles their parsers and runs a command, so that the exit codes and the handling
-of configuration and availability errors are the same for every area. Settings come
-from the environment and ``local.settings.json`` like the app's. Exit codes: 0 done, 1
-some were rejected or refused (also: ``show`` found nothing, the operator did not
-confirm), 2 usage or configuration error, 3 a dependency was unavailable (the replay
-stopped; run it again to continue where it stopped).
+assembles their parsers and is the command line's wiring: from the app's services it
+builds what each area's commands use (the ``DeadLetterReplay``; the ``DeadLetterScope`` and
+the ``DeadLetterOperations`` over azure-servicebus, imported lazily so that the other
+areas, and callers that pass their own operations (the unit tests), do not load the SDK;
+a ``UsageReader`` and the clock), so the commands never see the settings. The exit codes
+and the handling of configuration and availability errors are the same for every area.
+Settings come from the environment and ``local.settings.json`` like the app's. Exit
+codes: 0 done, 1 some were rejected or refused (also: ``show`` found nothing, the
+operator did not confirm), 2 usage or configuration error, 3 a dependency was
+unavailable (the replay stopped; run it again to continue where it stopped).
 """
 
 from __future__ import annotations
@@ -26,17 +30,58 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import timedelta
 
-from shared.entrypoints.bootstrap import ServicesProvider, get_services
+from shared.accounting.usage_report import UsageReader
+from shared.documents import DocumentListing
+from shared.entrypoints.bootstrap import Services, ServicesProvider, get_services
 from shared.entrypoints.cli.eventgrid_deadletters import add_eventgrid_commands
-from shared.entrypoints.cli.servicebus_deadletters import (
-    OperationsFactory,
-    add_servicebus_commands,
-    servicebus_operations,
-)
+from shared.entrypoints.cli.servicebus_deadletters import DeadLetterScope, add_servicebus_commands
 from shared.entrypoints.cli.usage import add_usage_command
 from shared.errors import ConfigurationError, TransientError
+from shared.lanes import LaneQueues
+from shared.processing.dead_letters.operations import DeadLetterOperations
+
+OperationsFactory = Callable[[Services], AbstractContextManager[DeadLetterOperations]]
+
+
+@contextmanager
+def servicebus_operations(services: Services) -> Iterator[DeadLetterOperations]:
+    """The dead-letter operations over azure-servicebus (one client, closed afterwards)."""
+    from shared.adapters.servicebus_deadletters import dead_letter_tools
+
+    settings = services.settings
+    with dead_letter_tools(settings) as (queues, sender_for):
+        yield DeadLetterOperations(
+            queues,
+            sender_for,
+            services.jobs,
+            services.ports.documents,
+            settings.ledger_container,
+            services.models.aliases,
+            services.ports.clock,
+        )
+
+
+def dead_letter_scope(services: Services) -> DeadLetterScope:
+    settings = services.settings
+    return DeadLetterScope(
+        lanes=LaneQueues.from_settings(settings),
+        results_topic=settings.results_topic_name,
+        max_deadline=timedelta(seconds=settings.max_deadline_seconds),
+    )
+
+
+def usage_reader(services: Services) -> UsageReader:
+    """The job store's reader, when it can list documents with their last-modified times."""
+    documents = services.ports.documents
+    if not isinstance(documents, DocumentListing):
+        raise ConfigurationError(
+            "the job store cannot list documents with their last-modified times"
+        )
+    return UsageReader(documents, documents, services.settings.jobs_container)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -46,6 +91,17 @@ def parser() -> argparse.ArgumentParser:
     add_servicebus_commands(commands)
     add_usage_command(commands)
     return root
+
+
+def _run(args: argparse.Namespace, services: Services, servicebus: OperationsFactory) -> int:
+    """The chosen command, with what its area uses (``tools``, set by its parser)."""
+    run: Callable[..., int] = args.run
+    if args.tools == "servicebus":
+        with servicebus(services) as operations:
+            return run(args, dead_letter_scope(services), operations)
+    if args.tools == "usage":
+        return run(args, usage_reader(services), services.ports.clock)
+    return run(args, services.dead_letters)
 
 
 def main(
@@ -58,19 +114,13 @@ def main(
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parser().parse_args(argv)
     try:
-        if getattr(args, "servicebus", False):
-            built = services()
-            with (servicebus or servicebus_operations)(built) as operations:
-                code: int = args.run(args, built, operations)
-        else:
-            code = args.run(args, services())
+        return _run(args, services(), servicebus or servicebus_operations)
     except ConfigurationError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
     except TransientError as error:
         print(f"unavailable: {error}", file=sys.stderr)
         return 3
-    return code
 
 
 if __name__ == "__main__":

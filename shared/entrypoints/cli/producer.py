@@ -168,7 +168,7 @@ def send(
     except ConfigurationError:
         blobs = None  # lines that need a claim check are refused, saying so
     progress = None if args.no_progress else ProgressDisplay(stderr)
-    producer = Producer(
+    producer = Producer.from_settings(
         settings,
         senders,
         blobs,

@@ -10,13 +10,11 @@
 
 They work on the dead-letter queues of the request queues, or of the results topic's
 subscriptions (``--subscription NAME`` or ``--queue <topic>/subscriptions/NAME``; a replay
-sends to the topic, see ``processing.dead_letters.subscriptions``), through ``DeadLetterOperations``
-(``servicebus_deadletters``). Here live the argument parsing, the queue and filter
-choice, the operator's confirmation and the command flow; the printing is in
-``servicebus_output``. ``servicebus_operations`` is the one place the commands reach
-the azure-servicebus adapter, imported lazily so that the Event Grid commands, and
-callers that pass their own operations to ``__main__.main`` (the unit tests), do not load
-the SDK.
+sends to the topic, see ``processing.dead_letters.subscriptions``), through the
+``DeadLetterOperations`` that ``ops`` builds (over azure-servicebus, or the caller's own:
+the unit tests), within a ``DeadLetterScope`` (the request queues, the results topic and
+the deadline cap). Here live the argument parsing, the queue and filter choice, the
+operator's confirmation and the command flow; the printing is in ``servicebus_output``.
 """
 
 from __future__ import annotations
@@ -24,13 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from shared.documents import Document
-from shared.entrypoints.bootstrap import Services
 from shared.entrypoints.cli.servicebus_output import (
     describe_outcome,
     format_age,
@@ -53,25 +50,16 @@ from shared.processing.dead_letters.queues import (
     topic_subscription,
 )
 
-OperationsFactory = Callable[[Services], AbstractContextManager[DeadLetterOperations]]
 
+@dataclass(frozen=True)
+class DeadLetterScope:
+    """What the commands may name: the request queues (lanes), the results topic whose
+    subscriptions they reach (ResultsTopicName), and the cap of ``--extend-deadline``
+    (MaxDeadlineSeconds)."""
 
-@contextmanager
-def servicebus_operations(services: Services) -> Iterator[DeadLetterOperations]:
-    """The dead-letter operations over azure-servicebus (one client, closed afterwards)."""
-    from shared.adapters.servicebus_deadletters import dead_letter_tools
-
-    settings = services.settings
-    with dead_letter_tools(settings) as (queues, sender_for):
-        yield DeadLetterOperations(
-            queues,
-            sender_for,
-            services.jobs,
-            services.ports.documents,
-            settings.ledger_container,
-            services.models.aliases,
-            services.ports.clock,
-        )
+    lanes: LaneQueues
+    results_topic: str
+    max_deadline: timedelta
 
 
 def _subscription(entity: str, topic: str) -> str:
@@ -85,11 +73,10 @@ def _subscription(entity: str, topic: str) -> str:
     return entity
 
 
-def _queues(args: argparse.Namespace, services: Services) -> list[str]:
+def _queues(args: argparse.Namespace, scope: DeadLetterScope) -> list[str]:
     """The entities ``--queue`` (a request queue, a lane, or a results-topic subscription's
     path) and ``--subscription`` name; all three request queues when neither is given."""
-    lanes = LaneQueues.from_settings(services.settings)
-    topic = services.settings.results_topic_name
+    lanes, topic = scope.lanes, scope.results_topic
     chosen = [subscription_path(topic, name) for name in args.subscription]
     for path in chosen:
         _subscription(path, topic)
@@ -111,9 +98,9 @@ def _queues(args: argparse.Namespace, services: Services) -> list[str]:
 
 
 def sb_list_command(
-    args: argparse.Namespace, services: Services, operations: DeadLetterOperations
+    args: argparse.Namespace, scope: DeadLetterScope, operations: DeadLetterOperations
 ) -> int:
-    queues, now = _queues(args, services), operations.clock()
+    queues, now = _queues(args, scope), operations.clock()
     items = newest_first(operations.messages(queues))
     markers = operations.markers(items)
     summary = summarise(items, now)
@@ -147,10 +134,10 @@ def sb_list_command(
 
 
 def sb_show_command(
-    args: argparse.Namespace, services: Services, operations: DeadLetterOperations
+    args: argparse.Namespace, scope: DeadLetterScope, operations: DeadLetterOperations
 ) -> int:
     now = operations.clock()
-    found = find(operations.messages(_queues(args, services)), args.message)
+    found = find(operations.messages(_queues(args, scope)), args.message)
     if not found:
         print(f"no dead-lettered message {args.message}", file=sys.stderr)
         return 1
@@ -183,10 +170,10 @@ def _selection(args: argparse.Namespace) -> Selection:
 
 
 def _confirmed(
-    args: argparse.Namespace, services: Services, operations: DeadLetterOperations, verb: str
+    args: argparse.Namespace, scope: DeadLetterScope, operations: DeadLetterOperations, verb: str
 ) -> list[DeadLetteredMessage] | None:
     """The messages the filters choose, after the operator confirmed (None: declined)."""
-    queues = _queues(args, services)
+    queues = _queues(args, scope)
     chosen = _selection(args).choose(operations.messages(queues), operations.clock())
     print(f"{len(chosen)} dead-lettered messages chosen in {', '.join(queues)}")
     if not chosen or args.dry_run or args.yes:
@@ -208,23 +195,23 @@ def _duration(text: str) -> timedelta:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _extension(args: argparse.Namespace, services: Services) -> DeadlineExtension | None:
+def _extension(args: argparse.Namespace, scope: DeadLetterScope) -> DeadlineExtension | None:
     """``--extend-deadline``, capped by ``MaxDeadlineSeconds`` (told once when it is)."""
     if args.extend_deadline is None:
         return None
-    cap = timedelta(seconds=services.settings.max_deadline_seconds)
+    cap = scope.max_deadline
     extension = DeadlineExtension(args.extend_deadline, cap)
     if extension.capped:
         print(
             f"--extend-deadline {format_age(extension.duration)} is beyond "
-            f"MaxDeadlineSeconds={services.settings.max_deadline_seconds}: "
+            f"MaxDeadlineSeconds={int(cap.total_seconds())}: "
             f"deadlines become now + {format_age(cap)}"
         )
     return extension
 
 
 def sb_replay_command(
-    args: argparse.Namespace, services: Services, operations: DeadLetterOperations
+    args: argparse.Namespace, scope: DeadLetterScope, operations: DeadLetterOperations
 ) -> int:
     if not _selection(args).chooses_anything:
         print(
@@ -233,8 +220,8 @@ def sb_replay_command(
             file=sys.stderr,
         )
         return 2
-    extension = _extension(args, services)
-    chosen = _confirmed(args, services, operations, "Replay")
+    extension = _extension(args, scope)
+    chosen = _confirmed(args, scope, operations, "Replay")
     if chosen is None:
         return 1
     if any(topic_subscription(item.queue) for item in chosen):
@@ -267,12 +254,12 @@ def sb_replay_command(
 
 
 def sb_purge_command(
-    args: argparse.Namespace, services: Services, operations: DeadLetterOperations
+    args: argparse.Namespace, scope: DeadLetterScope, operations: DeadLetterOperations
 ) -> int:
     if not _selection(args).chooses_anything:
         print("choose what to purge: --all or filters (see --help)", file=sys.stderr)
         return 2
-    chosen = _confirmed(args, services, operations, "Remove")
+    chosen = _confirmed(args, scope, operations, "Remove")
     if chosen is None:
         return 1
     if args.dry_run:
@@ -303,14 +290,15 @@ def _filters(action: argparse.ArgumentParser) -> None:
 
 def add_servicebus_commands(commands: Any) -> None:
     """Add the ``sb-deadletters`` area to the root parser's sub-commands (``commands``);
-    its actions run with the operations ``__main__.main`` builds (``servicebus=True``)."""
+    its actions run with the scope and the operations ``ops.main`` builds
+    (``tools="servicebus"``)."""
     area = commands.add_parser(
         "sb-deadletters",
         aliases=["servicebus-deadletters"],
         help="Service Bus dead-letter queues of the request queues and the results "
         "topic's subscriptions",
     )
-    area.set_defaults(servicebus=True)
+    area.set_defaults(tools="servicebus")
     actions = area.add_subparsers(dest="action", required=True)
     queue_help = (
         "a request queue or lane (standard, priority, ordered), or a results-topic "

@@ -24,9 +24,7 @@ from typing import Any
 
 from shared.accounting.usage import DayRange, UsageCounts, UsageRow, as_utc
 from shared.accounting.usage_report import UsageReader, UsageReport
-from shared.documents import DocumentListing
-from shared.entrypoints.bootstrap import Services
-from shared.errors import ConfigurationError
+from shared.clock import Clock
 from shared.intake.tenancy import TENANT_ID_PATTERN
 
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -126,18 +124,12 @@ def as_json(report: UsageReport) -> dict[str, Any]:
     }
 
 
-def usage_command(args: argparse.Namespace, services: Services) -> int:
+def usage_command(args: argparse.Namespace, reader: UsageReader, clock: Clock) -> int:
     try:
-        days = chosen_days(args, as_utc(services.ports.clock()).date())
+        days = chosen_days(args, as_utc(clock()).date())
     except ValueError as error:
         print(f"python -m shared.ops usage: error: {error}", file=sys.stderr)
         return 2
-    documents = services.ports.documents
-    if not isinstance(documents, DocumentListing):
-        raise ConfigurationError(
-            "the job store cannot list documents with their last-modified times"
-        )
-    reader = UsageReader(documents, documents, services.settings.jobs_container)
     report = reader.report(days, args.tenant)
     if args.json:
         print(json.dumps(as_json(report), indent=2))
@@ -151,10 +143,12 @@ def usage_command(args: argparse.Namespace, services: Services) -> int:
 
 
 def add_usage_command(commands: Any) -> None:
-    """Add the ``usage`` command to the root parser's sub-commands (``commands``)."""
+    """Add the ``usage`` command to the root parser's sub-commands (``commands``); it runs
+    with a ``UsageReader`` of the job store and the clock (``tools="usage"``)."""
     usage = commands.add_parser(
         "usage", help="tokens used per UTC day, tenant, model and mode, from the stored jobs"
     )
+    usage.set_defaults(tools="usage")
     usage.add_argument(
         "--day", type=utc_day, metavar="YYYY-MM-DD", help="one UTC day, YYYY-MM-DD (default: today)"
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
@@ -29,7 +30,6 @@ from shared.contracts import (
     ResultDocument,
     SubmitRequestBody,
 )
-from shared.entrypoints.bootstrap import Services
 from shared.entrypoints.http.messages import ApiRequest, ApiResponse, json_response
 from shared.entrypoints.http.problems import PROBLEM_CONTENT_TYPE
 from shared.entrypoints.http.webhook import DeliveryReport
@@ -38,7 +38,6 @@ from shared.events.intake import InferenceRequestedData
 from shared.inference.catalog import ModelCatalog
 from shared.inference.parameters import GenerationParameters, SamplingParameters
 from shared.intake.tenancy import TENANT_ID_PATTERN
-from shared.settings import Settings
 
 OPENAPI_VERSION: Final = "3.1.0"
 API_VERSION: Final = "1.0.0"
@@ -118,11 +117,11 @@ _JOB_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "str
 _JOB_ERRORS = ("400", "401", "403", "404", "410", "429", "503")
 
 
-def _request_paths(settings: Settings, catalog: ModelCatalog) -> dict[str, Any]:
+def _request_paths(upload_media_types: tuple[str, ...], catalog: ModelCatalog) -> dict[str, Any]:
     json_body = {"schema": _ref("SubmitRequestBody")}
     upload = {"schema": {"type": "string", "format": "binary"}}
     content: dict[str, Any] = {"application/json": json_body}
-    content.update({t: upload for t in settings.allowed_upload_media_types if t not in content})
+    content.update({t: upload for t in upload_media_types if t not in content})
     query = [
         {
             "name": "model",
@@ -399,7 +398,7 @@ def _tailored(
 
 
 @lru_cache(maxsize=8)
-def _document(settings: Settings, catalog: ModelCatalog) -> dict[str, Any]:
+def _document(upload_media_types: tuple[str, ...], catalog: ModelCatalog) -> dict[str, Any]:
     schemas = _component_schemas()
     parameters, results = _tailored(schemas, catalog)
     return {
@@ -413,7 +412,11 @@ def _document(settings: Settings, catalog: ModelCatalog) -> dict[str, Any]:
         "jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
         "servers": [{"url": "/api"}],
         "security": [{"functionKey": []}, {"functionKeyQuery": []}],
-        "paths": {**_request_paths(settings, catalog), **_batch_paths(), **_event_paths()},
+        "paths": {
+            **_request_paths(upload_media_types, catalog),
+            **_batch_paths(),
+            **_event_paths(),
+        },
         "components": {
             "schemas": schemas,
             "securitySchemes": {
@@ -433,11 +436,19 @@ def _document(settings: Settings, catalog: ModelCatalog) -> dict[str, Any]:
     }
 
 
-def openapi_document(settings: Settings, catalog: ModelCatalog) -> dict[str, Any]:
-    """The document for this deployment (a copy: callers may change it)."""
-    return copy.deepcopy(_document(settings, catalog))
+def openapi_document(upload_media_types: tuple[str, ...], catalog: ModelCatalog) -> dict[str, Any]:
+    """The document for a deployment that takes raw uploads of ``upload_media_types``
+    (AllowedUploadMediaTypes) and serves ``catalog`` (a copy: callers may change it)."""
+    return copy.deepcopy(_document(upload_media_types, catalog))
 
 
-def serve_openapi(services: Services, request: ApiRequest) -> ApiResponse:
-    """``GET /api/openapi.json`` (serialized from the cached document: no copy needed)."""
-    return json_response(200, _document(services.settings, services.models.catalog))
+@dataclass(frozen=True)
+class OpenApiEndpoint:
+    """``GET /api/openapi.json`` of this deployment (built once, then cached)."""
+
+    upload_media_types: tuple[str, ...]
+    catalog: ModelCatalog
+
+    def serve(self, request: ApiRequest) -> ApiResponse:
+        """Serialized from the cached document: no copy needed."""
+        return json_response(200, _document(self.upload_media_types, self.catalog))

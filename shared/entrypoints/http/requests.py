@@ -2,14 +2,16 @@
 
 The asynchronous request-reply pattern: ``POST`` answers ``202 Accepted`` with a
 ``Location`` to poll and a ``Retry-After`` saying how soon; the status document names the
-result URL once the job has completed. Each handler receives the ``Services`` it works
-with (the trigger passes the process-wide ones) and a framework-free ``ApiRequest``.
+result URL once the job has completed. ``RequestEndpoints`` holds what the four
+handlers use (intake, the job repository, the caller tenancy, the limits and the batch
+endpoints), built by ``bootstrap``; each handler takes a framework-free ``ApiRequest``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fnmatch import fnmatch
 from typing import Any
@@ -32,8 +34,7 @@ from shared.contracts import (
     SubmitRequestBody,
     TextInput,
 )
-from shared.entrypoints.bootstrap import Services
-from shared.entrypoints.http.batches import batch_progress, forget_staged
+from shared.entrypoints.http.batches import BatchEndpoints
 from shared.entrypoints.http.messages import ApiRequest, ApiResponse, json_response
 from shared.errors import (
     Conflict,
@@ -44,13 +45,31 @@ from shared.errors import (
     PayloadTooLarge,
     UnsupportedMediaType,
 )
-from shared.intake.submissions import BlobReference, InlineContent, Submission
-from shared.intake.tenancy import caller_tenant
-from shared.jobs import transition
+from shared.intake.submissions import BlobReference, InlineContent, Intake, Submission
+from shared.intake.tenancy import CallerTenancy
+from shared.jobs import JobRepository, transition
 from shared.request_ids import is_retired
 from shared.tracing import continue_or_start
 
 JSON_ENVELOPE_ALLOWANCE = 65_536  # room for the JSON around the largest allowed inline text
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """What the request API answers by: MaxInlineTextBytes, MaxUploadBytes,
+    AllowedUploadMediaTypes (patterns), StatusPollSeconds (the Retry-After of an
+    unfinished job) and JobRetentionDays (after which an id is 410 Gone)."""
+
+    max_inline_text_bytes: int
+    max_upload_bytes: int
+    upload_media_types: tuple[str, ...]
+    status_poll_seconds: int
+    retention_days: int
+
+    def accepts_upload(self, media_type: str) -> bool:
+        return bool(media_type) and any(
+            fnmatch(media_type, allowed) for allowed in self.upload_media_types
+        )
 
 
 class UploadParameters(BaseModel):
@@ -111,11 +130,10 @@ def job_view(job: Job, collection_url: str, batch: BatchProgress | None = None) 
     return view.model_dump(mode="json", exclude_unset=True)
 
 
-def _json_submission(request: ApiRequest, services: Services, tenant_id: str) -> Submission:
-    settings = services.settings
+def _json_submission(request: ApiRequest, limits: RequestLimits, tenant_id: str) -> Submission:
     document = parse_json(
         request.body,
-        max_bytes=settings.max_inline_text_bytes + JSON_ENVELOPE_ALLOWANCE,
+        max_bytes=limits.max_inline_text_bytes + JSON_ENVELOPE_ALLOWANCE,
         what="the JSON body",
     )
     try:
@@ -125,9 +143,9 @@ def _json_submission(request: ApiRequest, services: Services, tenant_id: str) ->
     content: InlineContent | BlobReference
     if isinstance(body.input, TextInput):
         data = body.input.text.encode("utf-8")
-        if len(data) > settings.max_inline_text_bytes:
+        if len(data) > limits.max_inline_text_bytes:
             raise PayloadTooLarge(
-                f"input.text is {len(data)} bytes; the limit is {settings.max_inline_text_bytes}",
+                f"input.text is {len(data)} bytes; the limit is {limits.max_inline_text_bytes}",
                 (FieldError("input.text", "too large"),),
             )
         content = InlineContent(data, "text/plain; charset=utf-8")
@@ -153,8 +171,7 @@ def _json_submission(request: ApiRequest, services: Services, tenant_id: str) ->
     )
 
 
-def _upload_submission(request: ApiRequest, services: Services, tenant_id: str) -> Submission:
-    settings = services.settings
+def _upload_submission(request: ApiRequest, limits: RequestLimits, tenant_id: str) -> Submission:
     try:
         params = UploadParameters.model_validate(dict(request.params))
     except ValidationError as error:
@@ -165,9 +182,9 @@ def _upload_submission(request: ApiRequest, services: Services, tenant_id: str) 
         )
     if not request.body:
         raise InvalidInput("the uploaded document is empty", (FieldError("body", "empty"),))
-    if len(request.body) > settings.max_upload_bytes:
+    if len(request.body) > limits.max_upload_bytes:
         raise PayloadTooLarge(
-            f"the document is {len(request.body)} bytes; the limit is {settings.max_upload_bytes}"
+            f"the document is {len(request.body)} bytes; the limit is {limits.max_upload_bytes}"
         )
     digest = hashlib.sha256()
     digest.update(request.media_type.encode() + b"\n")
@@ -187,86 +204,92 @@ def _upload_submission(request: ApiRequest, services: Services, tenant_id: str) 
     )
 
 
-def submit_request(services: Services, request: ApiRequest) -> ApiResponse:
-    """``POST /api/v1/requests``: a JSON body, or a raw document with ``?model=``."""
-    tenant_id = caller_tenant(request.headers, services.settings)
-    media_type = request.media_type
-    if media_type == "application/json":
-        submission = _json_submission(request, services, tenant_id)
-    elif media_type and any(
-        fnmatch(media_type, allowed) for allowed in services.settings.allowed_upload_media_types
-    ):
-        submission = _upload_submission(request, services, tenant_id)
-    else:
-        accepted = ", ".join(("application/json", *services.settings.allowed_upload_media_types))
-        raise UnsupportedMediaType(
-            f"Content-Type '{media_type or 'missing'}' is not accepted; use one of: {accepted}"
-        )
-    accepted_job = services.intake.submit(submission)
-    view = job_view(accepted_job.job, _collection_url(request))
-    headers = {
-        "Location": view["status_url"],
-        "Retry-After": str(services.settings.status_poll_seconds),
-    }
-    body = AcceptedRequest(id=view["id"], status=view["status"], status_url=view["status_url"])
-    return json_response(202, body.model_dump(mode="json"), headers)
+@dataclass(frozen=True)
+class RequestEndpoints:
+    """``/api/v1/requests``: submit, status, result and cancel."""
 
+    intake: Intake
+    jobs: JobRepository
+    tenancy: CallerTenancy
+    limits: RequestLimits
+    batches: BatchEndpoints
 
-def _not_found(services: Services, job_id: str) -> NotFound:
-    """404, or 410 Gone for an id minted before the retention period (its job retired)."""
-    days = services.settings.jobs.retention_days
-    if is_retired(job_id, timedelta(days=days), services.jobs.clock()):
-        return Gone(
-            f"request {job_id} was accepted more than {days} days ago; its records have been "
-            f"retired (retention: {days} days)"
-        )
-    return NotFound(f"no request {job_id}")
+    def submit(self, request: ApiRequest) -> ApiResponse:
+        """``POST /api/v1/requests``: a JSON body, or a raw document with ``?model=``."""
+        tenant_id = self.tenancy.tenant_of(request.headers)
+        media_type = request.media_type
+        if media_type == "application/json":
+            submission = _json_submission(request, self.limits, tenant_id)
+        elif self.limits.accepts_upload(media_type):
+            submission = _upload_submission(request, self.limits, tenant_id)
+        else:
+            accepted = ", ".join(("application/json", *self.limits.upload_media_types))
+            raise UnsupportedMediaType(
+                f"Content-Type '{media_type or 'missing'}' is not accepted; use one of: {accepted}"
+            )
+        accepted_job = self.intake.submit(submission)
+        view = job_view(accepted_job.job, _collection_url(request))
+        headers = {
+            "Location": view["status_url"],
+            "Retry-After": str(self.limits.status_poll_seconds),
+        }
+        body = AcceptedRequest(id=view["id"], status=view["status"], status_url=view["status_url"])
+        return json_response(202, body.model_dump(mode="json"), headers)
 
+    def status(self, request: ApiRequest) -> ApiResponse:
+        """``GET /api/v1/requests/{id}``: the job as the caller may see it (one storage
+        read, and one of its batch for a batch-mode request)."""
+        job = self._job(request)
+        headers = {}
+        if not job.status.is_terminal:
+            headers["Retry-After"] = str(self.limits.status_poll_seconds)
+        view = job_view(job, _collection_url(request), self.batches.progress(job))
+        return json_response(200, view, headers)
 
-def _job(services: Services, request: ApiRequest) -> Job:
-    job_id = request.route_params.get("id", "")
-    job = services.jobs.find(caller_tenant(request.headers, services.settings), job_id)
-    if job is None:
-        raise _not_found(services, job_id)
-    return job
+    def result(self, request: ApiRequest) -> ApiResponse:
+        """``GET /api/v1/requests/{id}/result``: 409 with Retry-After until the job is done.
 
+        The result is kept in the job document, so this is one storage read too."""
+        job = self._job(request)
+        if not job.status.is_terminal:
+            raise Conflict(
+                f"request {job.id} is {job.status.value}; its result is not ready",
+                code="result_not_ready",
+                retry_after=self.limits.status_poll_seconds,
+            )
+        if job.status is not JobStatus.COMPLETED or job.result is None:
+            raise Conflict(
+                f"request {job.id} ended {job.status.value} without a result", "no_result"
+            )
+        body = job.result.model_dump_json(by_alias=True).encode("utf-8")
+        return ApiResponse(200, body, {"Content-Type": "application/json"})
 
-def get_request(services: Services, request: ApiRequest) -> ApiResponse:
-    """``GET /api/v1/requests/{id}``: the job as the caller may see it (one storage read)."""
-    job = _job(services, request)
-    headers = {}
-    if not job.status.is_terminal:
-        headers["Retry-After"] = str(services.settings.status_poll_seconds)
-    view = job_view(job, _collection_url(request), batch_progress(services, job))
-    return json_response(200, view, headers)
+    def cancel(self, request: ApiRequest) -> ApiResponse:
+        """``DELETE /api/v1/requests/{id}``: cancel unless already terminal (then 409)."""
+        tenant_id = self.tenancy.tenant_of(request.headers)
+        job_id = request.route_params.get("id", "")
+        try:
+            job = self.jobs.update(
+                tenant_id, job_id, lambda current: transition(current, JobStatus.CANCELLED)
+            )
+        except NotFound:
+            raise self._not_found(job_id) from None
+        self.batches.forget_staged(job)
+        return json_response(200, job_view(job, _collection_url(request)))
 
+    def _job(self, request: ApiRequest) -> Job:
+        job_id = request.route_params.get("id", "")
+        job = self.jobs.find(self.tenancy.tenant_of(request.headers), job_id)
+        if job is None:
+            raise self._not_found(job_id)
+        return job
 
-def get_result(services: Services, request: ApiRequest) -> ApiResponse:
-    """``GET /api/v1/requests/{id}/result``: 409 with Retry-After until the job is done.
-
-    The result is kept in the job document, so this is one storage read too."""
-    job = _job(services, request)
-    if not job.status.is_terminal:
-        raise Conflict(
-            f"request {job.id} is {job.status.value}; its result is not ready",
-            code="result_not_ready",
-            retry_after=services.settings.status_poll_seconds,
-        )
-    if job.status is not JobStatus.COMPLETED or job.result is None:
-        raise Conflict(f"request {job.id} ended {job.status.value} without a result", "no_result")
-    body = job.result.model_dump_json(by_alias=True).encode("utf-8")
-    return ApiResponse(200, body, {"Content-Type": "application/json"})
-
-
-def cancel_request(services: Services, request: ApiRequest) -> ApiResponse:
-    """``DELETE /api/v1/requests/{id}``: cancel unless already terminal (then 409)."""
-    tenant_id = caller_tenant(request.headers, services.settings)
-    job_id = request.route_params.get("id", "")
-    try:
-        job = services.jobs.update(
-            tenant_id, job_id, lambda current: transition(current, JobStatus.CANCELLED)
-        )
-    except NotFound:
-        raise _not_found(services, job_id) from None
-    forget_staged(services, job)
-    return json_response(200, job_view(job, _collection_url(request)))
+    def _not_found(self, job_id: str) -> NotFound:
+        """404, or 410 Gone for an id minted before the retention period (its job retired)."""
+        days = self.limits.retention_days
+        if is_retired(job_id, timedelta(days=days), self.jobs.clock()):
+            return Gone(
+                f"request {job_id} was accepted more than {days} days ago; its records have "
+                f"been retired (retention: {days} days)"
+            )
+        return NotFound(f"no request {job_id}")

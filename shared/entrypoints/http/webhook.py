@@ -7,18 +7,21 @@ authentication (not retried either); 503 with Retry-After when a dependency is d
 (``WebhookTenants``, see ``webhook_tenancy``); an event for another tenant is rejected.
 Unknown event types are acknowledged with 200 and logged: subscription filters should
 keep them out. Work is persisted and acknowledged in milliseconds, far
-inside Event Grid's 30-second window.
+inside Event Grid's 30-second window. ``WebhookEndpoint`` holds the event intake and the
+delivery's checks (WebhookSharedSecret, the Entra token validator, WebhookTenants).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel
 
-from shared.entrypoints.bootstrap import Services
 from shared.entrypoints.http.messages import ApiRequest, ApiResponse, json_response
 from shared.errors import FieldError, InvalidInput
 from shared.events.incoming import ValidationRequest, ValidationResponse, parse_delivery
-from shared.events.intake import EventOutcome
+from shared.events.intake import EventIntake, EventOutcome
+from shared.events.ports import TokenValidator
 from shared.events.webhook_auth import authenticate_delivery
 from shared.events.webhook_tenancy import running_in_azure, webhook_tenancy
 
@@ -39,32 +42,37 @@ def abuse_protection_handshake(request: ApiRequest) -> ApiResponse:
     )
 
 
-def receive_events(services: Services, request: ApiRequest) -> ApiResponse:
-    """``POST``: the validation handshake, or a delivery of one or more events."""
-    authenticate_delivery(
-        request.headers, services.settings.webhook.shared_secret, services.ports.webhook_tokens
-    )
-    delivery = parse_delivery(request.headers, request.body)
-    if isinstance(delivery, ValidationRequest):
-        return json_response(200, ValidationResponse(validationResponse=delivery.code).model_dump())
-    tenancy = webhook_tenancy(services.settings.webhook.tenants, running_in_azure())
-    scope = tenancy.scope_for(request.headers)
-    outcomes = [
-        services.event_intake.accept_event(event, source="webhook", tenants=scope)
-        for event in delivery
-    ]
-    rejected = [o for o in outcomes if o.status == "rejected"]
-    if rejected:
-        raise InvalidInput(
-            f"{len(rejected)} of {len(outcomes)} events were rejected",
-            tuple(FieldError(f"event {o.event_id}", o.reason or "rejected") for o in rejected),
-        )
-    accepted = any(o.status in ("accepted", "duplicate") for o in outcomes)
-    report = DeliveryReport(events=outcomes)
-    return json_response(202 if accepted else 200, report.model_dump(mode="json"))
+@dataclass(frozen=True)
+class WebhookEndpoint:
+    """``/api/v1/events``: ``OPTIONS`` (the CloudEvents handshake) and ``POST``."""
 
+    intake: EventIntake
+    shared_secret: str | None  # WebhookSharedSecret (None: not required)
+    tokens: TokenValidator | None  # Entra bearer tokens (None: not required)
+    tenants: str | None  # WebhookTenants, as set (parsed once by webhook_tenancy)
 
-def handle(services: Services, request: ApiRequest) -> ApiResponse:
-    if request.method == "OPTIONS":
-        return abuse_protection_handshake(request)
-    return receive_events(services, request)
+    def handle(self, request: ApiRequest) -> ApiResponse:
+        if request.method == "OPTIONS":
+            return abuse_protection_handshake(request)
+        return self.receive(request)
+
+    def receive(self, request: ApiRequest) -> ApiResponse:
+        """``POST``: the validation handshake, or a delivery of one or more events."""
+        authenticate_delivery(request.headers, self.shared_secret, self.tokens)
+        delivery = parse_delivery(request.headers, request.body)
+        if isinstance(delivery, ValidationRequest):
+            answer = ValidationResponse(validationResponse=delivery.code)
+            return json_response(200, answer.model_dump())
+        scope = webhook_tenancy(self.tenants, running_in_azure()).scope_for(request.headers)
+        outcomes = [
+            self.intake.accept_event(event, source="webhook", tenants=scope) for event in delivery
+        ]
+        rejected = [o for o in outcomes if o.status == "rejected"]
+        if rejected:
+            raise InvalidInput(
+                f"{len(rejected)} of {len(outcomes)} events were rejected",
+                tuple(FieldError(f"event {o.event_id}", o.reason or "rejected") for o in rejected),
+            )
+        accepted = any(o.status in ("accepted", "duplicate") for o in outcomes)
+        report = DeliveryReport(events=outcomes)
+        return json_response(202 if accepted else 200, report.model_dump(mode="json"))

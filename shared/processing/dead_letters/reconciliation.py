@@ -50,6 +50,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 
 from pydantic import ValidationError
 
@@ -82,8 +83,35 @@ CHECKPOINT_PREFIX = "sb-reconcile-checkpoints/"
 DONE_SUFFIX = ".json"
 CLAIM_SUFFIX = ".ending.json"
 TTL_EXPIRED = "TTLExpiredException"
+
+
+class ReconcileOutcome(StrEnum):
+    """What one run did with one dead-lettered message (``ReconcileReport.outcomes``,
+    logged as ``dead-letter reconciliation: {...}``)."""
+
+    ENDED_FAILED = "ended-failed"  # its job ended failed, and was announced
+    ENDED_EXPIRED = "ended-expired"  # its job ended expired (deadline or time to live)
+    # No job was ever recorded (a producer's message that met a storage outage on each
+    # delivery): it is recorded already ended.
+    RECORDED_FAILED = "recorded-failed"
+    RECORDED_EXPIRED = "recorded-expired"
+    ANNOUNCED_AGAIN = "announced-again"  # ended by a run that stopped before its marker
+    ANNOUNCE_PENDING = "announce-pending"  # ended; its announcement waits for the next run
+    CLAIMED_BY_ANOTHER_RUN = "claimed-by-another-run"
+    RECONCILED_BEFORE = "reconciled-before"
+    SKIPPED = "skipped"  # nothing to end (no request id, replayed, ended meanwhile...)
+
+    @classmethod
+    def ended(cls, status: JobStatus) -> ReconcileOutcome:
+        return cls(f"ended-{status.value}")
+
+    @classmethod
+    def recorded(cls, status: JobStatus) -> ReconcileOutcome:
+        return cls(f"recorded-{status.value}")
+
+
 # Outcomes that leave a message to be tried again by the next run.
-UNFINISHED = frozenset({"announce-pending", "claimed-by-another-run"})
+UNFINISHED = frozenset({ReconcileOutcome.ANNOUNCE_PENDING, ReconcileOutcome.CLAIMED_BY_ANOTHER_RUN})
 INVALID_PAYLOAD = DeadLetterReason.INVALID_PAYLOAD.value
 # Refused before any job was kept (a bad payload, a tenant direct producers may not name).
 NO_JOB_KEPT = frozenset({INVALID_PAYLOAD, DeadLetterReason.TENANT_NOT_ALLOWED.value})
@@ -168,7 +196,7 @@ def marker_stem(item: DeadLetteredMessage) -> str:
 @dataclass
 class ReconcileReport:
     examined: int = 0
-    outcomes: Counter[str] = field(default_factory=Counter)  # ended-failed, skipped, ...
+    outcomes: Counter[ReconcileOutcome] = field(default_factory=Counter)
 
 
 @dataclass(frozen=True)
@@ -277,15 +305,15 @@ class DeadLetterReconciler:
         """Whether the operator replayed ``item`` (the replay marker names this message)."""
         return replay_marker(self._documents, self._container, item) is not None
 
-    def _reconcile_one(self, item: DeadLetteredMessage) -> str:
+    def _reconcile_one(self, item: DeadLetteredMessage) -> ReconcileOutcome:
         name = marker_stem(item)
         marked = set(self._documents.list_names(self._container, name))
         if name + DONE_SUFFIX in marked:
-            return "reconciled-before"
+            return ReconcileOutcome.RECONCILED_BEFORE
         ids = request_of(item)
         if ids is None:
             self._finish(name, item, None, "no request id")
-            return "skipped"
+            return ReconcileOutcome.SKIPPED
         current = self._jobs.load(*ids)
         job = current.job if current else None
         if name + CLAIM_SUFFIX in marked:  # a run stopped after it claimed the message
@@ -296,19 +324,21 @@ class DeadLetterReconciler:
             return self._record_ended(name, item, ids)
         if why is not None or current is None:
             self._finish(name, item, ids, why or "no job")
-            return "skipped"
+            return ReconcileOutcome.SKIPPED
         if not self._claim(name, item, ids):
-            return "claimed-by-another-run"
+            return ReconcileOutcome.CLAIMED_BY_ANOTHER_RUN
         ending = ending_for(item, current.job, self._clock())
         ended = self._endings.end(
             current, ending, lambda fresh: skip_reason(item, fresh, False) is None
         )
         if ended is None:
             self._finish(name, item, ids, "ended meanwhile")
-            return "skipped"
-        return self._announce(name, item, ended, f"ended-{ended.status.value}")
+            return ReconcileOutcome.SKIPPED
+        return self._announce(name, item, ended, ReconcileOutcome.ended(ended.status))
 
-    def _record_ended(self, name: str, item: DeadLetteredMessage, ids: tuple[str, str]) -> str:
+    def _record_ended(
+        self, name: str, item: DeadLetteredMessage, ids: tuple[str, str]
+    ) -> ReconcileOutcome:
         """A message dead-lettered before its job was ever recorded (a producer's message
         that met a storage outage on each delivery, so its job was never adopted): the job
         is recorded already ended, so the status API tells the producer the truth too.
@@ -318,35 +348,39 @@ class DeadLetterReconciler:
         request = request_message(item)
         if request is None or (request.tenant_id, request.request_id) != ids:
             self._finish(name, item, ids, "no job, and no readable request to record one")
-            return "skipped"
+            return ReconcileOutcome.SKIPPED
         if not self._claim(name, item, ids):
-            return "claimed-by-another-run"
+            return ReconcileOutcome.CLAIMED_BY_ANOTHER_RUN
         now = self._clock()
         job = job_from_message(request, item, now, request.deadline)
         ended = ending_for(item, job, now).apply(job, self._clock)
         if self._jobs.create(ended) is None:  # recorded meanwhile: end that one instead
             return self._resume(name, item, self._jobs.load(*ids))
-        return self._announce(name, item, ended, f"recorded-{ended.status.value}")
+        return self._announce(name, item, ended, ReconcileOutcome.recorded(ended.status))
 
-    def _resume(self, name: str, item: DeadLetteredMessage, current: Versioned | None) -> str:
+    def _resume(
+        self, name: str, item: DeadLetteredMessage, current: Versioned | None
+    ) -> ReconcileOutcome:
         job = current.job if current else None
         if job is not None and job.status.is_terminal and job.settlement == settlement_for(item):
-            return self._announce(name, item, job, "announced-again")
+            return self._announce(name, item, job, ReconcileOutcome.ANNOUNCED_AGAIN)
         if current is None or skip_reason(item, current.job, False) is not None:
             self._finish(name, item, None, "nothing to end on resuming")
-            return "skipped"
+            return ReconcileOutcome.SKIPPED
         ended = self._endings.end(current, ending_for(item, current.job, self._clock()))
         if ended is None:
             self._finish(name, item, None, "ended meanwhile")
-            return "skipped"
-        return self._announce(name, item, ended, f"ended-{ended.status.value}")
+            return ReconcileOutcome.SKIPPED
+        return self._announce(name, item, ended, ReconcileOutcome.ended(ended.status))
 
-    def _announce(self, name: str, item: DeadLetteredMessage, job: Job, outcome: str) -> str:
+    def _announce(
+        self, name: str, item: DeadLetteredMessage, job: Job, outcome: ReconcileOutcome
+    ) -> ReconcileOutcome:
         try:
             self._endings.announce(job, item.application_properties)
         except TransientError as error:
             log.warning("job %s ended; announcing it failed (%s): next run", job.id, error)
-            return "announce-pending"
+            return ReconcileOutcome.ANNOUNCE_PENDING
         self._finish(name, item, (job.tenant_id, job.id), f"job {job.status.value}")
         return outcome
 

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 
 from shared import telemetry
 from shared.processing.inbound import InboundMessage
-from shared.processing.pipeline import MessageProcessor
-from shared.processing.ports import Settler
+from shared.processing.ports import MessageHandler, Settler
 from shared.processing.settlement import Outcome
 
 log = logging.getLogger(__name__)
@@ -90,7 +89,7 @@ class BatchReport:
 class BatchProcessor:
     def __init__(
         self,
-        processor: MessageProcessor,
+        processor: MessageHandler,
         concurrency: int,
         lock_renewal_seconds: float,
         max_lock_renewal_seconds: float,

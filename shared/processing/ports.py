@@ -4,8 +4,9 @@ capabilities) implement for it, so that processing imports none of them.
 - ``Settler``: how one message is settled, whatever delivered it: over the Functions
   ``ServiceBusMessageActions`` (the batch triggers) or an SDK receiver (the deferred
   sweeper, the local host) (``adapters.servicebus_inbound``).
-- ``DeferralLedger``, ``DeferredSource``, ``MessageHandler``: the deferred messages' ledger,
-  where they are received again, and what processes them (``deferral``).
+- ``DeferralLedger``, ``DeferredSource``: the deferred messages' ledger and where they are
+  received again (``deferral``); ``MessageHandler``: what processes one message, for the
+  batch and the deferred sweeper (``pipeline.MessageProcessor``).
 - ``QueueObserver``: a queue's or subscription's counts (``adapters.queue_counts``).
 - ``DeadLetterQueues``, ``DeadLetterPages``: the dead-letter sub-queues, peeked whole or a
   page at a time (``adapters.servicebus_deadletters``).
@@ -88,7 +89,12 @@ class DeferredSource(Protocol):
 
 
 class MessageHandler(Protocol):
-    def process(self, message: InboundMessage, settler: Settler) -> Outcome: ...
+    """What processes and settles one message (``pipeline.MessageProcessor``): the batch
+    runs it for each message of a trigger's batch, the sweeper for each deferred one."""
+
+    def process(
+        self, message: InboundMessage, settler: Settler, invocation: str | None = None
+    ) -> Outcome: ...
 
 
 class QueueObserver(Protocol):

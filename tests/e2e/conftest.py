@@ -90,6 +90,7 @@ class Stack:
     def produce(self, queue: str, body: dict[str, Any], **properties: str) -> None:
         """Send a request message straight to ``queue``, as a direct producer does (the
         message id is the request id; ``properties``: its application properties)."""
+        application_properties: dict[str | bytes, Any] = {k: v for k, v in properties.items()}
         with (
             ServiceBusClient.from_connection_string(self.servicebus_connection_string) as bus,
             bus.get_queue_sender(queue) as sender,
@@ -99,7 +100,7 @@ class Stack:
                     json.dumps(body),
                     message_id=str(body["request_id"]),
                     content_type="application/json",
-                    application_properties=dict(properties) or None,
+                    application_properties=application_properties or None,
                 )
             )
 

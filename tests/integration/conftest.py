@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -68,7 +68,8 @@ class InstallServices(Protocol):
         *,
         emulator: ServiceBusEmulator | None = None,
         ports: dict[str, Any] | None = None,
-        **settings: str,
+        settings: Mapping[str, str] | None = None,
+        **overrides: str,
     ) -> Services: ...
 
 
@@ -77,17 +78,21 @@ def install_services(
     azurite: Azurite, storage: AzureBlobStore, servicebus_emulator: ServiceBusEmulator
 ) -> Iterator[InstallServices]:
     """Build the app's real services (Azurite, the emulator) and install them for the
-    registered functions; ``settings`` override app settings, ``ports`` replace adapters
-    by ``Ports`` field (``composition.azure_ports``). Uninstalled after the test."""
+    registered functions; ``settings`` (a mapping, for names such as ``GlobalBatch__endpoint``)
+    and then ``overrides`` (keywords) replace app settings, ``ports`` replace adapters by
+    ``Ports`` field (``bootstrap.azure_ports``). Uninstalled after the test."""
 
     def install(
         *,
         emulator: ServiceBusEmulator | None = None,
         ports: dict[str, Any] | None = None,
-        **settings: str,
+        settings: Mapping[str, str] | None = None,
+        **overrides: str,
     ) -> Services:
         connection = (emulator or servicebus_emulator).connection_string
-        chosen = make_settings(azurite, ServiceBusConnection=connection, **settings)
+        chosen = make_settings(
+            azurite, ServiceBusConnection=connection, **{**(settings or {}), **overrides}
+        )
         built = build_services(chosen, replace(azure_ports(chosen), **(ports or {})))
         use_services(built)
         return built
@@ -175,7 +180,7 @@ def make_batch_lane(
         queue, events = RecordingSender(), RecordingPublisher()
         services = install_services(
             ports={"requests": queue, "events": events, "results_topic": None},
-            **batch_settings(openai_emulator, **overrides),
+            settings=batch_settings(openai_emulator, **overrides),
         )
         return BatchLane(services, openai_emulator, queue, events)
 

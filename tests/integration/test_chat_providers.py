@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from shared.adapters.models import serve_catalog
-from shared.contracts import TokenUsage
+from shared.contracts import InferenceResult, TokenUsage
 from shared.errors import (
     InvalidModelOutput,
     PermanentError,
@@ -116,6 +116,7 @@ def test_azure_openai_calls_the_deployment_with_its_key_and_api_version(service:
     served = serve(service, "azure_openai")
 
     result = served.card.task.result(served.client.infer(REQUEST))
+    assert isinstance(result, InferenceResult), "document analysis answers with its own type"
 
     assert result.document_type == "invoice"
     assert result.confidence == 0.91
@@ -189,6 +190,7 @@ def test_usage_and_finish_reason_are_the_services_not_the_models_json(
     served = serve(service, provider)
 
     result = served.card.task.result(served.client.infer(REQUEST))
+    assert isinstance(result, InferenceResult), "document analysis answers with its own type"
 
     assert result.usage == TokenUsage(input_tokens=1200, output_tokens=64, total_tokens=1264)
     assert result.finish_reason == "length", "a cut-short answer says so"

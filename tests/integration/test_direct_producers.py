@@ -20,7 +20,8 @@ from shared.adapters.blob_storage import AzureBlobStore
 from shared.contracts import JobStatus
 from shared.entrypoints.bootstrap import Services
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
-from tests.integration.conftest import Call, InstallServices, indexed_functions, json_body
+from tests.integration.conftest import Call, InstallServices, json_body
+from tests.support.functions import indexed_functions
 from tests.support.servicebus import ReceiverMessageActions, connect, drain
 
 pytestmark = pytest.mark.integration
@@ -100,7 +101,7 @@ def test_invalid_producer_messages_are_dead_lettered_with_the_rule_they_broke(
     services: Services, bus: ServiceBusClient, tenant: str, storage: AzureBlobStore
 ) -> None:
     outside = f"{storage.account_url}/inputs/someone-else/doc.txt"
-    cases = {
+    cases: dict[str, tuple[dict[str, Any], str]] = {
         "bad-params": ({"parameters": {"simulate": "transient"}}, "fault injection"),
         "bad-tenant": ({"tenant_id": "not-listed"}, "ProducerTenants"),
         "bad-blob": (

@@ -8,7 +8,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,12 +24,13 @@ from shared.entrypoints.bootstrap import Services
 from shared.processing.inbound import normalise_properties
 from tests.fixtures.azurite import Azurite, free_port
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
-from tests.integration.conftest import InstallServices, indexed_functions
+from tests.integration.conftest import InstallServices
 from tests.support.events import (
     blob_created_event,
     requested_event,
     subscription_validation_event,
 )
+from tests.support.functions import indexed_functions
 from tests.support.http_recorder import Recorder, Reply, recording_server
 from tests.support.servicebus import connect, drain
 
@@ -62,7 +63,9 @@ def webhook(
         route_params={},
         body=raw,
     )
-    return indexed_functions()["event_webhook"].get_user_function()(request)
+    webhook: Callable[[func.HttpRequest], func.HttpResponse]
+    webhook = indexed_functions()["event_webhook"].get_user_function()
+    return webhook(request)
 
 
 def queued_ids(bus: ServiceBusClient, queue: str = QUEUE) -> list[str]:
@@ -377,7 +380,7 @@ def test_entra_bearer_tokens_are_validated(
         headers = {"content_type": "application/cloudevents+json"}
         if authorization:
             headers["authorization"] = authorization
-        return webhook(requested_event(tenant), **headers).status_code
+        return int(webhook(requested_event(tenant), **headers).status_code)
 
     statuses = {
         "valid": deliver("Bearer " + token(key, audience, issuer_uri)),

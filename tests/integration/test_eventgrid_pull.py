@@ -28,8 +28,9 @@ from shared.events.incoming import IncomingEvent
 from shared.events.intake import EventIntake, EventOutcome
 from shared.events.pull import PullDoor, PullPolicy
 from tests.fakes import broker_down
-from tests.integration.conftest import InstallServices, QueueRecorder
+from tests.integration.conftest import InstallServices
 from tests.support.events import requested_event
+from tests.support.servicebus import QueueRecorder
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +88,7 @@ def pull_settings(namespace: EventGridEmulator) -> dict[str, str]:
 def pulling(
     install_services: InstallServices, empty_subscription: EventGridEmulator, sender: QueueRecorder
 ) -> Services:
-    return install_services(**pull_settings(empty_subscription))
+    return install_services(settings=pull_settings(empty_subscription))
 
 
 def door_of(services: Services) -> PullDoor:
@@ -115,7 +116,9 @@ def test_a_transient_failure_releases_the_event_and_its_redelivery_is_accepted(
     install_services: InstallServices, empty_subscription: EventGridEmulator, tenant: str
 ) -> None:
     broker = RecordingSender(fail_with=broker_down())
-    services = install_services(ports={"requests": broker}, **pull_settings(empty_subscription))
+    services = install_services(
+        ports={"requests": broker}, settings=pull_settings(empty_subscription)
+    )
     queue = services.ports.event_queue  # the app's adapter over the SDK
     assert queue is not None
     one_receive = PullDoor(queue, services.event_intake, PullPolicy(drain_seconds=0))
@@ -187,7 +190,7 @@ def test_result_events_published_to_the_namespace_reach_a_pull_consumer(
     install_services: InstallServices, namespace: EventGridEmulator, tenant: str
 ) -> None:
     services = install_services(
-        **{
+        settings={
             "EventGridTopic__topicEndpoint": namespace.endpoint,
             "EventGridTopic__topicKey": namespace.access_key,
             "EventGridTopic__namespaceTopic": "inference-results",
@@ -203,7 +206,7 @@ def test_result_events_published_to_the_namespace_reach_a_pull_consumer(
     with consumer(namespace, "inference-results", "results-pull") as client:
         received = client.receive(max_events=100, max_wait_time=10)
         client.acknowledge(lock_tokens=[d.broker_properties.lock_token for d in received])
-    mine = [d.event for d in received if d.event.data["tenant_id"] == tenant]
+    mine = [d.event for d in received if (d.event.data or {}).get("tenant_id") == tenant]
     assert [(e.type, e.subject) for e in mine] == [
         ("com.inferbus.InferenceCompleted", f"/tenants/{tenant}/models/local-analyzer/requests/r-1")
     ]

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from openai_emulator.process import OpenAIEmulator
+from shared.adapters.blob_storage import AzureBlobStore
 from shared.contracts import JobStatus, ProcessingMode
 from tests.integration.conftest import Call, MakeBatchLane, json_body
 from tests.support.global_batch import (
@@ -81,10 +82,11 @@ def test_batch_requests_complete_through_upload_create_poll_download_join(
     assert outcomes == ["completed", "completed", "refused", "refused", "completed"]
     answered = jobs[ids[0]].result
     assert answered is not None
-    assert answered.result is not None
-    assert answered.result.summary == "Invoice 7 is due."
-    assert answered.result.usage is not None
-    assert answered.result.usage.input_tokens > 0
+    analysis = answered.analysis
+    assert analysis is not None
+    assert analysis.summary == "Invoice 7 is due."
+    assert analysis.usage is not None
+    assert analysis.usage.input_tokens > 0
     assert jobs[ids[2]].result.refusal["category"] == "hate"  # type: ignore[union-attr,index]
     assert all(job.attempts == 1 and job.batch and job.batch.batch_id for job in jobs.values())
     assert sorted(set(batch_lane.announced(tenant))) == sorted(ids)
@@ -342,7 +344,11 @@ def test_a_cancel_that_races_the_creation_of_its_batch_cancels_that_batch(
 
 
 def test_a_step_the_service_refuses_for_good_fails_the_submission_and_its_requests(
-    batch_lane: BatchLane, call: Call, tenant: str, caplog: pytest.LogCaptureFixture
+    batch_lane: BatchLane,
+    call: Call,
+    storage: AzureBlobStore,
+    tenant: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     ids = [submit(call, f"Document {n}.") for n in range(2)]
     batch_lane.process_queue()
@@ -353,7 +359,7 @@ def test_a_step_the_service_refuses_for_good_fails_the_submission_and_its_reques
     (planned,) = submissions_of(batch_lane.services, tenant)
     records = batch_lane.services.batch_records
     assert records is not None
-    batch_lane.services.ports.blobs.delete(records.container, f"files/{planned.id}/input.jsonl")
+    storage.delete(records.container, f"files/{planned.id}/input.jsonl")
 
     with caplog.at_level("ERROR"):
         batch_lane.with_ports().run()

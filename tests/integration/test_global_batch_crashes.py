@@ -50,7 +50,9 @@ SAVED_STATES = ["opened", "uploaded", "submitted", "ended", "closed"]
 def crash_ports(lane: BatchLane, where: str) -> dict[str, Any]:
     kind, _, point = where.partition(":")
     if kind == "service":
-        return {"batch_service": CrashingService(lane.services.ports.batch_service, point)}
+        service = lane.services.ports.batch_service
+        assert service is not None, "the batch lane has its service"
+        return {"batch_service": CrashingService(service, point)}
     if kind == "saved":
         return {"documents": CrashingDocuments(lane.services.ports.documents, point)}
     assert isinstance(lane.services.ports.events, RecordingPublisher)

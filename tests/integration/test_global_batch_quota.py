@@ -61,7 +61,7 @@ def lane(
     queue, events = RecordingSender(), RecordingPublisher()
     services = install_services(
         ports={"requests": queue, "events": events, "results_topic": None},
-        **batch_settings(
+        settings=batch_settings(
             quota_emulator,
             BatchContainer=container,
             GlobalBatch__enqueuedTokens=str(LIMIT),

@@ -26,7 +26,7 @@ TEXT = {"model": "local-analyzer", "input": {"text": "hello"}}
 def assert_problem(response: func.HttpResponse, status: int, code: str) -> dict[str, Any]:
     assert response.status_code == status, response.get_body()
     assert response.headers["Content-Type"] == "application/problem+json"
-    problem = json_body(response)
+    problem: dict[str, Any] = json_body(response)
     assert problem["status"] == status
     assert problem["type"] == "urn:inferbus:problem:" + code
     assert problem["title"]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+import azure.functions as func
 import pytest
 
 from shared.adapters.blob_storage import AzureBlobStore
@@ -13,10 +15,10 @@ from tests.support.servicebus import QueueRecorder
 
 pytestmark = pytest.mark.integration
 
-BODY = {"model": "local-analyzer", "input": {"text": "same work"}}
+BODY: dict[str, Any] = {"model": "local-analyzer", "input": {"text": "same work"}}
 
 
-def post(call: Call, body: dict[str, object], key: str) -> object:
+def post(call: Call, body: dict[str, Any], key: str) -> func.HttpResponse:
     return call(
         "submit_request", "POST", "/v1/requests", body=body, headers={"idempotency-key": key}
     )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import azure.functions as func
 import pytest
 
 from shared.adapters.blob_storage import AzureBlobStore
@@ -24,7 +27,7 @@ def accepted_id(call: Call) -> str:
     return str(json_body(response)["id"])
 
 
-def get(call: Call, request_id: str, **kwargs: object) -> object:
+def get(call: Call, request_id: str, **kwargs: Any) -> func.HttpResponse:
     return call(
         "get_request",
         "GET",

@@ -6,6 +6,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import azure.functions as func
 import pytest
@@ -19,7 +20,7 @@ from tests.support.servicebus import QueueRecorder, connect
 pytestmark = pytest.mark.integration
 
 
-def submit(call: Call, body: dict[str, object], **kwargs: object) -> func.HttpResponse:
+def submit(call: Call, body: dict[str, Any], **kwargs: Any) -> func.HttpResponse:
     return call("submit_request", "POST", "/v1/requests", body=body, **kwargs)
 
 

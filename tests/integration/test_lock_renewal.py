@@ -13,7 +13,8 @@ from azure.servicebus import ServiceBusClient
 from shared.contracts import JobStatus
 from shared.entrypoints.bootstrap import Services
 from tests.fixtures.servicebus_emulator import DEFAULT_CONFIG, ServiceBusEmulator
-from tests.integration.conftest import Call, InstallServices, indexed_functions, json_body
+from tests.integration.conftest import Call, InstallServices, json_body
+from tests.support.functions import indexed_functions
 from tests.support.servicebus import ReceiverMessageActions, connect
 
 pytestmark = pytest.mark.integration

@@ -29,7 +29,8 @@ from shared.entrypoints.bootstrap import Services
 from shared.events.announcements import event_id
 from shared.processing.inbound import normalise_properties
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
-from tests.integration.conftest import Call, InstallServices, indexed_functions, json_body
+from tests.integration.conftest import Call, InstallServices, json_body
+from tests.support.functions import indexed_functions
 from tests.support.http_recorder import Recorder, recording_server
 from tests.support.servicebus import ReceiverMessageActions, connect, drain
 
@@ -68,7 +69,7 @@ def processing(
         LocalModelRefusalTerms="forbidden",
         LocalModelFaults="true",
         MaxInlineTextBytes="65536",
-        **{
+        settings={
             "EventGridTopic__topicEndpoint": f"{event_grid.base_url}/api/events",
             "EventGridTopic__topicKey": "local-key",
         },
@@ -256,11 +257,13 @@ def test_a_mixed_batch_settles_every_message_on_its_own(
     assert received["audit"] == completed_ids | failed_ids
     assert received["model-local-analyzer"] == completed_ids | failed_ids
     assert received["high-priority"] == {event_id(ok, completed_event)}
-    review_ids = {
-        i
-        for i in finished
-        if processing.jobs.get(tenant, i).result.summary().get("review_required")
-    }  # type: ignore[union-attr]
+
+    def needs_review(request_id: str) -> bool:
+        result = processing.jobs.get(tenant, request_id).result
+        assert result is not None, request_id
+        return bool(result.summary().get("review_required"))
+
+    review_ids = {i for i in finished if needs_review(i)}
     assert review in review_ids
     assert received["human-review"] == {event_id(i, completed_event) for i in review_ids}
 
@@ -324,5 +327,6 @@ def test_a_transient_failure_schedules_its_retry_copy_within_the_backoff_window(
     assert job.last_error is not None
     assert "429" in job.last_error.message
     # The copy is due in seconds, on an emulator the worker's next test files share.
+    assert copy.sequence_number is not None
     with bus.get_queue_sender(QUEUE) as sender:
         sender.cancel_scheduled_messages(copy.sequence_number)

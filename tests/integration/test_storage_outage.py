@@ -63,9 +63,9 @@ def test_a_message_processed_during_a_storage_outage_is_rescheduled_then_complet
     tenant: str,
 ) -> None:
     fast_retries = {"RetryBaseSeconds": "0.5", "RetryMaxSeconds": "1"}
-    healthy = install_services(**fast_retries)
+    healthy = install_services(settings=fast_retries)
     request_id = queue_request(healthy, tenant)
-    outage = install_services(Storage=refused_storage(), **fast_retries)
+    outage = install_services(Storage=refused_storage(), settings=fast_retries)
 
     outcome, message_id, _ = process_next(outage, bus)
 

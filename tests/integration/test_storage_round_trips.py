@@ -17,8 +17,13 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from azure.core.pipeline.transport import HttpRequest, HttpResponse, RequestsTransport
-from azure.servicebus import ServiceBusClient, ServiceBusReceiver
+from azure.core.pipeline.transport import (
+    HttpRequest,
+    HttpResponse,
+    HttpTransport,
+    RequestsTransport,
+)
+from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver
 
 from shared.adapters.blob_documents import BlobJsonDocuments
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
@@ -30,10 +35,10 @@ from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import (
     Call,
     InstallServices,
-    indexed_functions,
     json_body,
     make_settings,
 )
+from tests.support.functions import indexed_functions
 from tests.support.servicebus import ReceiverMessageActions, connect, drain
 
 pytestmark = pytest.mark.integration
@@ -45,19 +50,28 @@ PROCESSING_BUDGET = 4
 TEXT = "Invoice 12. Total amount due: 300 EUR. Payment within 30 days."
 
 
-class CountingTransport(RequestsTransport):
+class CountingTransport(HttpTransport[HttpRequest, HttpResponse]):
     """The SDK's own transport, noting each request as ``METHOD container/blob``."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self) -> None:
+        self._transport: HttpTransport[HttpRequest, HttpResponse] = RequestsTransport()
         self.operations: list[str] = []
         self._lock = threading.Lock()
 
-    def send(self, request: HttpRequest, **kwargs: Any) -> HttpResponse:  # type: ignore[override]
+    def send(self, request: HttpRequest, **kwargs: Any) -> HttpResponse:
         path = unquote(urlsplit(request.url).path).split("/", 2)[-1]  # drop the account
         with self._lock:
             self.operations.append(f"{request.method} {path}")
-        return super().send(request, **kwargs)
+        return self._transport.send(request, **kwargs)
+
+    def open(self) -> None:
+        self._transport.open()
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def since(self, mark: int) -> list[str]:
         with self._lock:
@@ -96,7 +110,7 @@ def process_one_batch(receiver: ServiceBusReceiver, tenant: str) -> list[tuple[s
     it is not this test's, and is completed unprocessed.
     """
     trigger = indexed_functions()["process_requests"].get_user_function()
-    messages = []
+    messages: list[ServiceBusReceivedMessage] = []
     deadline = time.monotonic() + 5
     while not messages and time.monotonic() < deadline:
         for message in receiver.receive_messages(max_message_count=8, max_wait_time=5):

@@ -66,4 +66,9 @@ class IndexedFunction:
 
 @functools.cache
 def indexed_functions() -> dict[str, Any]:
-    return {f.get_function_name(): IndexedFunction(f) for f in function_app.app.get_functions()}
+    functions: dict[str, Any] = {}
+    for function in function_app.app.get_functions():
+        name = function.get_function_name()
+        assert name, f"every function the app registers is named: {function}"
+        functions[name] = IndexedFunction(function)
+    return functions

@@ -16,8 +16,9 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from opentelemetry import metrics
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 
 from openai_emulator.process import OpenAIEmulator
 from shared import telemetry
@@ -31,6 +32,7 @@ from shared.global_batch.conclusion import Conclusion, ConclusionPolicy
 from shared.global_batch.control_plane import ControlPolicy, GlobalBatchControlPlane, RunReport
 from shared.global_batch.ports import BatchService, RemoteBatch
 from shared.processing.endings import JobEndings
+from shared.processing.settlement import Outcome
 from shared.settings import Settings
 from tests.support.wiring import delivered
 
@@ -180,9 +182,9 @@ class BatchLane:
     delivered_count: int = 0
     settled: list[tuple[str, str | None, str | None, str | None]] = field(default_factory=list)
 
-    def process_queue(self) -> list[str]:
+    def process_queue(self) -> list[Outcome]:
         """Deliver every message sent since the last call to the processor; the outcomes."""
-        outcomes = []
+        outcomes: list[Outcome] = []
         messages = self.queue.sent[self.delivered_count :]
         self.delivered_count = len(self.queue.sent)
         for message in messages:
@@ -279,7 +281,7 @@ class BatchEndings:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self._reader = InMemoryMetricReader()
         provider = MeterProvider(metric_readers=[self._reader])
-        monkeypatch.setattr(telemetry.metrics, "get_meter", provider.get_meter)
+        monkeypatch.setattr(metrics, "get_meter", provider.get_meter)
         monkeypatch.setattr(telemetry, "_instruments", None)
 
     def counted(self) -> dict[tuple[str, str], int]:
@@ -292,6 +294,7 @@ class BatchEndings:
                     if metric.name != telemetry.BATCH_ENDED:
                         continue
                     for point in metric.data.data_points:
+                        assert isinstance(point, NumberDataPoint), "a counter's points are sums"
                         attributes = point.attributes or {}
                         key = (
                             str(attributes["inferbus.batch.status"]),

@@ -8,7 +8,7 @@ published, or make a port fail.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -102,16 +102,28 @@ def delivered(message: OutgoingMessage, sequence: int = 1) -> InboundMessage:
     )
 
 
-def wire(clock: Clock | None = None, ports: dict[str, Any] | None = None, **values: str) -> Wired:
-    """The use cases over in-memory ports; ``values`` are app settings, ``ports`` replace
-    in-memory ports by name (``Ports`` fields)."""
+def wire(
+    clock: Clock | None = None,
+    ports: dict[str, Any] | None = None,
+    *,
+    settings: Mapping[str, str] | None = None,
+    **overrides: str,
+) -> Wired:
+    """The use cases over in-memory ports; ``settings`` (a mapping, for names such as
+    ``AzureOpenAI__endpoint``) and then ``overrides`` (keywords) are app settings, ``ports``
+    replace in-memory ports by name (``Ports`` fields)."""
+    values = {**(settings or {}), **overrides}
     defaults = dict(DEFAULT_SETTINGS)
     if "ModelCatalog" in values:  # a catalog instead of the shorthand
         del defaults["AllowedModels"]
-    settings = Settings.model_validate({**defaults, **values})
-    base = in_memory_ports(settings) if clock is None else in_memory_ports(settings, clock=clock)
+    chosen_settings = Settings.model_validate({**defaults, **values})
+    base = (
+        in_memory_ports(chosen_settings)
+        if clock is None
+        else in_memory_ports(chosen_settings, clock=clock)
+    )
     chosen = replace(base, **(ports or {}))
-    return Wired(settings, chosen, build_services(settings, chosen))
+    return Wired(chosen_settings, chosen, build_services(chosen_settings, chosen))
 
 
 def api_request(

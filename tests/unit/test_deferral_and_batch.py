@@ -13,6 +13,7 @@ from shared.events.announcements import FAILED
 from shared.processing.batches import BatchProcessor
 from shared.processing.deferral import DeferredEntry, DeferredSweeper, DocumentDeferralLedger
 from shared.processing.inbound import InboundMessage
+from shared.processing.ports import Settler
 from shared.processing.settlement import Outcome
 from tests.fakes import ManualClock
 from tests.support.wiring import Wired, wire
@@ -60,7 +61,9 @@ class Handler:
         self.outcomes = outcomes
         self.seen: list[int] = []
 
-    def process(self, message: InboundMessage, settler: object) -> Outcome:
+    def process(
+        self, message: InboundMessage, settler: Settler, invocation: str | None = None
+    ) -> Outcome:
         assert message.sequence_number is not None
         self.seen.append(message.sequence_number)
         return self.outcomes.get(message.sequence_number, Outcome.COMPLETED)
@@ -163,8 +166,8 @@ class SlowProcessor:
         self.lock = threading.Lock()
 
     def process(
-        self, message: InboundMessage, settler: RecordingSettler, invocation: str | None = None
-    ) -> str:
+        self, message: InboundMessage, settler: Settler, invocation: str | None = None
+    ) -> Outcome:
         with self.lock:
             self.running += 1
             self.peak = max(self.peak, self.running)
@@ -173,9 +176,9 @@ class SlowProcessor:
             self.running -= 1
         if message.message_id in self.poison:
             settler.dead_letter(message, "InvalidPayload", "poison")
-            return "dead-lettered"
+            return Outcome.DEAD_LETTERED
         settler.complete(message)
-        return "completed"
+        return Outcome.COMPLETED
 
 
 def test_a_batch_runs_within_the_concurrency_bound_and_isolates_poison() -> None:
@@ -183,13 +186,13 @@ def test_a_batch_runs_within_the_concurrency_bound_and_isolates_poison() -> None
     settler = RecordingSettler()
     batch = BatchProcessor(
         processor, concurrency=3, lock_renewal_seconds=10, max_lock_renewal_seconds=60
-    )  # type: ignore[arg-type]
+    )
 
     report = batch.process([inbound(n) for n in range(10)], settler)
 
     assert processor.peak == 3
     assert report.outcomes == {"completed": 9, "dead-lettered": 1}
-    assert sorted(a[1] for a in settler.actions if a[0] == "complete") == sorted(
+    assert sorted(str(a[1]) for a in settler.actions if a[0] == "complete") == sorted(
         f"m{n}" for n in range(10) if n != 3
     )
 
@@ -199,7 +202,7 @@ def test_locks_are_renewed_while_work_runs_and_not_after() -> None:
     settler = RecordingSettler()
     batch = BatchProcessor(
         processor, concurrency=2, lock_renewal_seconds=0.1, max_lock_renewal_seconds=60
-    )  # type: ignore[arg-type]
+    )
 
     report = batch.process([inbound(1), inbound(2)], settler)
 
@@ -230,8 +233,8 @@ class StartLog(SlowProcessor):
         self.started_at: dict[str | None, float] = {}
 
     def process(
-        self, message: InboundMessage, settler: RecordingSettler, invocation: str | None = None
-    ) -> str:
+        self, message: InboundMessage, settler: Settler, invocation: str | None = None
+    ) -> Outcome:
         self.started_at[message.message_id] = time.monotonic()
         return super().process(message, settler)
 
@@ -241,7 +244,7 @@ def test_a_message_waiting_for_a_model_slot_keeps_its_lock() -> None:
     settler = RenewalLog()
     batch = BatchProcessor(
         processor, concurrency=1, lock_renewal_seconds=0.1, max_lock_renewal_seconds=60
-    )  # type: ignore[arg-type]
+    )
 
     batch.process([inbound(1), inbound(2)], settler)
 
@@ -254,7 +257,7 @@ def test_lock_renewal_is_bounded_in_time() -> None:
     settler = RecordingSettler()
     batch = BatchProcessor(
         processor, concurrency=1, lock_renewal_seconds=0.05, max_lock_renewal_seconds=0.2
-    )  # type: ignore[arg-type]
+    )
     report = batch.process([inbound(1)], settler)
     assert 1 <= report.lock_renewals <= 4
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -46,7 +47,7 @@ VALIDATION = {
     "metadataVersion": "1",
     "dataVersion": "1",
 }
-CLOUD_EVENT = {
+CLOUD_EVENT: dict[str, Any] = {
     "specversion": "1.0",
     "type": "com.inferbus.InferenceRequested",
     "source": "/apps/intake",

@@ -35,7 +35,7 @@ TEXT = "Invoice 12: 300 EUR due in 30 days."
 
 
 def batch_wired(clock: ManualClock | None = None, **values: str) -> Wired:
-    return wire(clock, None, **{**BATCH_SETTINGS, "ProducerTenants": TENANT, **values})
+    return wire(clock, settings={**BATCH_SETTINGS, "ProducerTenants": TENANT, **values})
 
 
 @pytest.fixture
@@ -475,7 +475,7 @@ def test_bad_global_batch_settings_cannot_build_settings(
     values: dict[str, str], message: str
 ) -> None:
     with pytest.raises(ValueError, match="GlobalBatch__deployments") as invalid:
-        wire(None, None, **values)
+        wire(settings=values)
 
     assert message in str(invalid.value)
 
@@ -483,9 +483,10 @@ def test_bad_global_batch_settings_cannot_build_settings(
 def test_a_batch_deployment_for_a_model_not_served_stops_the_services() -> None:
     with pytest.raises(ConfigurationError) as invalid:
         wire(
-            None,
-            None,
-            **{"GlobalBatch__deployments": "gpt-4o=batch-4o", "GlobalBatch__endpoint": "http://e"},
+            settings={
+                "GlobalBatch__deployments": "gpt-4o=batch-4o",
+                "GlobalBatch__endpoint": "http://e",
+            },
         )
 
     assert (

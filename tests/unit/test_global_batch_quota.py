@@ -214,7 +214,7 @@ class Lane:
 def lane() -> Lane:
     clock = ManualClock(START)
     service = QuotaService()
-    return Lane(wire(clock, {"batch_service": service}, **SETTINGS), clock, service)
+    return Lane(wire(clock, {"batch_service": service}, settings=SETTINGS), clock, service)
 
 
 @pytest.fixture

@@ -189,7 +189,10 @@ def test_fault_injection_is_refused_unless_the_development_stack_enables_it() ->
     openai = wire(
         LocalModelFaults="true",
         ModelProvider="azure_openai",
-        **{"AzureOpenAI__endpoint": "https://x.openai.azure.com", "AzureOpenAI__apiKey": "k"},
+        settings={
+            "AzureOpenAI__endpoint": "https://x.openai.azure.com",
+            "AzureOpenAI__apiKey": "k",
+        },
     )
     accepted = openai.services.intake.submit(
         text_submission(parameters={"simulate": {"transient_attempts": 1}})

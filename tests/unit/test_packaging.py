@@ -81,10 +81,10 @@ def core_tools_excludes(text: str) -> Callable[[str], bool]:
     positives: list[str] = []
     negatives: list[str] = []
     for line in pattern_lines(text):
-        negative = line.startswith("!")
-        pattern = line[1:] if negative else line
+        negated = line.startswith("!")
+        pattern = line[1:] if negated else line
         pattern = pattern.removeprefix("/")
-        (negatives if negative else positives).append(pattern)
+        (negatives if negated else positives).append(pattern)
     positive, negative = _core_regex(positives), _core_regex(negatives)
 
     def excluded(path: str) -> bool:

@@ -440,8 +440,9 @@ def test_success_persists_publishes_then_completes(h: Harness) -> None:
     job = h.jobs.get(TENANT, "r1")
     assert job.status is JobStatus.COMPLETED
     assert job.result is not None
-    assert job.result.result is not None
-    assert job.result.result.document_type == "invoice"
+    analysis = job.result.analysis
+    assert analysis is not None
+    assert analysis.document_type == "invoice"
     assert job.result is not None
     assert job.result.summary()["document_type"] == "invoice"
     assert [e.type for e in h.events.published] == ["com.inferbus.InferenceCompleted"]

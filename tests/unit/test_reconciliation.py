@@ -12,12 +12,12 @@ from shared.adapters.in_memory import InMemoryDeadLetterQueues
 from shared.contracts import InlineText, Job, JobStatus, RequestMessage
 from shared.errors import TransientError
 from shared.jobs import reopen
+from shared.processing.dead_letters.operations import replay_generation
 from shared.processing.dead_letters.queues import DeadLetteredMessage
 from shared.processing.dead_letters.reconciliation import (
     CHECKPOINT_PREFIX,
     DeadLetterReconciler,
     error_code,
-    replay_generation,
     request_of,
 )
 from tests.fakes import ManualClock
@@ -77,7 +77,8 @@ class Setup:
         return job
 
     def run(self) -> dict[str, int]:
-        return dict(self.reconciler.reconcile([QUEUE, "inference-priority"]).outcomes)
+        outcomes = self.reconciler.reconcile([QUEUE, "inference-priority"]).outcomes
+        return {outcome.value: count for outcome, count in outcomes.items()}
 
     def stored(self, request_id: str = "r1") -> Job:
         return self.wired.services.jobs.get(TENANT, request_id)

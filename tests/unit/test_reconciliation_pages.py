@@ -106,7 +106,8 @@ class Setup:
         return request_id
 
     def run(self) -> dict[str, int]:
-        return dict(self.reconciler.reconcile([QUEUE]).outcomes)
+        outcomes = self.reconciler.reconcile([QUEUE]).outcomes
+        return {outcome.value: count for outcome, count in outcomes.items()}
 
     def status(self, request_id: str) -> JobStatus:
         return self.wired.services.jobs.get(TENANT, request_id).status

@@ -9,12 +9,12 @@ infra/main.bicepparam reads, the ports of local.settings.sample.json, pyproject'
 
 from __future__ import annotations
 
-import glob
 import json
 import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +86,7 @@ def load_jsonc(path: Path) -> dict[str, Any]:
     return data
 
 
-def triggers(workflow: dict[str, Any]) -> dict[str, Any]:
+def triggers(workflow: Mapping[Any, Any]) -> dict[str, Any]:
     """The workflow's ``on:`` (YAML 1.1 reads the bare key ``on`` as True)."""
     on = workflow.get("on", workflow.get(True))
     if isinstance(on, str):
@@ -108,7 +108,7 @@ def steps(workflow: dict[str, Any]) -> list[dict[str, Any]]:
 
 def job_running(workflow: dict[str, Any], command: str) -> dict[str, Any]:
     """The one job with a step whose script runs ``command`` (a whole line of it)."""
-    found = [
+    found: list[dict[str, Any]] = [
         job
         for job in workflow["jobs"].values()
         if any(command in _lines(step.get("run", "")) for step in job.get("steps", []))
@@ -157,33 +157,16 @@ def assert_rev_follows(rev: str, required: Requirement) -> None:
 
 
 def _repo(config: dict[str, Any], url: str) -> dict[str, Any]:
-    found = [repo for repo in config["repos"] if repo["repo"] == url]
+    found: list[dict[str, Any]] = [repo for repo in config["repos"] if repo["repo"] == url]
     assert len(found) == 1, f"{url} expected once in .pre-commit-config.yaml"
     return found[0]
 
 
-def makefile_mypy_runs() -> list[list[str]]:
-    """The targets of each mypy run of `make lint`, with the Makefile's variables expanded."""
+def makefile_lint_commands() -> list[str]:
+    """The commands of the `make lint` recipe, comments dropped."""
     makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
     recipe = makefile.split("\nlint:", 1)[1].split("\n\n", 1)[0]
-    tools = re.search(r"^TOOLS :=(.*)$", makefile, re.MULTILINE)
-    assert tools is not None, "the Makefile's TOOLS variable is gone"
-    sources = " ".join(f"tools/{tool}/src" for tool in tools[1].split())
-    runs = []
-    for line in recipe.splitlines():
-        if "-m mypy" not in line:
-            continue
-        line = line.split("#", 1)[0].replace("$(TOOL_SOURCES)", sources)
-        line = re.sub(
-            r"\$\(wildcard ([^)]+)\)",
-            lambda match: " ".join(sorted(glob.glob(match[1], root_dir=REPO_ROOT))),
-            line,
-        )
-        targets = line.split("-m mypy", 1)[1].split()
-        assert not [target for target in targets if "$" in target], f"unexpanded: {targets}"
-        runs.append(targets)
-    assert runs, "make lint runs no mypy"
-    return runs
+    return [line.split("#", 1)[0].strip() for line in recipe.splitlines()[1:]]
 
 
 def test_pre_commit_ruff_rev_follows_requirements_dev() -> None:
@@ -202,21 +185,56 @@ def test_pre_commit_mypy_is_the_venv_mypy_of_make_lint() -> None:
             assert_rev_follows(str(repo["rev"]), mypy)
     local = _repo(config, "local")
     hooks = [hook for hook in local["hooks"] if hook["id"].startswith("mypy")]
-    assert hooks, "no local mypy hook"
-    for hook in hooks:
-        assert hook["language"] == "system"
-        assert hook["pass_filenames"] is False
-    commands = [shlex.split(hook["entry"]) for hook in hooks]
-    for command in commands:
-        assert command[:3] == [".venv/bin/python", "-m", "mypy"], command
-    assert [command[3:] for command in commands] == makefile_mypy_runs()
+    assert len(hooks) == 1, "one local mypy hook, the one make lint runs"
+    (hook,) = hooks
+    assert hook["language"] == "system"
+    assert hook["pass_filenames"] is False
+    assert shlex.split(hook["entry"]) == [".venv/bin/python", "-m", "devtools.typecheck"]
+    assert "$(PY) -m devtools.typecheck" in makefile_lint_commands()
 
 
-def test_makefile_mypy_targets_are_read_whole() -> None:
-    targets = [target for run in makefile_mypy_runs() for target in run]
-    assert {"shared", "devtools", "tools/functions-host/src", "triggers"} <= set(targets)
-    assert all((REPO_ROOT / target).exists() for target in targets), targets
-    assert "function_app.py" in targets, "the app's own function_app.py is type-checked"
+def _checked_by(path: str, programs: list[list[str]]) -> list[list[str]]:
+    """The programs whose targets hold ``path`` and do not exclude it."""
+    holding = []
+    for arguments in programs:
+        targets, excluded = [], []
+        words = iter(arguments)
+        for word in words:
+            if word == "--exclude":
+                excluded.append(next(words))
+            else:
+                targets.append(word)
+        inside = any(path == target or path.startswith(f"{target}/") for target in targets)
+        if inside and not any(re.search(pattern, path) for pattern in excluded):
+            holding.append(arguments)
+    return holding
+
+
+def test_strict_mypy_checks_every_python_file_we_write_exactly_once() -> None:
+    from devtools.typecheck import programs
+
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "shared/entrypoints/bootstrap.py" in tracked, "git lists the repository's files"
+    chosen = programs()
+    unchecked = [path for path in tracked if not _checked_by(path, chosen)]
+    twice = [path for path in tracked if len(_checked_by(path, chosen)) > 1]
+    assert unchecked == [], f"not type-checked by make lint: {unchecked}"
+    assert twice == [], f"type-checked by two programs (one module, two meanings): {twice}"
+
+
+def test_a_file_outside_every_program_is_found_unchecked() -> None:
+    programs = [["shared"], ["--exclude", "^tools/[^/]+/tests/[^/]+_app/", "tools/x/tests"]]
+    assert _checked_by("shared/errors.py", programs) == [["shared"]]
+    assert _checked_by("tools/x/tests/sample_app/function_app.py", programs) == []
+    assert _checked_by("scripts/new.py", programs) == []
+
+
+def test_strict_mypy_is_on_for_every_program() -> None:
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    mypy = pyproject.split("[tool.mypy]", 1)[1].split("\n[", 1)[0]
+    assert re.search(r"^strict = true$", mypy, re.MULTILINE), "[tool.mypy] strict = true"
 
 
 def test_assert_rev_follows_fails_on_a_mismatch() -> None:

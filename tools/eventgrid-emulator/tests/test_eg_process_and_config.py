@@ -76,7 +76,7 @@ def test_repository_config_reads_as_bicep_says() -> None:
 
 
 def _with_subscription(change: dict[str, Any]) -> dict[str, Any]:
-    document = json.loads(TEST_CONFIG.read_text())
+    document: dict[str, Any] = json.loads(TEST_CONFIG.read_text())
     subscription = document["topics"][0]["eventSubscriptions"][0]
     for key, value in change.items():
         target = subscription

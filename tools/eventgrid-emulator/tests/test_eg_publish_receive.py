@@ -13,7 +13,8 @@ from azure.core.exceptions import (
     HttpResponseError,
     ResourceNotFoundError,
 )
-from azure.core.rest import HttpRequest
+from azure.core.messaging import CloudEvent
+from azure.core.rest import HttpRequest, HttpResponse
 from azure.eventgrid import EventGridConsumerClient, EventGridPublisherClient
 from azure.eventgrid.models._models import CloudEvent as WireCloudEvent
 
@@ -41,6 +42,8 @@ def test_batch_publish_fans_out_and_keeps_every_attribute(
         first = by_id[events[0].id]
         assert first.broker_properties.delivery_count == 1
         assert (first.event.subject, first.event.data) == ("orders/1", {"n": 1})
+        # The SDK types the event as its wire model and hands azure-core's CloudEvent.
+        assert isinstance(first.event, CloudEvent)
         assert first.event.extensions == {"tenant": "contoso"}
         assert first.event.time == events[0].time
         assert by_id[events[1].id].event.data == b"\x00\x01binary"
@@ -152,7 +155,8 @@ def test_wrong_or_missing_key_is_401(
     anonymous = HttpRequest(
         "POST", f"{test_emulator.endpoint}/topics/publish:publish?api-version=2024-06-01"
     )
-    with PipelineClient(test_emulator.endpoint) as bare:  # azure-core without a credential
+    client: PipelineClient[HttpRequest, HttpResponse] = PipelineClient(test_emulator.endpoint)
+    with client as bare:  # azure-core without a credential
         response = bare.send_request(anonymous)
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "Unauthorized"

@@ -13,7 +13,7 @@ from functions_host.settlement import MessageLocks
 
 
 def test_messages_wait_until_the_minimum_then_the_oldest_go_up_to_the_maximum() -> None:
-    pending = PendingBatch(max_size=4, min_size=3, wait_s=2.0)
+    pending = PendingBatch[str](max_size=4, min_size=3, wait_s=2.0)
     assert pending.add(["a", "b"]) == []
     pending.arm(now=10.0)
     assert pending.deadline == 12.0
@@ -26,7 +26,7 @@ def test_messages_wait_until_the_minimum_then_the_oldest_go_up_to_the_maximum() 
 
 
 def test_the_wait_starts_once_and_more_messages_do_not_restart_it() -> None:
-    pending = PendingBatch(max_size=8, min_size=4, wait_s=2.0)
+    pending = PendingBatch[str](max_size=8, min_size=4, wait_s=2.0)
     pending.add(["a"])
     pending.arm(now=10.0)
     pending.add(["b"])
@@ -41,7 +41,7 @@ def test_the_wait_starts_once_and_more_messages_do_not_restart_it() -> None:
 
 
 def test_receives_do_not_wait_past_the_deadline() -> None:
-    pending = PendingBatch(max_size=8, min_size=4, wait_s=2.0)
+    pending = PendingBatch[str](max_size=8, min_size=4, wait_s=2.0)
     assert pending.receive_wait(now=10.0, longest=1.0) == 1.0
     pending.add(["a"])
     pending.arm(now=10.0)
@@ -51,7 +51,7 @@ def test_receives_do_not_wait_past_the_deadline() -> None:
 
 
 def test_a_minimum_of_one_holds_nothing() -> None:
-    pending = PendingBatch(max_size=8, min_size=1, wait_s=30.0)
+    pending = PendingBatch[str](max_size=8, min_size=1, wait_s=30.0)
     assert pending.add(["a", "b"]) == ["a", "b"]
     pending.arm(now=0.0)
     assert pending.deadline is None

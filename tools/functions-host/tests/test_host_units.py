@@ -52,7 +52,7 @@ def test_function_specs_come_from_the_workers_metadata_with_settings_resolved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("Queue", "requests")
-    trigger = {
+    trigger: dict[str, object] = {
         "type": "serviceBusTrigger",
         "name": "messages",
         "queueName": "%Queue%",

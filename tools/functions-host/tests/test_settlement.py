@@ -174,6 +174,6 @@ def test_an_unknown_lock_token_is_a_failed_precondition(
         stub = settlement_pb2_grpc.SettlementStub(channel)
         with pytest.raises(grpc.RpcError) as failed:
             stub.Complete(settlement_pb2.CompleteRequest(locktoken=token))
-        error: grpc.Call = failed.value  # type: ignore[assignment]
+        error: grpc.Call = failed.value
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert error.details() == f"LockToken {token} not found."

@@ -15,6 +15,8 @@ from typing import Any
 import openai
 import pytest
 from openai import AzureOpenAI, OpenAI
+from openai.types.chat import ChatCompletionMessageParam
+from openai.types.shared_params import ResponseFormatJSONSchema
 
 from openai_emulator.chat import WINDOW_SECONDS, ChatService, requested_tokens
 from openai_emulator.process import OpenAIEmulator, OpenAIEmulatorProcess
@@ -37,11 +39,11 @@ def deployment() -> str:
     return f"chat-{uuid.uuid4().hex[:8]}"
 
 
-def messages(text: str) -> list[dict[str, str]]:
+def messages(text: str) -> list[ChatCompletionMessageParam]:
     return [{"role": "system", "content": "Rate it."}, {"role": "user", "content": text}]
 
 
-def schema_format(schema: dict[str, Any]) -> dict[str, Any]:
+def schema_format(schema: dict[str, Any]) -> ResponseFormatJSONSchema:
     return {"type": "json_schema", "json_schema": {"name": "t", "schema": schema, "strict": True}}
 
 
@@ -49,8 +51,8 @@ def test_the_azure_route_answers_a_value_of_the_requested_schema(client: AzureOp
     name = deployment()
     answer = client.chat.completions.create(
         model=name,
-        messages=messages("Great service. It was fast."),  # type: ignore[arg-type]
-        response_format=schema_format(SENTIMENT),  # type: ignore[arg-type]
+        messages=messages("Great service. It was fast."),
+        response_format=schema_format(SENTIMENT),
     )
 
     assert answer.model == name
@@ -71,7 +73,7 @@ def test_the_v1_route_serves_an_openai_compatible_client(emulator: OpenAIEmulato
 
     answer = client.chat.completions.create(
         model=deployment(),
-        messages=messages("Invoice 7 is due. Pay soon."),  # type: ignore[arg-type]
+        messages=messages("Invoice 7 is due. Pay soon."),
     )
 
     content = json.loads(answer.choices[0].message.content or "")
@@ -87,7 +89,7 @@ def test_markers_choose_the_services_failures(
     client: AzureOpenAI, marker: str, error: type[Exception]
 ) -> None:
     with pytest.raises(error) as failed:
-        client.chat.completions.create(model=deployment(), messages=messages(f"x {marker}"))  # type: ignore[arg-type]
+        client.chat.completions.create(model=deployment(), messages=messages(f"x {marker}"))
     if marker == "[[refuse-prompt]]":
         assert getattr(failed.value, "code", None) == "content_filter"
 
@@ -95,32 +97,32 @@ def test_markers_choose_the_services_failures(
 def test_a_filtered_answer_and_an_answer_that_breaks_its_schema(client: AzureOpenAI) -> None:
     filtered = client.chat.completions.create(
         model=deployment(),
-        messages=messages("[[refuse-answer]]"),  # type: ignore[arg-type]
+        messages=messages("[[refuse-answer]]"),
     )
     assert filtered.choices[0].finish_reason == "content_filter"
     assert filtered.choices[0].message.content is None
     invalid = client.chat.completions.create(
         model=deployment(),
-        messages=messages("[[invalid-answer]]"),  # type: ignore[arg-type]
-        response_format=schema_format(SENTIMENT),  # type: ignore[arg-type]
+        messages=messages("[[invalid-answer]]"),
+        response_format=schema_format(SENTIMENT),
     )
     assert json.loads(invalid.choices[0].message.content or "") == {"unexpected": True}
 
 
 def test_the_azure_route_needs_an_api_version_and_a_key(emulator: OpenAIEmulator) -> None:
-    body = {"messages": messages("x")}
+    body = messages("x")
     with pytest.raises(openai.AuthenticationError):
         AzureOpenAI(
             azure_endpoint=emulator.endpoint,
             api_key="wrong",
             api_version="2024-10-21",
             max_retries=0,
-        ).chat.completions.create(model="d", **body)  # type: ignore[arg-type]
+        ).chat.completions.create(model="d", messages=body)
     unversioned = OpenAI(
         base_url=f"{emulator.endpoint}/openai/deployments/d", api_key="k", max_retries=0
     )
     with pytest.raises(openai.BadRequestError, match="api-version"):
-        unversioned.chat.completions.create(model="d", **body)  # type: ignore[arg-type]
+        unversioned.chat.completions.create(model="d", messages=body)
 
 
 # --- the quota, on the service with a clock of the test's --------------------------------
@@ -220,7 +222,7 @@ def test_a_throttled_client_gets_the_services_429_and_headers(emulator: OpenAIEm
     raw = client.chat.completions.with_raw_response.create(
         model=name,
         messages=messages("hello"),
-        max_tokens=10,  # type: ignore[arg-type]
+        max_tokens=10,
     )
     assert int(raw.headers["x-ratelimit-remaining-tokens"]) > 0
     assert int(raw.headers["x-ratelimit-remaining-requests"]) >= 0
@@ -230,7 +232,7 @@ def test_a_throttled_client_gets_the_services_429_and_headers(emulator: OpenAIEm
             client.chat.completions.create(
                 model=name,
                 messages=messages("hello"),
-                max_tokens=500,  # type: ignore[arg-type]
+                max_tokens=500,
             )
         except openai.RateLimitError as error:
             throttled = error

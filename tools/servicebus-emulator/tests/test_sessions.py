@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
-from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusMessage
+from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusMessage, ServiceBusReceivedMessage
 from azure.servicebus.exceptions import (
     OperationTimeoutError,
     SessionCannotBeLockedError,
@@ -37,7 +37,7 @@ async def test_fifo_within_a_session_and_state(client: Sdk, entity: Callable[[st
     await send(client, queue, *interleaved)
     assert sorted(await list_sessions(client, queue)) == ["a", "b"]
     async with client.get_queue_receiver(queue, session_id="b") as receiver:
-        got = []
+        got: list[ServiceBusReceivedMessage] = []
         while len(got) < 4:
             batch = await receiver.receive_messages(max_message_count=4, max_wait_time=5)
             assert batch

@@ -141,14 +141,15 @@ def open_client(connection: str) -> ServiceBusClient:
     )
 
 
-class PendingBatch:
+class PendingBatch[Message]:
     """Received messages of a batch function that wait for ``minMessageBatchSize``.
 
     The extension's rule (ServiceBusMessageManager and the cache monitor of
     ServiceBusListener): messages join in arrival order; when the minimum is held the
     oldest ``max_size`` are taken at once. When messages are left waiting, one wait of
     ``wait_s`` starts (``arm``); more messages do not restart it, a dispatch cancels it.
-    When it has passed (``due``) everything held goes as a partial batch. No I/O here.
+    When it has passed (``due``) everything held goes as a partial batch. No I/O here
+    (and no SDK: ``Message`` is the SDK's received message, anything in the unit tests).
     """
 
     def __init__(self, max_size: int, min_size: int, wait_s: float) -> None:
@@ -156,19 +157,19 @@ class PendingBatch:
         self.min_size = min_size
         self.wait_s = wait_s
         self.deadline: float | None = None
-        self._messages: list[ServiceBusReceivedMessage] = []
+        self._messages: list[Message] = []
 
     def __len__(self) -> int:
         return len(self._messages)
 
-    def add(self, received: list[ServiceBusReceivedMessage]) -> list[ServiceBusReceivedMessage]:
+    def add(self, received: list[Message]) -> list[Message]:
         """The batch to dispatch now (the minimum is reached), else [] and the messages wait."""
         self._messages.extend(received)
         if len(self._messages) < self.min_size:
             return []
         return self.take()
 
-    def take(self) -> list[ServiceBusReceivedMessage]:
+    def take(self) -> list[Message]:
         """The oldest messages, at most ``max_size``, even fewer than the minimum."""
         self.deadline = None
         batch, self._messages = self._messages[: self.max_size], self._messages[self.max_size :]
@@ -195,7 +196,7 @@ class _Held:
 
     receiver: ServiceBusReceiver
     lock: threading.Lock
-    pending: PendingBatch
+    pending: PendingBatch[ServiceBusReceivedMessage]
 
 
 def renew_delay(remaining_s: float) -> float:
@@ -476,7 +477,7 @@ class ServiceBusListener:
         With ``minMessageBatchSize`` 1 nothing is ever held: each receive is a batch.
         """
         options = self._options
-        pending = PendingBatch(
+        pending = PendingBatch[ServiceBusReceivedMessage](
             self._max_batch, options.min_message_batch_size, options.max_batch_wait_time_s
         )
         held = _Held(receiver, lock, pending)

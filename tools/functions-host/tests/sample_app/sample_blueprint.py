@@ -75,7 +75,10 @@ def on_event(event: func.EventGridEvent) -> None:
 
 
 @bp.blob_trigger(
-    arg_name="blob", path="%WatchedContainer%/{name}", connection="Storage", source="EventGrid"
+    arg_name="blob",
+    path="%WatchedContainer%/{name}",
+    connection="Storage",
+    source=func.BlobSource.EVENT_GRID,
 )
 def on_blob(blob: func.InputStream) -> None:
     content = blob.read()

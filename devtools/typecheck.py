@@ -21,7 +21,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-# A test app of the local host: a folder under a tool's tests/ with its own function_app.py.
+# A test app of the local host: a folder ``*_app`` under a tool's tests/, with a
+# function_app.py of its own. Checked alone, so left out of its tool's tests.
+TEST_APPS = "tools/*/tests/*_app"
 TEST_APP_PATTERN = r"^tools/[^/]+/tests/[^/]+_app/"
 
 
@@ -31,11 +33,6 @@ def _found(pattern: str) -> list[str]:
 
 def programs() -> list[list[str]]:
     """The mypy command-line arguments of each program, in the order they run."""
-    tool_tests = _found("tools/*/tests")
-    test_apps = sorted(
-        path.parent.relative_to(REPO_ROOT).as_posix()
-        for path in REPO_ROOT.glob("tools/*/tests/*_app/function_app.py")
-    )
     return [
         # The application package with what it is measured and served by: the devtools,
         # the benchmarks and every tool's sources.
@@ -43,8 +40,8 @@ def programs() -> list[list[str]]:
         # Apart: a benchmark app is also named function_app.
         ["function_app.py", "triggers"],
         ["tests"],
-        *[["--exclude", TEST_APP_PATTERN, folder] for folder in tool_tests],
-        *[[folder] for folder in test_apps],
+        *[["--exclude", TEST_APP_PATTERN, folder] for folder in _found("tools/*/tests")],
+        *[[folder] for folder in _found(TEST_APPS)],
     ]
 
 

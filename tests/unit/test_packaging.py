@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 import pathspec
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.support.repository import REPO_ROOT, candidate_files, git_paths
+
 FUNCIGNORE = REPO_ROOT / ".funcignore"
 
 APP_FILES = {"function_app.py", "host.json", "requirements.txt", "models.json"}
@@ -107,19 +105,6 @@ READERS: dict[str, Callable[[str], Callable[[str], bool]]] = {
 # --- the repository -----------------------------------------------------------------------
 
 
-def _git(*args: str) -> list[str]:
-    if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
-        pytest.skip("not a git working tree: the candidates come from git ls-files")
-    result = subprocess.run(["git", *args, "-z"], cwd=REPO_ROOT, capture_output=True, check=True)
-    return [entry for entry in result.stdout.decode("utf-8").split("\0") if entry]
-
-
-def candidate_files() -> list[str]:
-    """Files of the working tree that git knows of (tracked, or untracked and not ignored)."""
-    listed = _git("ls-files", "--cached", "--others", "--exclude-standard")
-    return sorted({path for path in listed if (REPO_ROOT / path).is_file()})
-
-
 # Gitignored, yet part of the app: built into it by `make bootstrap` (the API page's
 # vendored Swagger UI files), so both tools must ship them.
 BUILT_INTO_THE_APP = ("shared/entrypoints/http/docs/vendor/",)
@@ -129,7 +114,9 @@ def ignored_local_artefacts() -> list[str]:
     """One real file for each file or folder that .gitignore keeps out of git (but those
     the build puts into the app)."""
     found = []
-    for entry in _git("ls-files", "--others", "--ignored", "--exclude-standard", "--directory"):
+    for entry in git_paths(
+        "ls-files", "--others", "--ignored", "--exclude-standard", "--directory"
+    ):
         path = REPO_ROOT / entry
         if path.is_file():
             found.append(entry)

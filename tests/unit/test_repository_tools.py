@@ -23,6 +23,9 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+from devtools.typecheck import TEST_APP_PATTERN, programs
+from tests.support.repository import candidate_files
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 CI = WORKFLOWS / "ci.yml"
@@ -211,24 +214,21 @@ def _checked_by(path: str, programs: list[list[str]]) -> list[list[str]]:
 
 
 def test_strict_mypy_checks_every_python_file_we_write_exactly_once() -> None:
-    from devtools.typecheck import programs
-
-    tracked = subprocess.run(
-        ["git", "ls-files", "*.py"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-    ).stdout.split()
-    assert "shared/entrypoints/bootstrap.py" in tracked, "git lists the repository's files"
-    chosen = programs()
-    unchecked = [path for path in tracked if not _checked_by(path, chosen)]
-    twice = [path for path in tracked if len(_checked_by(path, chosen)) > 1]
+    ours = [path for path in candidate_files() if path.endswith(".py")]
+    assert "shared/entrypoints/bootstrap.py" in ours, "git lists the repository's files"
+    checked_by = {path: _checked_by(path, programs()) for path in ours}
+    unchecked = [path for path, found in checked_by.items() if not found]
+    twice = [path for path, found in checked_by.items() if len(found) > 1]
     assert unchecked == [], f"not type-checked by make lint: {unchecked}"
     assert twice == [], f"type-checked by two programs (one module, two meanings): {twice}"
 
 
 def test_a_file_outside_every_program_is_found_unchecked() -> None:
-    programs = [["shared"], ["--exclude", "^tools/[^/]+/tests/[^/]+_app/", "tools/x/tests"]]
-    assert _checked_by("shared/errors.py", programs) == [["shared"]]
-    assert _checked_by("tools/x/tests/sample_app/function_app.py", programs) == []
-    assert _checked_by("scripts/new.py", programs) == []
+    chosen = [["shared"], ["--exclude", TEST_APP_PATTERN, "tools/x/tests"]]
+    assert _checked_by("shared/errors.py", chosen) == [["shared"]]
+    assert _checked_by("tools/x/tests/test_x.py", chosen) == [chosen[1]]
+    assert _checked_by("tools/x/tests/sample_app/function_app.py", chosen) == []
+    assert _checked_by("scripts/new.py", chosen) == []
 
 
 def test_strict_mypy_is_on_for_every_program() -> None:

@@ -15,9 +15,12 @@ what happens next, whatever the transport::
     │   ├── ServiceUnavailable         storage or Service Bus down, backlog over its limit
     │   ├── BrokerUnreachable          the namespace itself cannot be reached
     │   ├── ConcurrencyConflict        an ETag race lost: reread and write again
-    │   └── PlatformUnavailable        storage failed around a model run (an outage)
+    │   ├── PlatformUnavailable        storage or the broker failed (an outage)
+    │   └── ResultNotAnnounced         the result is stored; announcing it failed
     ├── PermanentError                 retrying cannot help (dead-letter, record it)
-    │   └── ClaimCheckInvalid          the input blob is gone or not what was recorded
+    │   ├── ClaimCheckInvalid          the input blob is gone or not what was recorded
+    │   ├── PrerequisiteFailed         ``after`` names a request that ended without result
+    │   └── OrderedWaitRefused         a session's step cannot be deferred
     ├── PolicyRefusal                  the model declined the content: a result
     ├── InvalidInput                   the caller sent something wrong (4xx), ``fields``
     │   ├── InvalidJson                not JSON, too deep or too large (bounded_json)
@@ -168,11 +171,24 @@ class BrokerUnreachable(TransientError):
 
 
 class PlatformUnavailable(TransientError):
-    """Storage failed around the model run (reading the input, storing the result): an
-    outage of the platform, waited out without using the request's retry budget, which
-    is for the model's own transient failures. ``cause`` is the storage error."""
+    """Storage or the broker failed outside the model call (the job, the input, the
+    ledger, storing the result): an outage of the platform, waited out without using the
+    request's retry budget, which is for the model's own transient failures. ``cause``
+    is the storage or broker error."""
 
     code = "platform_unavailable"
+
+    def __init__(self, cause: TransientError) -> None:
+        super().__init__(str(cause), cause.retry_after)
+        self.cause = cause
+
+
+class ResultNotAnnounced(TransientError):
+    """The result is stored in the job; announcing it failed. Tried again by announcing
+    the stored result, never by running the model again. ``cause`` is the publisher's
+    error."""
+
+    code = "result_not_announced"
 
     def __init__(self, cause: TransientError) -> None:
         super().__init__(str(cause), cause.retry_after)
@@ -189,6 +205,21 @@ class ClaimCheckInvalid(PermanentError):
     """The claim-check blob is missing or does not match its recorded SHA-256 or size."""
 
     code = "claim_check_invalid"
+
+
+class PrerequisiteFailed(PermanentError):
+    """The request named by ``after`` ended without a result: this step can never run."""
+
+    code = "prerequisite_failed"
+
+
+class OrderedWaitRefused(PermanentError):
+    """A request with a ``document_id`` (a session) that must wait (``not_before``,
+    ``after``): a session's messages are received by session, not by sequence number, so
+    a deferred one could never be swept. Intake refuses such a request; a producer's is
+    failed ``invalid_request``."""
+
+    code = "invalid_request"
 
 
 class PolicyRefusal(InferbusError):

@@ -58,6 +58,7 @@ from shared.intake.tenancy import CallerTenancy
 from shared.jobs import DocumentJobStore, JobRepository
 from shared.lanes import Lane, LaneQueues, LaneRouter
 from shared.messaging import MessageSender
+from shared.processing.assembly import lane_processor
 from shared.processing.backlog import SubscriptionObservers
 from shared.processing.batches import BatchProcessor
 from shared.processing.dead_letters.reconciliation import DeadLetterReconciler
@@ -67,8 +68,8 @@ from shared.processing.deferral import (
     DocumentDeferralLedger,
 )
 from shared.processing.endings import JobEndings
-from shared.processing.failures import ordered_retry_max_wait
-from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
+from shared.processing.pipeline import MessageProcessor
+from shared.processing.policy import ProcessingPolicy, ordered_retry_max_wait
 from shared.processing.ports import DeadLetterQueues, QueueObserver
 from shared.processing.resends import JobResender, ResendPolicy
 from shared.processing.watchdog import JobWatchdog, WatchdogPolicy
@@ -203,7 +204,7 @@ def build_services(settings: Settings, ports: Ports) -> Services:
     )
 
     def lane_services(lane: Lane, concurrency: int) -> LaneServices:
-        processor = MessageProcessor(
+        processor = lane_processor(
             policy=ProcessingPolicy(
                 queue_name=queues.queue(lane),
                 aliases=catalog.aliases,

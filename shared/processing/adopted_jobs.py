@@ -29,14 +29,11 @@ from typing import Protocol
 
 from shared.clock import Clock
 from shared.contracts import ClaimCheck, Job, ProcessingMode, RequestMessage
-from shared.errors import InvalidInput, TransientError
+from shared.errors import TransientError
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.request_rules import RequestRules, TenantNotAllowed
-from shared.jobs import JobRepository, Versioned, fail
-from shared.processing.failures import Failures, clip
+from shared.jobs import JobRepository, Versioned
 from shared.processing.inbound import InboundMessage, PropertyValue
-from shared.processing.ports import Settler
-from shared.processing.settlement import DeadLetterReason, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +86,8 @@ def job_from_message(
 
 
 class JobAdoption:
-    """Records the job of a message that came before it, or refuses the message."""
+    """Records the job of a message that came before it (``outcomes`` refuses one that
+    breaks a door's rule)."""
 
     def __init__(
         self,
@@ -97,7 +95,6 @@ class JobAdoption:
         jobs: JobRepository,
         rules: RequestRules,
         claim_checks: ClaimChecks,
-        failures: Failures,
         clock: Clock,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -105,7 +102,6 @@ class JobAdoption:
         self._jobs = jobs
         self._rules = rules
         self._claim_checks = claim_checks
-        self._failures = failures
         self._clock = clock
 
     def adopt(self, message: InboundMessage, request: RequestMessage) -> Versioned:
@@ -159,33 +155,3 @@ class JobAdoption:
         return isinstance(request.input, ClaimCheck) and self._claim_checks.stored_by_a_door(
             request.input, request.tenant_id, request.request_id
         )
-
-    def refuse(
-        self,
-        message: InboundMessage,
-        request: RequestMessage,
-        settler: Settler,
-        error: InvalidInput,
-    ) -> Outcome:
-        """A producer's message that breaks a door's rule: dead-lettered with the rule and
-        the fields, its job recorded as failed so the status API tells the producer too
-        (unless the tenant itself is what is wrong: no job is kept for such a tenant)."""
-        fields = "; ".join(f"{f.field}: {f.message}" for f in error.fields)
-        why = f"{error}" + (f" ({fields})" if fields else "")
-        if not any(f.field == "tenant_id" for f in error.fields):
-            now = self._clock()
-            job = job_from_message(request, message, now, request.deadline or now)
-            try:
-                self._jobs.create(fail(job, INVALID_REQUEST, why, self._clock))
-            except Exception:
-                log.warning("could not record the failed job of %s", request.request_id)
-            self._failures.announce_end(
-                request, "failed", INVALID_REQUEST, message.application_properties
-            )
-        reason = (
-            DeadLetterReason.TENANT_NOT_ALLOWED
-            if isinstance(error, TenantNotAllowed)
-            else DeadLetterReason.INVALID_PAYLOAD
-        )
-        settler.dead_letter(message, reason, clip(why))
-        return Outcome.DEAD_LETTERED

@@ -72,7 +72,7 @@ class InboundMessage:
     @property
     def outage_retry_count(self) -> int:
         """Retries caused by the platform's own storage or broker being down, which do not
-        use the request's ``retry_count`` budget (see ``Failures.wait_out_outage``)."""
+        use the request's ``retry_count`` budget (see ``OutcomeTable.wait_out_outage``)."""
         return read_retry_count(self.application_properties, OUTAGE_RETRY_COUNT)
 
     @property

@@ -1,19 +1,17 @@
-"""The pipeline for one request message, settled per the outcome table (docs/processing.md).
+"""The happy path of one request message; the outcome table settles the rest.
 
-Every message is settled exactly once by this module: the rows of the table are methods
-here, except those that end in a scheduled retry or in giving up, which ``failures``
-carries out. Nothing one message does can touch another: errors are contained per
-message, and anything unexpected abandons only that message (the broker's max delivery
-count is the backstop for a bug that repeats).
+``MessageProcessor`` reads the message, finds (or adopts) its job and settles what goes
+as planned: a result, a duplicate, a deferral, an expiry, a line staged for Global
+Batch. Whatever else it meets it hands, as the exception it is, to ``OutcomeTable``
+(``outcomes``), which carries out every unhappy row of docs/processing.md's table in one
+place. Nothing one message does can touch another: errors are contained per message.
 """
 
 from __future__ import annotations
 
 import logging
-import random
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from shared import telemetry
@@ -26,64 +24,60 @@ from shared.contracts import (
     RequestMessage,
 )
 from shared.errors import (
-    CapacityExhausted,
     Conflict,
-    InvalidInput,
-    InvalidModelOutput,
-    InvalidPayload,
+    OrderedWaitRefused,
     PermanentError,
     PlatformUnavailable,
+    PrerequisiteFailed,
+    ResultNotAnnounced,
     TransientError,
 )
 from shared.events.announcements import Announcer, result_announcement
 from shared.inference.served import ServedModels
 from shared.intake.claim_checks import ClaimChecks
-from shared.intake.request_rules import RequestRules
 from shared.jobs import JobRepository, Versioned, held_by_a_delivery, transition
-from shared.messaging import MessageSender
-from shared.processing.adopted_jobs import INVALID_REQUEST, JobAdoption
+from shared.processing.adopted_jobs import JobAdoption
 from shared.processing.deferral import DeferredEntry
-from shared.processing.failures import (
-    ORDERED_RETRY_MAX_WAIT_SECONDS,
-    Failures,
-    clip,
-    platform_call,
-)
 from shared.processing.inbound import InboundMessage
+from shared.processing.outcomes import OutcomeTable, Unsettled
+from shared.processing.policy import ProcessingPolicy
 from shared.processing.ports import BatchStaging, DeferralLedger, Settler
 from shared.processing.request_parsing import parse_request
-from shared.processing.settlement import DeadLetterReason, NotedSettler, Outcome
+from shared.processing.retries import Retries
+from shared.processing.settlement import NotedSettler, Outcome
 from shared.results import run_model
 
 log = logging.getLogger(__name__)
 
 PREREQUISITE_RECHECK = timedelta(seconds=30)
+# The situations of docs/processing.md's outcome table that the happy path settles
+# itself; ``outcomes.ROWS`` carries out the others (a test holds both against the page).
+SETTLED_ON_THE_HAPPY_PATH = (
+    "no job yet (intake is a step behind, or a direct producer)",
+    "job already finished (duplicate delivery)",
+    "past its deadline",
+    "`not_before` in the future, or `after` not yet completed",
+    "model refused (content filter)",
+    "throttled (429): the deployment's capacity gate pauses, the call waits and goes again",
+    "success",
+)
 
 
-@dataclass(frozen=True)
-class ProcessingPolicy:
-    queue_name: str
-    aliases: tuple[str, ...]  # the models served here (the catalog's aliases)
-    max_retries: int
-    retry_base_seconds: float
-    retry_max_seconds: float
-    api_base_url: str | None = None  # announcements link to ``<this>/api/v1/requests/<id>/result``
-    # The ordered lane (a session queue): a transient failure is retried in place, keeping
-    # the document's order, instead of by a scheduled copy (``Failures.retry``).
-    ordered: bool = False
-    lane: str = "standard"  # the lane's name (shared.lanes.Lane), a metric dimension
-    retry_jitter_floor: float = 0.0  # RetryJitterFloor (processing.backoff)
-    # An answer that breaks its task's schema is tried again this many times, then the
-    # job fails invalid_model_output (InvalidOutputRetries).
-    invalid_output_retries: int = 2
-    faults_allowed: bool = False  # LocalModelFaults: parameters.simulate is honoured
-    # MaxLockRenewalSeconds: a running job changed more recently may be another delivery's.
-    max_lock_renewal_seconds: float = 600.0
-    # The ordered lane's longest wait in place a try (``failures.ordered_retry_max_wait``).
-    ordered_retry_max_wait_seconds: float = ORDERED_RETRY_MAX_WAIT_SECONDS
+@contextmanager
+def platform_call() -> Iterator[None]:
+    """Storage or the broker failing here is an outage (``PlatformUnavailable``), told
+    apart from the model's own transient failures, which spend the request's retries."""
+    try:
+        yield
+    except (PlatformUnavailable, ResultNotAnnounced):
+        raise
+    except TransientError as error:
+        raise PlatformUnavailable(error) from error
 
 
 class MessageProcessor:
+    """Processes one lane's messages: the happy path here, the rest by ``outcomes``."""
+
     def __init__(
         self,
         *,
@@ -92,12 +86,11 @@ class MessageProcessor:
         claim_checks: ClaimChecks,
         models: ServedModels,
         announcer: Announcer,
-        retry_sender: MessageSender,
         ledger: DeferralLedger,
-        rules: RequestRules,
+        adoption: JobAdoption,
+        outcomes: OutcomeTable,
+        retries: Retries,
         clock: Clock = utc_now,
-        uniform: Callable[[float, float], float] = random.uniform,
-        sleep: Callable[[float], None] = time.sleep,
         stager: BatchStaging | None = None,
     ) -> None:
         self._policy = policy
@@ -107,30 +100,10 @@ class MessageProcessor:
         self._models = models
         self._announcer = announcer
         self._ledger = ledger
+        self._adoption = adoption
+        self._outcomes = outcomes
+        self._retries = retries
         self._clock = clock
-        self._failures = Failures(
-            max_retries=policy.max_retries,
-            retry_base_seconds=policy.retry_base_seconds,
-            retry_max_seconds=policy.retry_max_seconds,
-            jobs=jobs,
-            announcer=announcer,
-            retry_sender=retry_sender,
-            clock=clock,
-            uniform=uniform,
-            ordered=policy.ordered,
-            sleep=sleep,
-            jitter_floor=policy.retry_jitter_floor,
-            deadline_of=rules.message_deadline,
-            ordered_max_wait_seconds=policy.ordered_retry_max_wait_seconds,
-        )
-        self._adoption = JobAdoption(
-            jobs=jobs,
-            rules=rules,
-            claim_checks=claim_checks,
-            failures=self._failures,
-            clock=clock,
-            sleep=sleep,
-        )
 
     def process(
         self, message: InboundMessage, settler: Settler, invocation: str | None = None
@@ -169,7 +142,7 @@ class MessageProcessor:
             ),
         ):
             noted = NotedSettler(settler)
-            outcome = self._settle_safely(message, noted)
+            outcome = self._settle(message, noted)
             span.set_attribute("inferbus.outcome", outcome)
             if noted.dead_letter_reason:
                 span.set_attribute("inferbus.dead_letter_reason", noted.dead_letter_reason)
@@ -178,58 +151,45 @@ class MessageProcessor:
         telemetry.count_settled(self._policy.lane, outcome)
         return outcome
 
-    def _settle_safely(self, message: InboundMessage, settler: NotedSettler) -> Outcome:
-        try:
-            return self._process(message, settler)
-        except Exception:
-            log.exception("unexpected failure on message %s; abandoning it", message.message_id)
-            try:
-                settler.abandon(message)
-            except Exception:
-                log.exception("abandon failed for %s; its lock will lapse", message.message_id)
-            log.info("message %s -> abandoned", message.message_id)
-            return Outcome.ABANDONED
-
-    def _process(self, message: InboundMessage, settler: NotedSettler) -> Outcome:
+    def _settle(self, message: InboundMessage, settler: NotedSettler) -> Outcome:
+        """The happy path's outcome, or the outcome table's for what it met instead."""
         try:
             request = parse_request(message, self._policy.aliases)
-        except InvalidPayload as error:
-            outcome = self._dead_letter_invalid(message, settler, str(error))
+        except Exception as error:
+            outcome = self._outcomes.settle(Unsettled(message, settler, error))
             log.info("message %s -> %s", message.message_id, outcome)
             return outcome
         with telemetry.log_dimensions(request_id=request.request_id, tenant_id=request.tenant_id):
             try:
                 outcome = self._route(message, request, settler)
-            except TransientError as error:
-                outcome = self._dependency_down(message, request, settler, error)
+            except Exception as error:
+                outcome = self._outcomes.settle(Unsettled(message, settler, error, request))
             log.info("message %s -> %s", message.message_id, outcome)
             return outcome
 
-    def _dependency_down(
-        self,
-        message: InboundMessage,
-        request: RequestMessage,
-        settler: NotedSettler,
-        error: TransientError,
-    ) -> Outcome:
-        """Storage or the broker failed outside the model run (the job lookup, the first
-        job write, the ledger, a prerequisite): the transient row of the outcome table, so
-        an outage is waited out with backoff instead of burning the broker's delivery count
-        by abandoning at once. A failure that came while settling is re-raised: the message
-        may be settled already, and only abandoning (or the lock lapsing) is safe then."""
-        if settler.settling:
-            raise error
-        log.warning("message %s: a dependency failed (%s); retrying", message.message_id, error)
-        return self._failures.wait_out_outage(message, request, settler, error)
-
     def _route(self, message: InboundMessage, request: RequestMessage, settler: Settler) -> Outcome:
-        """The row of the outcome table a readable request falls into."""
-        current = self._jobs.load(request.tenant_id, request.request_id)
-        if current is None:
-            try:
+        """The happy row a readable request falls into; storage or the broker failing on
+        the way is an outage (``platform_call``), the model's failures are its own."""
+        with platform_call():
+            current = self._jobs.load(request.tenant_id, request.request_id)
+            if current is None:
                 current = self._adoption.adopt(message, request)
-            except InvalidInput as error:
-                return self._adoption.refuse(message, request, settler, error)
+            ready = self._ready(message, request, settler, current)
+            if isinstance(ready, Outcome):
+                return ready
+            running = self._jobs.advance(
+                ready,
+                lambda job: transition(
+                    job, JobStatus.RUNNING, attempts=job.attempts + 1, settlement=None
+                ),
+            )
+            content, media_type = self._read_input(request)
+        return self._run(message, request, settler, running, content, media_type)
+
+    def _ready(
+        self, message: InboundMessage, request: RequestMessage, settler: Settler, current: Versioned
+    ) -> Outcome | Versioned:
+        """The job to run, or the outcome of a message that must not run now."""
         job = current.job
         if job.status.is_terminal:
             return self._ended_already(message, request, settler, job)
@@ -246,12 +206,12 @@ class MessageProcessor:
             return self._stage(message, request, settler, job)
         if request.after:
             prerequisite = self._prerequisite(request)
-            if prerequisite is JobStatus.COMPLETED:
-                return self._run(message, request, settler, current)
-            if prerequisite is not None and prerequisite.is_terminal:
-                return self._prerequisite_failed(message, request, settler, prerequisite)
-            return self._defer(message, request, settler, now + PREREQUISITE_RECHECK, "after")
-        return self._run(message, request, settler, current)
+            if prerequisite is None or not prerequisite.is_terminal:
+                return self._defer(message, request, settler, now + PREREQUISITE_RECHECK, "after")
+            if prerequisite is not JobStatus.COMPLETED:
+                why = f"prerequisite {request.after} ended {prerequisite.value}"
+                raise PrerequisiteFailed(why)
+        return current
 
     def _another_delivery_runs(self, message: InboundMessage, job: Job, now: datetime) -> bool:
         """A first delivery that meets its job ``running`` and recently changed is a
@@ -266,14 +226,7 @@ class MessageProcessor:
         log.info("message %s: job %s is running in another delivery", message.message_id, job.id)
         return True
 
-    # --- the rows of the table ------------------------------------------------------------
-
-    def _dead_letter_invalid(self, message: InboundMessage, settler: Settler, why: str) -> Outcome:
-        tenant = message.application_properties.get("tenant")
-        if isinstance(tenant, str) and message.message_id:
-            self._failures.fail_job(tenant, message.message_id, "invalid_payload", why)
-        settler.dead_letter(message, DeadLetterReason.INVALID_PAYLOAD, clip(why))
-        return Outcome.DEAD_LETTERED
+    # --- the happy rows of the table ----------------------------------------------------
 
     def _ended_already(
         self, message: InboundMessage, request: RequestMessage, settler: Settler, job: Job
@@ -285,10 +238,7 @@ class MessageProcessor:
         request is a duplicate whose original announces: it is only completed."""
         completed = job.status is JobStatus.COMPLETED and job.result is not None
         if message.attempted_before and completed:
-            try:
-                self._announce_result(message, request, job)
-            except TransientError as error:
-                return self._failures.retry(message, request, settler, error, completed=True)
+            self._announce_result(message, request, job)
         settler.complete(message)
         return Outcome.DUPLICATE
 
@@ -299,7 +249,7 @@ class MessageProcessor:
             self._jobs.advance(
                 current, lambda job: transition(job, JobStatus.EXPIRED, settlement="completed")
             )
-            self._failures.announce_end(
+            self._outcomes.announce_end(
                 request, "expired", "deadline_exceeded", message.application_properties
             )
         except Conflict:
@@ -316,13 +266,9 @@ class MessageProcessor:
         reason: str,
     ) -> Outcome:
         if self._policy.ordered:
-            # A session's messages are received by session, not by sequence number: a
-            # deferred one could not be swept. Intake never sends such a message.
-            why = f"a request with a document_id (session) cannot wait for {reason}"
-            return self._failures.give_up(
-                message, request, settler, DeadLetterReason.INVALID_PAYLOAD,
-                INVALID_REQUEST, why,
-            )  # fmt: skip
+            raise OrderedWaitRefused(
+                f"a request with a document_id (session) cannot wait for {reason}"
+            )
         if message.sequence_number is None:
             settler.abandon(message)
             return Outcome.ABANDONED
@@ -346,19 +292,6 @@ class MessageProcessor:
         prerequisite = self._jobs.find(request.tenant_id, request.after)
         return prerequisite.status if prerequisite else None
 
-    def _prerequisite_failed(
-        self,
-        message: InboundMessage,
-        request: RequestMessage,
-        settler: Settler,
-        prerequisite: JobStatus,
-    ) -> Outcome:
-        """An ordered step whose predecessor ended without a result can never run."""
-        why = f"prerequisite {request.after} ended {prerequisite.value}"
-        self._failures.fail_job(request.tenant_id, request.request_id, "prerequisite_failed", why)
-        settler.dead_letter(message, DeadLetterReason.PERMANENT_FAILURE, why)
-        return Outcome.DEAD_LETTERED
-
     def _stage(
         self, message: InboundMessage, request: RequestMessage, settler: Settler, job: Job
     ) -> Outcome:
@@ -370,24 +303,17 @@ class MessageProcessor:
         if job.batch is not None and job.batch.submission_id is not None:
             settler.complete(message)  # a redelivery of work that went out already
             return Outcome.DUPLICATE
-        try:
-            if self._stager is None:
-                raise PermanentError("this deployment has no Global Batch lane")
-            with platform_call():
-                content, media_type = self._read_input(request)
-                self._stager.stage(
-                    request, job.correlation_id, content, media_type,
-                    message.application_properties,
-                )  # fmt: skip
-                now = self._jobs.find(request.tenant_id, request.request_id)
-                if now is not None and now.status.is_terminal:
-                    self._stager.withdraw(request)
-                    settler.complete(message)
-                    return Outcome.DUPLICATE
-        except PlatformUnavailable as outage:
-            return self._failures.wait_out_outage(message, request, settler, outage.cause)
-        except PermanentError as error:
-            return self._failures.give_up_on(message, request, settler, error)
+        if self._stager is None:
+            raise PermanentError("this deployment has no Global Batch lane")
+        content, media_type = self._read_input(request)
+        self._stager.stage(
+            request, job.correlation_id, content, media_type, message.application_properties
+        )
+        now = self._jobs.find(request.tenant_id, request.request_id)
+        if now is not None and now.status.is_terminal:
+            self._stager.withdraw(request)
+            settler.complete(message)
+            return Outcome.DUPLICATE
         settler.complete(message)
         return Outcome.STAGED
 
@@ -396,85 +322,44 @@ class MessageProcessor:
         message: InboundMessage,
         request: RequestMessage,
         settler: Settler,
-        current: Versioned,
+        running: Versioned,
+        content: bytes,
+        media_type: str,
     ) -> Outcome:
-        """Success costs two job writes, each with the ETag of the step before: running,
-        then completed with the result in it (durable before it is announced)."""
-        try:
-            running = self._jobs.advance(
-                current,
+        """Success costs two job writes, each with the ETag of the step before: running
+        (done by ``_route``), then completed with the result in it (durable before it is
+        announced)."""
+        document = run_model(
+            request,
+            content,
+            media_type,
+            self._models[request.model],
+            self._retries.tries_before(message),
+            self._clock,
+            faults_allowed=self._policy.faults_allowed,
+        )
+        with telemetry.span(telemetry.SPAN_STORE_RESULT), platform_call():
+            completed = self._jobs.advance(
+                running,
                 lambda job: transition(
-                    job, JobStatus.RUNNING, attempts=job.attempts + 1, settlement=None
+                    job, JobStatus.COMPLETED, result=document, settlement="completed"
                 ),
             )
-        except Conflict:
-            settler.complete(message)  # cancelled or finished meanwhile
-            return Outcome.DUPLICATE
-        try:
-            with platform_call():
-                content, media_type = self._read_input(request)
-            document = run_model(
-                request,
-                content,
-                media_type,
-                self._models[request.model],
-                self._failures.tries_before(message),
-                self._clock,
-                faults_allowed=self._policy.faults_allowed,
-            )
-            with telemetry.span(telemetry.SPAN_STORE_RESULT), platform_call():
-                completed = self._jobs.advance(
-                    running,
-                    lambda job: transition(
-                        job,
-                        JobStatus.COMPLETED,
-                        result=document,
-                        settlement="completed",
-                    ),
-                )
-        except Conflict:
-            settler.complete(message)  # cancelled while the model ran: nothing to tell
-            return Outcome.DUPLICATE
-        except PlatformUnavailable as outage:
-            log.warning("message %s: storage failed (%s); retrying", message.message_id, outage)
-            return self._failures.wait_out_outage(message, request, settler, outage.cause)
-        except PermanentError as error:
-            return self._failures.give_up_on(message, request, settler, error)
-        except InvalidModelOutput as error:
-            return self._invalid_output(message, request, settler, error)
-        except CapacityExhausted as error:
-            return self._failures.wait_for_capacity(message, request, settler, error)
-        except TransientError as error:
-            return self._failures.retry(message, request, settler, error)
-        try:
-            self._announce_result(message, request, completed.job)
-        except TransientError as error:
-            return self._failures.retry(message, request, settler, error, completed=True)
+        self._announce_result(message, request, completed.job)
         settler.complete(message)
         return Outcome(document.outcome)
 
-    def _invalid_output(
-        self,
-        message: InboundMessage,
-        request: RequestMessage,
-        settler: Settler,
-        error: InvalidModelOutput,
-    ) -> Outcome:
-        """An answer that breaks the task's schema: tried again like a transient failure
-        (models are stochastic) while InvalidOutputRetries allows, then the job fails
-        ``invalid_model_output`` with the validation message."""
-        if self._failures.tries_before(message) < self._policy.invalid_output_retries:
-            return self._failures.retry(message, request, settler, error)
-        return self._failures.give_up(
-            message, request, settler, DeadLetterReason.PERMANENT_FAILURE, error.code, str(error)
-        )
-
     def _announce_result(self, message: InboundMessage, request: RequestMessage, job: Job) -> None:
-        self._announcer.announce(
-            result_announcement(
-                request, job, message.application_properties, self._policy.api_base_url
+        """The stored result, announced; a failure is ``ResultNotAnnounced`` (tried again
+        without running the model)."""
+        try:
+            self._announcer.announce(
+                result_announcement(
+                    request, job, message.application_properties, self._policy.api_base_url
+                )
             )
-        )
+        except TransientError as error:
+            raise ResultNotAnnounced(error) from error
 
     def _read_input(self, request: RequestMessage) -> tuple[bytes, str]:
         if isinstance(request.input, ClaimCheck):

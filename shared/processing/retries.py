@@ -1,16 +1,31 @@
-"""Scheduled retry copies: how a transient failure comes back later.
+"""Retries: how a request that failed for now comes back later.
 
 Service Bus cannot abandon a message with a delay, so a retry is a copy of the message
 scheduled at now + backoff, carrying ``retry_count + 1``; the original is completed only
-once the copy is accepted.
+once the copy is accepted. The ordered lane cannot let a copy overtake the document's
+next step, so it waits in place instead.
 """
 
 from __future__ import annotations
 
+import logging
+import random
+import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from shared.messaging import OutgoingMessage
+from shared.clock import Clock, utc_now
+from shared.contracts import JobError, JobStatus, RequestMessage
+from shared.errors import TransientError
+from shared.jobs import JobRepository, transition
+from shared.messaging import MessageSender, OutgoingMessage
+from shared.processing.backoff import retry_delay
 from shared.processing.inbound import OUTAGE_RETRY_COUNT, OUTAGE_SINCE, InboundMessage
+from shared.processing.policy import ProcessingPolicy
+from shared.processing.ports import Settler
+from shared.processing.settlement import Outcome
+
+log = logging.getLogger(__name__)
 
 
 def retry_copy(
@@ -51,3 +66,174 @@ def retry_copy(
         scheduled_enqueue_time=enqueue_at,
         application_properties=properties,
     )
+
+
+class Retries:
+    """Trying a request again later, the one way each lane can: a scheduled copy, or in
+    the ordered lane, in place.
+
+    The outcome table (``outcomes``) decides that a message is tried again; this says
+    how: when (backoff with jitter, never earlier than a Retry-After), with which budget
+    (``retry_count`` for the model's own failures, ``outage_retry_count`` for the
+    platform's and the deployment's), and what happens when the copy cannot be sent
+    (the original is abandoned: the broker's max delivery count is the backstop).
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: ProcessingPolicy,
+        jobs: JobRepository,
+        sender: MessageSender,
+        deadline_of: Callable[[RequestMessage, datetime], datetime],
+        clock: Clock = utc_now,
+        uniform: Callable[[float, float], float] = random.uniform,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._policy = policy
+        self._jobs = jobs
+        self._sender = sender
+        self._deadline_of = deadline_of
+        self._clock = clock
+        self._uniform = uniform
+        self._sleep = sleep
+
+    @property
+    def in_place(self) -> bool:
+        """The ordered lane retries in place (a copy would let the next step overtake)."""
+        return self._policy.ordered
+
+    def tries_before(self, message: InboundMessage) -> int:
+        """The ordered lane retries by redelivery (its delivery count counts the tries);
+        the others by scheduled copies that carry ``retry_count``."""
+        if self._policy.ordered:
+            return max(message.delivery_count - 1, message.retry_count, 0)
+        return message.retry_count
+
+    def exhausted(self, message: InboundMessage) -> bool:
+        return self.tries_before(message) >= self._policy.max_retries
+
+    def schedule(
+        self,
+        message: InboundMessage,
+        request: RequestMessage,
+        settler: Settler,
+        error: TransientError,
+        *,
+        completed: bool = False,
+    ) -> Outcome:
+        """A copy with ``retry_count + 1`` at now + backoff, then the original completed;
+        ``completed``: the result is stored, only its announcement is tried again."""
+        retries = self.tries_before(message)
+        delay = self._delay(retries, error)
+        if self._policy.ordered:
+            return self._in_place(message, request, settler, error, delay, completed)
+        now = self._clock()
+        copy = retry_copy(
+            message, retries + 1, now + timedelta(seconds=delay), request.deadline, now
+        )
+        if not self._sent(message, settler, copy):
+            return Outcome.ABANDONED
+        if not completed:
+            self._note(request, error, f"retry {retries + 1} scheduled in {delay:.1f}s")
+        settler.complete(message)
+        return Outcome.RETRY_SCHEDULED
+
+    def outage_copy(
+        self,
+        message: InboundMessage,
+        request: RequestMessage,
+        settler: Settler,
+        error: TransientError,
+        *,
+        until_deadline: bool,
+    ) -> Outcome | None:
+        """A copy that keeps ``retry_count`` (the model's budget) and counts
+        ``outage_retry_count``, carrying when the first such wait began (``outage_since``):
+        the deployment's or the platform's state is not the request's fault. The
+        deadline (the request's own, or DefaultDeadlineSeconds after the wait began)
+        bounds it: ``until_deadline`` brings the copy back no later than the deadline,
+        else None says the deadline has passed."""
+        now, outages = self._clock(), message.outage_retry_count
+        since = message.outage_since or now
+        deadline = self._deadline_of(request, since)
+        due = now + timedelta(seconds=self._delay(outages, error))
+        if until_deadline:
+            due = min(due, max(deadline, now))
+        elif deadline <= now:
+            return None
+        copy = retry_copy(
+            message, message.retry_count, due, request.deadline, now,
+            outage_retry_count=outages + 1, outage_since=since,
+        )  # fmt: skip
+        if not self._sent(message, settler, copy):
+            return Outcome.ABANDONED
+        if until_deadline:
+            wait = (due - now).total_seconds()
+            self._note(request, error, f"waiting for model capacity, again in {wait:.1f}s")
+        settler.complete(message)
+        return Outcome.CAPACITY_WAIT if until_deadline else Outcome.RETRY_SCHEDULED
+
+    def _delay(self, attempts: int, error: TransientError) -> float:
+        """The backoff before try ``attempts + 1``, never earlier than a Retry-After."""
+        return retry_delay(
+            attempts,
+            base_seconds=self._policy.retry_base_seconds,
+            cap_seconds=self._policy.retry_max_seconds,
+            retry_after=error.retry_after,
+            uniform=self._uniform,
+            floor_fraction=self._policy.retry_jitter_floor,
+        )
+
+    def _sent(self, message: InboundMessage, settler: Settler, copy: OutgoingMessage) -> bool:
+        """Send the retry copy; when even that fails, abandon the original (the broker's
+        max delivery count is the backstop) and say so."""
+        try:
+            self._sender.send(copy)
+        except Exception:
+            log.warning(
+                "could not schedule retry of %s; abandoning", message.message_id, exc_info=True
+            )
+            settler.abandon(message)
+            return False
+        return True
+
+    def _in_place(
+        self,
+        message: InboundMessage,
+        request: RequestMessage,
+        settler: Settler,
+        error: TransientError,
+        delay: float,
+        completed: bool,
+    ) -> Outcome:
+        """The ordered lane's retry: a scheduled copy would let the document's next step
+        overtake this one, so the session holds still instead. The backoff, the same as
+        the other lanes', is waited out here with the session (and the message) locked,
+        up to ``ordered_retry_max_wait_seconds`` a try; then the message is abandoned and
+        comes back first in its session. With the default settings the waits add up to
+        at least 917 s over MaxRetries tries, as for a scheduled retry. The broker's max
+        delivery count stays above MaxRetries, so giving up is ours."""
+        wait = min(delay, self._policy.ordered_retry_max_wait_seconds)
+        if not completed:
+            self._note(request, error, f"retry {message.delivery_count} in order after {wait:.1f}s")
+        self._sleep(wait)
+        settler.abandon(message)
+        return Outcome.ABANDONED
+
+    def _note(self, request: RequestMessage, error: TransientError, settlement: str) -> None:
+        """Back to ``accepted`` with the error that caused the retry (best effort: the
+        retry happens whether or not the job says so)."""
+        try:
+            self._jobs.update(
+                request.tenant_id,
+                request.request_id,
+                lambda current: transition(
+                    current,
+                    JobStatus.ACCEPTED,
+                    last_error=JobError(code=error.code, message=str(error)),
+                    settlement=settlement,
+                ),
+            )
+        except Exception:
+            log.warning("retry of %s: its job was not updated (%s)", request.request_id, settlement)

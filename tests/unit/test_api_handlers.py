@@ -439,7 +439,7 @@ def test_every_error_class_maps_to_a_status_and_only_the_deployments_are_5xx() -
             else cls("where", ["file"])
             if cls is errors.AssetsMissing
             else cls(errors.TransientError("m"))
-            if cls is errors.PlatformUnavailable
+            if cls in (errors.PlatformUnavailable, errors.ResultNotAnnounced)
             else cls("m")
         )
         statuses[cls.__name__] = problem_for(instance).status
@@ -455,6 +455,7 @@ def test_every_error_class_maps_to_a_status_and_only_the_deployments_are_5xx() -
         "BrokerUnreachable",
         "ConcurrencyConflict",
         "PlatformUnavailable",
+        "ResultNotAnnounced",
         "ProviderRefusal",
         "AssetsMissing",
     }

@@ -31,11 +31,13 @@ from shared.inference import InferenceInput, ModelAnswer
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.request_rules import RequestRules
 from shared.jobs import DocumentJobStore, JobRepository, Versioned
+from shared.processing.assembly import lane_processor
 from shared.processing.backoff import retry_delay
 from shared.processing.deferral import DeferredEntry, DocumentDeferralLedger
 from shared.processing.inbound import InboundMessage
-from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
-from shared.processing.settlement import DeadLetterReason
+from shared.processing.outcomes import Unsettled
+from shared.processing.policy import ProcessingPolicy
+from shared.processing.settlement import NotedSettler
 from shared.settings import Settings
 from tests.fakes import broker_down
 from tests.support.catalogs import local_catalog, served_models
@@ -87,7 +89,7 @@ class Harness:
         self.store = DocumentJobStore(documents, "jobs")
         self.ledger = DocumentDeferralLedger(documents, "ledgers")
         self.jobs = JobRepository(self.store, clock=lambda: NOW)
-        self.processor = MessageProcessor(
+        self.processor = lane_processor(
             policy=ProcessingPolicy(
                 "inference-requests",
                 ("local-analyzer",),
@@ -754,10 +756,10 @@ def test_giving_up_announces_only_a_failure_it_recorded(h: Harness) -> None:
     its result and no contradictory InferenceFailed is published."""
     h.job(status=JobStatus.COMPLETED)
     request = RequestMessage.model_validate(request_body(h))
-    outcome = h.processor._failures.give_up(
-        message(request_body(h)), request, h.settler, DeadLetterReason.MAX_RETRIES_EXCEEDED,
-        "max_retries_exceeded", "gave up",
-    )  # fmt: skip
+    spent = message(request_body(h), retry_count=h.max_retries)
+    outcome = h.processor._outcomes.settle(
+        Unsettled(spent, NotedSettler(h.settler), TransientError("gave up"), request)
+    )
     assert outcome == "dead-lettered"
     assert h.status() is JobStatus.COMPLETED
     assert h.topic.sent == []

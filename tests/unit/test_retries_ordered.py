@@ -28,14 +28,15 @@ from shared.events.announcements import Announcer
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.request_rules import RequestRules
 from shared.jobs import DocumentJobStore, JobRepository, Versioned
+from shared.processing.assembly import lane_processor
 from shared.processing.backoff import retry_delay
 from shared.processing.deferral import DocumentDeferralLedger
-from shared.processing.failures import (
+from shared.processing.inbound import InboundMessage
+from shared.processing.policy import (
     ORDERED_RETRY_MAX_WAIT_SECONDS,
+    ProcessingPolicy,
     ordered_retry_max_wait,
 )
-from shared.processing.inbound import InboundMessage
-from shared.processing.pipeline import MessageProcessor, ProcessingPolicy
 from shared.settings import load_settings
 from tests.fakes import ManualClock
 from tests.support.catalogs import local_catalog, served_models
@@ -151,7 +152,7 @@ def run_session(outage: timedelta) -> dict[str, Any]:
 
     settings = load_settings({}, local_settings=None)
     sender = RecordingSender()
-    processor = MessageProcessor(
+    processor = lane_processor(
         policy=ProcessingPolicy(
             "ordered-requests",
             ("local-analyzer",),

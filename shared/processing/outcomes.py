@@ -102,10 +102,14 @@ class OutcomeTable:
         self._invalid_output_retries = invalid_output_retries
 
     def settle(self, unsettled: Unsettled) -> Outcome:
-        """The first row that applies; a failure after a settlement was attempted is
-        unexpected whatever it is (the message may be settled already, and a retry copy
-        would run the request twice), and so is a row that fails itself."""
-        row = UNEXPECTED if unsettled.settler.settling else _row_for(unsettled)
+        """The first row that applies. A failure after a settlement was attempted is no
+        row's (the message may be settled already, and a retry copy would run the request
+        twice): for a job that had ended it is a delivery left to the broker, else
+        unexpected, as is a row that fails itself."""
+        if unsettled.settler.settling:
+            row = JOB_ENDED_BEFORE if self._job_ended(unsettled) else UNEXPECTED
+        else:
+            row = _row_for(unsettled)
         try:
             return row.carry_out(self, unsettled)
         except Exception:
@@ -239,6 +243,23 @@ class OutcomeTable:
         unsettled.settler.complete(unsettled.message)
         return Outcome.DUPLICATE
 
+    def leave_to_redelivery(self, unsettled: Unsettled) -> Outcome:
+        """The job had ended (its result or failure is recorded) and settling its message
+        failed, as every message whose lock a broker restart took does: not an error.
+        The broker delivers it again when the lock lapses, and that delivery completes
+        it as a duplicate; an abandon, when the lock still holds, only hastens that."""
+        message = unsettled.message
+        log.info(
+            "message %s: its job had already ended, and settling it failed (%s); "
+            "its next delivery completes it as a duplicate",
+            message.message_id, _first_line(unsettled.error),
+        )  # fmt: skip
+        try:
+            unsettled.settler.abandon(message)
+        except Exception as error:
+            log.debug("message %s: not abandoned (%s)", message.message_id, _first_line(error))
+        return Outcome.UNSETTLED
+
     def abandon(self, unsettled: Unsettled) -> Outcome:
         """Anything unexpected abandons only this message: the broker's max delivery
         count is the backstop for a bug that repeats."""
@@ -252,6 +273,18 @@ class OutcomeTable:
         return Outcome.ABANDONED
 
     # --- what the rows share ----------------------------------------------------------
+
+    def _job_ended(self, unsettled: Unsettled) -> bool:
+        """Whether the message's job has ended (False when it cannot be read: then the
+        failure stays unexpected)."""
+        request = unsettled.request
+        if request is None:
+            return False
+        try:
+            job = self._jobs.find(request.tenant_id, request.request_id)
+        except Exception:
+            return False
+        return job is not None and job.status.is_terminal
 
     def _try_again(self, unsettled: Unsettled, error: TransientError) -> Outcome:
         message, request, _ = _parts(unsettled)
@@ -306,6 +339,12 @@ class OutcomeTable:
             log.warning("could not announce %s of %s", outcome, request.request_id, exc_info=True)
 
 
+def _first_line(error: BaseException) -> str:
+    """An error in one line, its type named (a gRPC or SDK error's text runs long)."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
+
+
 def _parts(unsettled: Unsettled) -> tuple[InboundMessage, RequestMessage, Exception]:
     assert unsettled.request is not None  # the row is for a readable request
     return unsettled.message, unsettled.request, unsettled.error
@@ -325,6 +364,11 @@ UNEXPECTED = Row(
     ("unexpected exception, or a settlement that failed",),
     OutcomeTable.abandon,
     readable=None,
+)
+JOB_ENDED_BEFORE = Row(
+    Exception,
+    ("settling the message of a job that had already ended failed (a lock lost to a restart)",),
+    OutcomeTable.leave_to_redelivery,
 )
 # Most specific first: the first row whose exception type matches settles the message.
 ROWS: tuple[Row, ...] = (

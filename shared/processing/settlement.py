@@ -38,6 +38,9 @@ class Outcome(StrEnum):
     DUPLICATE = "duplicate"
     EXPIRED = "expired"
     STAGED = "staged"
+    # Its job had ended, and settling the message failed (a lock lost to a broker restart):
+    # the broker delivers it again, and that delivery completes as a duplicate.
+    UNSETTLED = "unsettled"
 
 
 # Service Bus limits the dead-letter description; keep ours well inside it.

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from shared.errors import CapacityExhausted, InvalidInput, InvalidPayload, TransientError
-from shared.processing.outcomes import ROWS, UNEXPECTED, Row
+from shared.processing.outcomes import JOB_ENDED_BEFORE, ROWS, UNEXPECTED, Row
 from shared.processing.pipeline import SETTLED_ON_THE_HAPPY_PATH
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "processing.md"
@@ -22,7 +22,8 @@ def page_situations(markdown: str) -> list[str]:
 
 
 def code_situations() -> list[str]:
-    return [s for row in ROWS for s in row.situations] + list(SETTLED_ON_THE_HAPPY_PATH)
+    rows = (*ROWS, JOB_ENDED_BEFORE)
+    return [s for row in rows for s in row.situations] + list(SETTLED_ON_THE_HAPPY_PATH)
 
 
 def differences(page: list[str], code: list[str]) -> dict[str, list[str]]:

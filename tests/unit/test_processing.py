@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -777,7 +778,8 @@ def test_a_storage_outage_with_the_broker_down_too_abandons(h: Harness) -> None:
 
 def test_a_broker_error_while_settling_is_not_retried_by_a_copy(h: Harness) -> None:
     """Once a settlement was attempted the message may be settled: a copy could run the
-    request twice, so the failure abandons (or lets the lock lapse) instead."""
+    request twice, so the failure abandons (or lets the lock lapse) instead. The job had
+    ended: the message is left to its next delivery (``unsettled``), not an error."""
     h.job(status=JobStatus.COMPLETED)
 
     class FailingComplete(RecordingSettler):
@@ -785,7 +787,7 @@ def test_a_broker_error_while_settling_is_not_retried_by_a_copy(h: Harness) -> N
             raise broker_down()
 
     settler = FailingComplete()
-    assert h.processor.process(message(request_body(h)), settler) == "abandoned"
+    assert h.processor.process(message(request_body(h)), settler) == "unsettled"
     assert h.sender.sent == []
     assert settler.actions == [("abandon", "r1", None, None)]
 
@@ -809,3 +811,53 @@ def test_the_default_retry_budget_outlasts_a_ten_minute_outage() -> None:
     assert least == sum(ceilings) * settings.retries.jitter_floor
     assert least > 600, f"the retries of a request may all fall inside {least:.0f}s"
     assert settings.retries.max_retries < 10, "below the queues' maxDeliveryCount (infra catalog)"
+
+
+@dataclass
+class LockLostSettler(RecordingSettler):
+    """A broker restarted under the delivery: every settlement of it fails."""
+
+    def complete(self, message: InboundMessage) -> None:
+        super().complete(message)
+        raise RuntimeError("MessageLockLostError: the lock on the message is lost")
+
+    def abandon(self, message: InboundMessage) -> None:
+        super().abandon(message)
+        raise RuntimeError("MessageLockLostError: the lock on the message is lost")
+
+
+def test_a_lost_lock_on_a_message_whose_job_ended_is_one_info_line(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The result is stored and announced, then completing the message fails (a broker
+    restart took its lock): not an error. Its next delivery completes it as a duplicate."""
+    h.job()
+    settler = LockLostSettler()
+    with caplog.at_level(logging.DEBUG, logger="shared.processing"):
+        outcome = h.processor.process(message(request_body(h)), settler)
+
+    assert outcome == "unsettled"
+    assert h.status() is JobStatus.COMPLETED
+    assert [a for a, *_ in settler.actions] == ["complete", "abandon"]
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    told = [r.getMessage() for r in caplog.records if "already ended" in r.getMessage()]
+    assert len(told) == 1, told
+    assert "r1" in told[0]
+    assert "MessageLockLostError" in told[0]
+    redelivered = replace(message(request_body(h)), delivery_count=2)
+    assert h.processor.process(redelivered, h.settler) == "duplicate"
+
+
+def test_a_failed_settlement_of_a_job_still_open_stays_an_error(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    h.job(not_before=None)
+    settler = LockLostSettler()
+    body = request_body(h, not_before=(NOW + timedelta(minutes=5)).isoformat())
+    settler.defer = settler.complete  # type: ignore[method-assign]
+    with caplog.at_level(logging.INFO, logger="shared.processing"):
+        outcome = h.processor.process(message(body), settler)
+
+    assert outcome == "abandoned"
+    assert h.status() is JobStatus.ACCEPTED
+    assert any(r.levelno == logging.ERROR for r in caplog.records)

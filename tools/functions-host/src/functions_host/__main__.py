@@ -18,6 +18,7 @@ from types import FrameType
 from functions_host.config import HostConfigError
 from functions_host.host import HostOptions, LocalHost
 from functions_host.language_worker import WorkerError
+from functions_host.sdk_logs import lower_connection_drop_lines
 
 _LEVELS = {
     "trace": logging.DEBUG,
@@ -115,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger().setLevel(_LEVELS.get(level, logging.INFO))
     for noisy in ("azure", "uamqp", "urllib3"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    lower_connection_drop_lines()
     # The worker's own lines (indexing summary, one "Function name: ..." per invocation) are
     # for debugging the runtime; host.json "Host.Worker" or --log-level debug shows them.
     if not args.log_level:

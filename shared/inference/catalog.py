@@ -208,6 +208,31 @@ def _where(location: tuple[int | str, ...]) -> tuple[str | None, str | None]:
     return None, ".".join(parts) or None
 
 
+_OBJECT_EXPECTED = frozenset({"model_type", "dict_type", "model_attributes_type"})
+
+
+def _in_user_words(kind: str, message: str, value: object) -> str:
+    """A validation error as the catalog's author reads it: JSON's words, never the name
+    of a class of ours (pydantic says "instance of CatalogDocument")."""
+    if kind in _OBJECT_EXPECTED and "CatalogDocument" in message:
+        return (
+            f'the catalog must be a JSON object with "tasks" and "models", not {_json_kind(value)}'
+        )
+    if kind in _OBJECT_EXPECTED:
+        return f"must be a JSON object, not {_json_kind(value)}"
+    return re.sub(r" or instance of \w+", "", message)
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, with its article."""
+    if isinstance(value, bool):
+        return "true or false"
+    if value is None:
+        return "null"
+    kinds = ((list, "an array"), (str, "a string"), (int | float, "a number"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), "an object")
+
+
 def parse_catalog(text: str, source: str) -> CatalogDocument:
     """The catalog file's document, checked: JSON, shape, tasks, schemas, and that every
     alias names a task. Provider-specific fields are the adapters' to check."""
@@ -223,7 +248,8 @@ def parse_catalog(text: str, source: str) -> CatalogDocument:
     except ValidationError as error:
         first = error.errors()[0]
         entry, location = _where(tuple(first["loc"]))
-        raise CatalogError(first["msg"], file=source, entry=entry, field=location) from None
+        message = _in_user_words(first["type"], first["msg"], first.get("input"))
+        raise CatalogError(message, file=source, entry=entry, field=location) from None
     for name, task in document.tasks.items():
         _check_task(source, name, task)
     for alias, model in document.models.items():

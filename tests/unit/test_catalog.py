@@ -76,7 +76,7 @@ def test_a_file_that_is_not_json_is_refused_with_its_line_and_column() -> None:
 @pytest.mark.parametrize(
     ("document", "entry", "field", "message"),
     [
-        ([], None, None, "valid dictionary"),
+        ([], None, None, 'a JSON object with "tasks" and "models", not an array'),
         ({}, None, "models", "Field required"),
         ({"models": {}}, None, "models", "at least 1 item"),
         ({"models": {"a": {}}}, "model 'a'", "provider", "Field required"),
@@ -101,6 +101,30 @@ def test_a_file_of_the_wrong_shape_names_the_entry_and_field(
     error = refusal(document)
     assert (error.entry, error.field) == (entry, field)
     assert message in str(error)
+
+
+@pytest.mark.parametrize(
+    ("document", "entry", "field", "message"),
+    [
+        ('"models"', None, None, 'must be a JSON object with "tasks" and "models", not a string'),
+        ({"models": []}, None, "models", "must be a JSON object, not an array"),
+        ({"models": {"a": 3}}, "model 'a'", None, "must be a JSON object, not a number"),
+        ({"tasks": {"t": "x"}, "models": {"a": {"provider": "local"}}}, "task 't'", None,
+         "must be a JSON object, not a string"),
+        ({"models": {"a": {"provider": "local", "capacity": [1]}}}, "model 'a'", "capacity",
+         "must be a JSON object, not an array"),
+    ],
+    ids=["string", "models-array", "entry-number", "task-string", "capacity-array"],
+)  # fmt: skip
+def test_a_value_that_is_not_an_object_is_refused_in_json_words(
+    document: Any, entry: str | None, field: str | None, message: str
+) -> None:
+    """Never an internal class name ("instance of CatalogDocument")."""
+    error = refusal(document)
+    assert (error.entry, error.field) == (entry, field)
+    assert message in str(error)
+    assert "instance of" not in str(error)
+    assert "Entry" not in str(error)
 
 
 def test_an_alias_must_name_a_task_of_the_catalog() -> None:

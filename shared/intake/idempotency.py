@@ -13,8 +13,8 @@ from its job: intake records a job only after the broker took the request messag
 
 A failed submission deletes its marker so the key can be used again. A marker whose
 request never got a job (the instance crashed before sending) is taken over after
-``stale_after`` seconds, keeping its request id so that the job and the message
-(deduplicated by message id) stay single.
+``stale_after`` seconds (``STALE_CLAIM_SECONDS``), keeping its request id so that the job
+and the message (deduplicated by message id) stay single.
 """
 
 from __future__ import annotations
@@ -34,6 +34,14 @@ from shared.intake.ports import IdempotencyStore
 from shared.request_ids import new_request_id
 
 IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
+# How long a claim without a job holds its key before a retry takes it over. A takeover
+# is safe even while the owner still works, because it keeps the owner's request id: both
+# store the same input, the queue's duplicate detection keeps one message of that id, and
+# the job is created once (if-none-match). So the window only has to cover an intake
+# that is slow, not prove its owner dead: 30 s is several times a slow acceptance (an
+# input upload and a send within their timeouts), and a caller whose intake crashed
+# waits that long at most instead of minutes.
+STALE_CLAIM_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -128,7 +136,7 @@ class IdempotencyGuard:
         accepted: AcceptedJob,
         clock: Clock = utc_now,
         wait_seconds: float = 5.0,
-        stale_after_seconds: float = 120.0,
+        stale_after_seconds: float = STALE_CLAIM_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._store = store

@@ -10,6 +10,7 @@ from shared.adapters.in_memory import InMemoryDocuments
 from shared.contracts import Job
 from shared.errors import ConcurrencyConflict, Conflict, InvalidInput
 from shared.intake.idempotency import (
+    STALE_CLAIM_SECONDS,
     Claimed,
     DocumentIdempotencyStore,
     IdempotencyGuard,
@@ -124,3 +125,26 @@ def test_malformed_keys_are_invalid_input(key: str) -> None:
 
 def test_keys_hash_to_fixed_length_names() -> None:
     assert len(hash_key("a")) == len(hash_key("b" * 255)) == 64
+
+
+def test_a_crashed_intake_holds_its_key_at_most_thirty_seconds() -> None:
+    """A claim whose owner died before recording a job: a retry 29 s later is told to
+    come back; one after 30 s takes the claim over, with the same request id, so the job
+    and the message stay single."""
+    store, clock = new_store(), ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+
+    def defaults() -> IdempotencyGuard:
+        return IdempotencyGuard(store, accepted=lambda *_: None, clock=clock,
+                                wait_seconds=0.0, sleep=lambda _: None)  # fmt: skip
+
+    crashed = defaults().begin("t", "key", "h")
+    assert isinstance(crashed, Claimed)
+    clock.now += timedelta(seconds=29)
+    with pytest.raises(Conflict) as early:
+        defaults().begin("t", "key", "h")
+    assert early.value.code == "idempotency_key_in_progress"
+    clock.now += timedelta(seconds=STALE_CLAIM_SECONDS - 29)
+    takeover = defaults().begin("t", "key", "h")
+    assert isinstance(takeover, Claimed)
+    assert takeover.record.request_id == crashed.record.request_id
+    assert STALE_CLAIM_SECONDS <= 30

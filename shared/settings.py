@@ -374,9 +374,10 @@ class Settings(BaseModel):
     )
     backpressure: BackpressureSettings = Field(default_factory=BackpressureSettings)
     # After a send fails because the broker is unreachable, intake answers 503 at once for
-    # this long; then one call probes the broker and, if it gets through, closes the breaker.
+    # this long; then one call probes the broker and, if it gets through, closes the
+    # breaker (so a broker that is back takes work again within this long).
     servicebus_breaker_open_seconds: float = Field(
-        5.0, gt=0, le=300, alias="ServiceBusBreaker__openSeconds"
+        1.0, gt=0, le=300, alias="ServiceBusBreaker__openSeconds"
     )
 
     # --- processing ----------------------------------------------------------------------

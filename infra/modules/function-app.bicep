@@ -314,8 +314,8 @@ var appSettings = {
   MaxPriorityQueueBacklog: '1000'
   MaxOrderedQueueBacklog: '5000'
   BacklogCacheSeconds: '5'
-  // After a send fails for a broker outage, intake answers 503 at once this long.
-  ServiceBusBreaker__openSeconds: '5'
+  // After a send fails for a broker outage, intake answers 503 at once this long, then probes.
+  ServiceBusBreaker__openSeconds: '1'
   // Processing: retries with backoff, lock renewal, the deferred-message sweeper.
   ModelConcurrency: string(modelConcurrency)
   PriorityModelConcurrency: '4'

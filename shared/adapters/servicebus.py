@@ -33,16 +33,22 @@ from shared.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def servicebus_client(settings: Settings, *, retry_total: int = 3) -> ServiceBusClient:
+def servicebus_client(
+    settings: Settings, *, retry_total: int = 3, try_timeout: float | None = None
+) -> ServiceBusClient:
     """The client for the ``ServiceBusConnection`` connection; ``retry_total``: the SDK's
-    tries after the first (its default, 3)."""
+    tries after the first (its default, 3); ``try_timeout``: what one try may take (None:
+    the SDK's default)."""
+    options: dict[str, Any] = {"retry_total": retry_total}
+    if try_timeout is not None:
+        options["try_timeout"] = try_timeout
     if settings.servicebus_connection_string:
         return ServiceBusClient.from_connection_string(
-            settings.servicebus_connection_string, retry_total=retry_total
+            settings.servicebus_connection_string, **options
         )
     if settings.servicebus_namespace:
         credential = azure_credential(settings.servicebus_client_id)
-        return ServiceBusClient(settings.servicebus_namespace, credential, retry_total=retry_total)
+        return ServiceBusClient(settings.servicebus_namespace, credential, **options)
     raise ConfigurationError(
         "set ServiceBusConnection (connection string) or "
         "ServiceBusConnection__fullyQualifiedNamespace"

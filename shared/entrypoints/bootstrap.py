@@ -76,6 +76,10 @@ from shared.processing.watchdog import JobWatchdog, WatchdogPolicy
 from shared.settings import Settings, get_settings
 
 QueueObserverFactory = Callable[[str], QueueObserver]  # by queue name
+# What one try of an intake send may take: a refused connection fails at once; one that
+# is never answered stops here. Above a cold connection's open (TLS, a managed
+# identity's token, the AMQP link), so a healthy broker is never refused for it.
+INTAKE_SEND_TRY_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,9 @@ class Ports:
     backlogs: Mapping[Lane, BacklogProbe] = field(default_factory=dict)
     # The results topic's subscriptions, for their gauges (None: not observed).
     subscription_observers: SubscriptionObservers | None = None
+    # Intake's own sends to the request lanes (None: ``requests``): one try, bounded, so
+    # that a caller hears at once that the broker is down (``intake.breaker``).
+    intake_requests: MessageSender | None = None
 
 
 @dataclass(frozen=True)
@@ -180,7 +187,9 @@ def build_services(settings: Settings, ports: Ports) -> Services:
             accepted=jobs.find,
             clock=clock,
         ),
-        sender=SendBreaker(ports.requests, settings.servicebus_breaker_open_seconds),
+        sender=SendBreaker(
+            ports.intake_requests or ports.requests, settings.servicebus_breaker_open_seconds
+        ),
         backlog=LaneBacklogGates.from_settings(settings, ports.backlogs),
         clock=clock,
     )
@@ -552,6 +561,11 @@ def azure_ports(settings: Settings) -> Ports:
     # that names a vanished message answers "not found" every time (the SDK would ask
     # three more times, 11 s), and any other failure leaves the ledger for the next sweep.
     sweeps = _Lazy(lambda: servicebus_client(settings, retry_total=0))
+    # Intake's client: a request waits for no SDK retry loop (11 s against a broker that
+    # is gone); the breaker answers the next ones, and the caller retries.
+    intake_bus = _Lazy(
+        lambda: servicebus_client(settings, retry_total=0, try_timeout=INTAKE_SEND_TRY_SECONDS)
+    )
     queues = LaneQueues.from_settings(settings)
 
     observers: dict[str, QueueObserver] = {}
@@ -570,6 +584,9 @@ def azure_ports(settings: Settings) -> Ports:
         documents=BlobJsonDocuments(storage),
         requests=LaneRouter(
             {lane: LazyServiceBusSender(bus.get, queues.queue(lane)) for lane in Lane}
+        ),
+        intake_requests=LaneRouter(
+            {lane: LazyServiceBusSender(intake_bus.get, queues.queue(lane)) for lane in Lane}
         ),
         results_topic=LazyServiceBusSender(bus.get, settings.results_topic_name, topic=True),
         events=event_grid_publisher(settings),

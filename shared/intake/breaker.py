@@ -1,8 +1,9 @@
 """Fail fast while the broker is down: a circuit breaker around intake's sends.
 
-When Service Bus cannot be reached, each send pays the SDK's connect retries (about
-11 s) before it fails, and every HTTP worker thread waits that long for the same 503.
-After one send fails with ``BrokerUnreachable`` (what the Service Bus adapter makes of a
+When Service Bus cannot be reached, every HTTP worker thread would wait for its own
+failed send before the same 503. Intake's sends make one try (its client has no SDK
+retries, which took about 11 s), and after one send fails with ``BrokerUnreachable``
+(what the Service Bus adapter makes of a
 connection, communication or timeout failure), the breaker *opens*: for
 ``open_seconds`` every send is refused at once with ``ServiceUnavailable`` and a
 Retry-After of the time left. Then it lets one call through as a probe (the others are

@@ -194,7 +194,14 @@ class MessageProcessor:
         if job.status.is_terminal:
             return self._ended_already(message, request, settler, job)
         now = self._clock()
-        if self._another_delivery_runs(message, job, now):
+        # A first delivery that meets its job running and recently changed is a second
+        # message for work another delivery is doing (the watchdog resends a job whose
+        # message seemed lost, with the same message id): running it too would pay for the
+        # model twice. A redelivery or a retry copy is the same work coming back (a lost
+        # lock, an abandon), and one that meets a job whose lock is long gone runs.
+        renewal = self._policy.max_lock_renewal_seconds
+        if not message.attempted_before and held_by_a_delivery(job, now, renewal):
+            log.info("message %s: job %s runs in another delivery", message.message_id, job.id)
             settler.complete(message)
             return Outcome.DUPLICATE
         deadline = request.deadline or job.deadline
@@ -212,19 +219,6 @@ class MessageProcessor:
                 why = f"prerequisite {request.after} ended {prerequisite.value}"
                 raise PrerequisiteFailed(why)
         return current
-
-    def _another_delivery_runs(self, message: InboundMessage, job: Job, now: datetime) -> bool:
-        """A first delivery that meets its job ``running`` and recently changed is a
-        second message for work another delivery is doing (the job watchdog resends a
-        job whose message seemed lost, with the same message id): running it too would
-        pay for the model twice. A redelivery or a retry copy is the same work coming back
-        (a lost lock, an abandon), and one that meets a job whose lock is long gone runs."""
-        if message.attempted_before:
-            return False
-        if not held_by_a_delivery(job, now, self._policy.max_lock_renewal_seconds):
-            return False
-        log.info("message %s: job %s is running in another delivery", message.message_id, job.id)
-        return True
 
     # --- the happy rows of the table ----------------------------------------------------
 

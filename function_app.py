@@ -8,11 +8,13 @@ instead of failing every request later.
 import azure.functions as func
 
 from shared.entrypoints.bootstrap import verify_model_catalog
+from shared.log_lines import install_one_line_records
 from triggers.event_doors import bp as event_doors
 from triggers.http_api import bp as http_api
 from triggers.maintenance import bp as maintenance
 from triggers.servicebus import bp as servicebus
 
+install_one_line_records()  # caller text never forges a log line (shared/log_lines.py)
 verify_model_catalog()
 
 app = func.FunctionApp()

@@ -57,6 +57,7 @@ from shared.intake.submissions import Intake
 from shared.intake.tenancy import CallerTenancy
 from shared.jobs import DocumentJobStore, JobRepository
 from shared.lanes import Lane, LaneQueues, LaneRouter
+from shared.log_lines import install_one_line_records
 from shared.messaging import MessageSender
 from shared.processing.assembly import lane_processor
 from shared.processing.backlog import SubscriptionObservers
@@ -667,9 +668,11 @@ def get_services() -> Services:
 
 
 def observe(services: Services) -> None:
-    """Telemetry of the process (a no-op without an OpenTelemetry SDK): log records carry
-    the ids of the request at hand, and the counts of the lanes' queues and of the results
-    topic's subscriptions are gauges, each entity read on its own."""
+    """Telemetry of the process (a no-op without an OpenTelemetry SDK): log records are
+    one line each (``log_lines``) and carry the ids of the request at hand, and the
+    counts of the lanes' queues and of the results topic's subscriptions are gauges, each
+    entity read on its own."""
+    install_one_line_records()
     telemetry.install_log_dimensions()
     telemetry.observe_queues(lambda: queue_entity_readers(services))
 

@@ -91,6 +91,27 @@ def test_submit_poll_and_fetch_the_result(stack: Stack) -> None:
     assert "Invoice 7." in result["result"]["summary"]
 
 
+def test_a_forged_log_line_in_a_request_stays_one_escaped_line(stack: Stack) -> None:
+    """The problem details echo the caller's ``after``; the host's log gets exactly one
+    line for it, its CR and LF written out, and no line of its own."""
+    marker = f"injected-{uuid.uuid4().hex[:8]}"
+    forged = f"zz\r\n2026-12-04 00:00:00,000 ERROR {marker}: FAKE"
+    status, _, raw = stack.request(
+        "POST", "/api/v1/requests", text_request("x", after=forged), {"X-Tenant-Id": tenant()}
+    )
+    assert status == 400, raw
+    assert forged in json.loads(raw)["detail"], "the answer keeps the caller's text"
+    deadline = time.monotonic() + 15
+    lines: list[str] = []
+    while time.monotonic() < deadline and not lines:
+        log = stack.log_path.read_text(encoding="utf-8", errors="replace")
+        lines = [line for line in log.split("\n") if marker in line]
+        time.sleep(0.2)
+    assert len(lines) == 1, lines
+    assert not lines[0].startswith("2026-12-04 00:00:00,000"), "a line of its own"
+    assert f"zz\\r\\n2026-12-04 00:00:00,000 ERROR {marker}: FAKE" in lines[0]
+
+
 def test_the_api_needs_a_key_and_an_identity(stack: Stack) -> None:
     assert (
         stack.request(

@@ -20,7 +20,7 @@ def callback_failing_with(error: Exception) -> None:
         raise error
 
     link = SimpleNamespace(_on_transfer=on_transfer, network_trace_params={})
-    ReceiverLink._process_incoming_message(link, None, None)  # type: ignore[arg-type]
+    ReceiverLink._process_incoming_message(link, None, None)  # type: ignore[no-untyped-call, arg-type]
 
 
 def test_a_dropped_connection_is_no_error(caplog: pytest.LogCaptureFixture) -> None:

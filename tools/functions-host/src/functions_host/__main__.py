@@ -18,6 +18,7 @@ from types import FrameType
 from functions_host.config import HostConfigError
 from functions_host.host import HostOptions, LocalHost
 from functions_host.language_worker import WorkerError
+from functions_host.log_lines import OneLineFormatter
 from functions_host.sdk_logs import lower_connection_drop_lines
 
 _LEVELS = {
@@ -102,11 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         eventgrid_time_scale=args.eventgrid_retry_scale,
         disabled=tuple(args.disable),
     )
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stdout,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    console = logging.StreamHandler(sys.stdout)
+    console.setFormatter(OneLineFormatter())  # caller text never forges a line
+    logging.basicConfig(level=logging.INFO, handlers=[console])
     try:
         host = LocalHost(options)
     except HostConfigError as error:

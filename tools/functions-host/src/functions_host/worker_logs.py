@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from functions_host.log_lines import STACK_TRACE
 from functions_host.protos import messages
 from functions_host.redaction import redact
 
@@ -46,7 +47,8 @@ class WorkerLogPrinter:
         logger = logging.getLogger(self.category(rpc_log))
         if not logger.isEnabledFor(level):
             return
-        text = str(rpc_log.message)
+        stack = ""
         if rpc_log.HasField("exception") and rpc_log.exception.stack_trace:
-            text = f"{text}\n{rpc_log.exception.stack_trace.rstrip()}"
-        logger.log(level, "%s", redact(text))
+            stack = redact(rpc_log.exception.stack_trace.rstrip())
+        # The stack trace goes below the line, indented (``log_lines.OneLineFormatter``).
+        logger.log(level, "%s", redact(str(rpc_log.message)), extra={STACK_TRACE: stack})

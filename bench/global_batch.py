@@ -54,7 +54,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -74,12 +74,14 @@ from openai_emulator.process import OpenAIEmulator, OpenAIEmulatorProcess
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
 from shared.adapters.in_memory import RecordingPublisher, RecordingSender
 from shared.contracts import InlineText, Job, JobStatus, ProcessingMode, RequestMessage
-from shared.entrypoints.bootstrap import Services, azure_ports, build_services
+from shared.entrypoints.bootstrap import Services, build_services
+from shared.entrypoints.port_sets import azure_ports, replaced
 from shared.events.announcements import COMPLETED
 from shared.global_batch.control_plane import GlobalBatchControlPlane
 from shared.global_batch.files import encoded
 from shared.global_batch.records import Submission
 from shared.global_batch.store import BatchRecords
+from shared.lanes import Lane as RequestLane
 from shared.messaging import request_envelope
 from shared.request_ids import new_request_id
 from shared.settings import Settings
@@ -144,13 +146,13 @@ def lane_settings(storage: str, emulator: OpenAIEmulator, **overrides: str) -> S
 def build_lane(settings: Settings) -> Lane:
     AzureBlobStore(blob_service_client(settings)).ensure_containers(settings.container_names())
     events, topic = RecordingPublisher(), RecordingSender()
-    ports = replace(
+    ports = replaced(
         azure_ports(settings), requests=RecordingSender(), events=events, results_topic=topic
     )
     services = build_services(settings, ports)
-    if services.batch_records is None or services.global_batch is None:
+    if services.http.batches.records is None or services.global_batch is None:
         raise RuntimeError("the Global Batch lane is not configured")
-    return Lane(services, services.batch_records, services.global_batch, events, topic)
+    return Lane(services, services.http.batches.records, services.global_batch, events, topic)
 
 
 def in_parallel(work: Callable[[int], Any], count: int) -> list[Any]:
@@ -189,7 +191,7 @@ def stage(lane: Lane, count: int) -> tuple[list[str], float, float]:
     jobs_seconds = time.perf_counter() - began
     if any(job is None for job in created):
         raise RuntimeError("a job existed already (request ids collided)")
-    stager = lane.services.batch_stager  # the processors' own
+    stager = lane.services.lanes[RequestLane.STANDARD].stager  # the processors' own
     assert stager is not None
 
     def stage_one(number: int) -> bool:

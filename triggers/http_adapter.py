@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import azure.functions as func
 
-from shared.entrypoints.bootstrap import HttpEndpoints, get_services
+from shared.entrypoints.bootstrap import get_services
+from shared.entrypoints.builders import HttpEndpoints
 from shared.entrypoints.http.messages import ApiRequest, ApiResponse, guarded
 
 Handler = Callable[[ApiRequest], ApiResponse]

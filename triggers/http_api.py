@@ -5,7 +5,7 @@ Function-level keys authenticate the calling application (or the API gateway in 
 App Service authentication identifies the tenant (see shared/intake/tenancy.py). The
 document (``/api/openapi.json``) and its page (``/api/docs``, Swagger UI) are anonymous:
 they hold no secret. The page needs no services, so it is served without them. Each
-other trigger hands its request to its endpoint (``bootstrap.HttpEndpoints``).
+other trigger hands its request to its endpoint (``builders.HttpEndpoints``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ in production: ``InMemoryDocuments`` enforces Blob storage's preconditions exact
 failed precondition raises ``ConcurrencyConflict`` like ``BlobJsonDocuments``), and
 documents are blobs of the same ``InMemoryBlobs`` account, as they are in Azure. The
 recording ports (sender, publisher, settler) keep what they were given and can be told
-to fail. ``entrypoints.bootstrap.in_memory_ports`` wires them; nothing here touches the network.
+to fail. ``entrypoints.port_sets.in_memory_ports`` wires them; nothing here touches the network.
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ connection string and no counts URL nothing can read the counts, so no lane is g
 from __future__ import annotations
 
 import json
+import threading
 import urllib.request
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -153,6 +155,22 @@ class ServiceBusQueueObserver:
             deferred=None,
             oldest_active_enqueued_at=oldest,
         )
+
+
+def queue_observers(
+    settings: Settings, client: Callable[[], ServiceBusClient]
+) -> Callable[[str], QueueObserver]:
+    """The observer of each queue by name, made on first use and kept."""
+    observers: dict[str, QueueObserver] = {}
+    lock = threading.Lock()
+
+    def observer(queue: str) -> QueueObserver:
+        with lock:
+            if queue not in observers:
+                observers[queue] = queue_observer_for(settings, client(), queue)
+            return observers[queue]
+
+    return observer
 
 
 def queue_observer_for(

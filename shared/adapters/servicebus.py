@@ -27,6 +27,7 @@ from azure.servicebus.exceptions import (
 from shared import telemetry
 from shared.adapters.identity import azure_credential
 from shared.errors import BrokerUnreachable, ConfigurationError, PermanentError, TransientError
+from shared.lanes import Lane, LaneQueues, LaneRouter
 from shared.messaging import OutgoingMessage
 from shared.settings import Settings
 
@@ -143,3 +144,10 @@ class LazyServiceBusSender:
     def close(self) -> None:
         with self._lock:
             self._discard()
+
+
+def lane_senders(settings: Settings, client: Callable[[], ServiceBusClient]) -> LaneRouter:
+    """A sender per request lane's queue, over ``client``'s connection (opened on the
+    first send)."""
+    queues = LaneQueues.from_settings(settings)
+    return LaneRouter({lane: LazyServiceBusSender(client, queues.queue(lane)) for lane in Lane})

@@ -10,6 +10,6 @@
 
 Only the wiring sees ``Services`` and the settings: ``bootstrap``, ``functions`` and the
 command lines' composition (``cli.ops``, ``cli.producer``). An HTTP handler holds its
-endpoints (``bootstrap.HttpEndpoints``), an ops command what ``cli.ops`` builds for its
+endpoints (``builders.HttpEndpoints``), an ops command what ``cli.ops`` builds for its
 area; the capabilities below receive only the ports and values they use.
 """

@@ -31,7 +31,7 @@ def handle_request_batch(
 ) -> None:
     """Process a batch from one lane's trigger; settle each message on its own."""
     try:
-        provider().lanes[lane].batch.process(messages, settler)
+        provider().lanes[lane].message_batches.process(messages, settler)
     except Exception:
         log.exception(
             "batch of %d messages failed before processing; locks will lapse", len(messages)

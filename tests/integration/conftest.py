@@ -7,7 +7,6 @@ import base64
 import json
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
 from typing import Any, Protocol
 
 import azure.functions as func
@@ -16,7 +15,8 @@ import pytest
 from openai_emulator.process import OpenAIEmulator
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
 from shared.adapters.in_memory import RecordingPublisher, RecordingSender
-from shared.entrypoints.bootstrap import Services, azure_ports, build_services, use_services
+from shared.entrypoints.bootstrap import Services, build_services, use_services
+from shared.entrypoints.port_sets import azure_ports, replaced
 from shared.settings import Settings
 from tests.fixtures.azurite import Azurite
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
@@ -80,7 +80,7 @@ def install_services(
     """Build the app's real services (Azurite, the emulator) and install them for the
     registered functions; ``settings`` (a mapping, for names such as ``GlobalBatch__endpoint``)
     and then ``overrides`` (keywords) replace app settings, ``ports`` replace adapters by
-    ``Ports`` field (``bootstrap.azure_ports``). Uninstalled after the test."""
+    ``Ports`` field (``port_sets.azure_ports``). Uninstalled after the test."""
 
     def install(
         *,
@@ -93,7 +93,7 @@ def install_services(
         chosen = make_settings(
             azurite, ServiceBusConnection=connection, **{**(settings or {}), **overrides}
         )
-        built = build_services(chosen, replace(azure_ports(chosen), **(ports or {})))
+        built = build_services(chosen, replaced(azure_ports(chosen), **(ports or {})))
         use_services(built)
         return built
 

@@ -12,6 +12,7 @@ from azure.servicebus import ServiceBusClient
 
 from shared.adapters.servicebus_inbound import ReceiverSettler, from_sdk
 from shared.contracts import JobStatus
+from shared.lanes import Lane
 from tests.integration.test_servicebus_deadletters import STANDARD, DeadLetters, bus, cli, dead
 from tests.support.servicebus import drain
 
@@ -59,5 +60,7 @@ def replayed_and_processed(dead: DeadLetters, bus: ServiceBusClient, deadline: d
         assert datetime.fromisoformat(body["deadline"]) == deadline
         assert copy.time_to_live is not None
         assert copy.time_to_live <= timedelta(hours=2)
-        outcome: str = dead.services.processor.process(from_sdk(copy), ReceiverSettler(receiver))
+        outcome: str = dead.services.lanes[Lane.STANDARD].processor.process(
+            from_sdk(copy), ReceiverSettler(receiver)
+        )
     return outcome

@@ -24,6 +24,7 @@ from shared.contracts import InlineText, Job, JobStatus
 from shared.entrypoints.bootstrap import Services
 from shared.errors import TransientError
 from shared.events.announcements import FAILED
+from shared.lanes import Lane
 from shared.processing.deferral import DeferredEntry, DeferredSweeper, DocumentDeferralLedger
 from tests.fixtures.servicebus_emulator import DEFAULT_CONFIG, ServiceBusEmulator
 from tests.integration.conftest import InstallServices
@@ -92,13 +93,15 @@ def test_a_vanished_message_is_asked_for_again_then_its_job_fails(
         receiver.defer_message(received[0])
         kept = int(received[0].sequence_number or 0)
     vanished = 987_654_322
-    services.ledger.record(_entry(queue, kept, tenant))
-    services.ledger.record(_entry(queue, vanished, tenant))
+    services.lanes[Lane.STANDARD].ledger.record(_entry(queue, kept, tenant))
+    services.lanes[Lane.STANDARD].ledger.record(_entry(queue, vanished, tenant))
     _job(services, tenant, f"vanished-{vanished}")
     audit = connect(servicebus_emulator)
     drain(audit, topic="inference-results", subscription="audit")
 
-    first = services.sweeper.sweep(queue, services.ports.deferred_source)
+    sweeper = services.lanes[Lane.STANDARD].sweeper
+    assert sweeper is not None
+    first = sweeper.sweep(queue, services.ports.deferred_source)
 
     assert (first.retrying, first.missing) == ([vanished], [])
     assert kept not in first.retrying, "received with the vanished one, and processed"
@@ -106,10 +109,12 @@ def test_a_vanished_message_is_asked_for_again_then_its_job_fails(
     assert job.status is JobStatus.ACCEPTED, "not declared gone on the first miss"
 
     clock.ahead = timedelta(minutes=2)
-    last = services.sweeper.sweep(queue, services.ports.deferred_source)
+    last = sweeper.sweep(queue, services.ports.deferred_source)
 
     assert (last.retrying, last.missing) == ([], [vanished])
-    assert vanished in [e.sequence_number for e in services.ledger.missing(queue)]
+    assert vanished in [
+        e.sequence_number for e in services.lanes[Lane.STANDARD].ledger.missing(queue)
+    ]
     job = services.jobs.get(tenant, f"vanished-{vanished}")
     assert job.status is JobStatus.FAILED
     assert job.error is not None
@@ -120,7 +125,10 @@ def test_a_vanished_message_is_asked_for_again_then_its_job_fails(
     assert [(f["request_id"], f["error_code"]) for f in failures] == [
         (f"vanished-{vanished}", "deferred_message_lost")
     ]
-    due = [e.sequence_number for e in services.ledger.due(queue, clock() + timedelta(days=1))]
+    due = [
+        e.sequence_number
+        for e in services.lanes[Lane.STANDARD].ledger.due(queue, clock() + timedelta(days=1))
+    ]
     assert kept not in due
     assert vanished not in due
 

@@ -94,7 +94,7 @@ def test_batch_requests_complete_through_upload_create_poll_download_join(
     (closed,) = submissions_of(batch_lane.services, tenant)
     assert closed.state.value == "closed"
     assert closed.outcomes == {"completed": 3, "refused": 2}
-    records = batch_lane.services.batch_records
+    records = batch_lane.services.http.batches.records
     assert records is not None
     kept = records.kept_file(closed.id, "output")
     assert kept is not None
@@ -337,7 +337,7 @@ def test_a_cancel_that_races_the_creation_of_its_batch_cancels_that_batch(
     (submission,) = submissions_of(restarted.services, tenant)
     assert submission.batch_id is not None, "the batch the service made was recorded"
     assert restarted.emulator.stats()["batches"][submission.batch_id]["status"] == "cancelled"
-    records = restarted.services.batch_records
+    records = restarted.services.http.batches.records
     assert records is not None
     entries = records.ledger_entries(tenant, submission.created_at.date().isoformat())
     assert [entry.batch_id for entry in entries] == [submission.batch_id]
@@ -357,7 +357,7 @@ def test_a_step_the_service_refuses_for_good_fails_the_submission_and_its_reques
     with pytest.raises(Crash):
         crashing.run()  # planned, not uploaded
     (planned,) = submissions_of(batch_lane.services, tenant)
-    records = batch_lane.services.batch_records
+    records = batch_lane.services.http.batches.records
     assert records is not None
     storage.delete(records.container, f"files/{planned.id}/input.jsonl")
 
@@ -433,7 +433,7 @@ def test_a_catalog_task_goes_out_with_its_instructions_and_schema_and_comes_back
     good = submit(call, "Thanks, great service.", model="rater")
     broken = submit(call, "A message [[invalid-answer]].", model="rater")
     assert lane.process_queue() == ["staged", "staged"]
-    records = lane.services.batch_records
+    records = lane.services.http.batches.records
     assert records is not None
     pending = records.pending(DEPLOYMENT, tenant, good)
     assert pending is not None

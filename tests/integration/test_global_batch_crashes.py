@@ -88,7 +88,7 @@ def test_a_crash_anywhere_loses_and_duplicates_nothing(
     assert after["files_uploaded"] - before["files_uploaded"] == 1
     assert after["batches_created"] - before["batches_created"] == 1
     assert all(restarted.job(tenant, i).attempts == 1 for i in ids)
-    records = restarted.services.batch_records
+    records = restarted.services.http.batches.records
     assert records is not None
     entries = records.ledger_entries(tenant, submission.created_at.date().isoformat())
     assert [entry.submission_id for entry in entries] == [submission.id]
@@ -160,14 +160,14 @@ def test_a_run_stops_when_its_time_is_up_and_the_next_goes_on(
     services = batch_lane.services
     documents = TickingDocuments(services.ports.documents, after_state="never")
     ticking = batch_lane.with_ports(documents=documents)
-    assert ticking.services.batch_records is not None
+    assert ticking.services.http.batches.records is not None
     assert services.ports.batch_service is not None
     control_plane = GlobalBatchControlPlane(
-        records=ticking.services.batch_records,
+        records=ticking.services.http.batches.records,
         service=services.ports.batch_service,
         jobs=ticking.services.jobs,
         conclusion=Conclusion(
-            records=ticking.services.batch_records,
+            records=ticking.services.http.batches.records,
             jobs=ticking.services.jobs,
             endings=JobEndings(ticking.services.jobs, Announcer(ticking.events, None)),
             announcer=Announcer(ticking.events, None),

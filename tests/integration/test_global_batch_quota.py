@@ -112,7 +112,7 @@ def test_a_file_over_the_quota_is_split_and_every_request_completes(
         for n in range(5)
     ]
     assert batch_lane.process_queue() == ["staged"] * 5
-    records = batch_lane.services.batch_records
+    records = batch_lane.services.http.batches.records
     assert records is not None
     staged = records.pending_many(DEPLOYMENT, tenant, ids)
     assert sum(line_tokens(p.line) for p in staged.values()) > LIMIT  # one file: refused

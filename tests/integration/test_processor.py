@@ -202,7 +202,7 @@ def test_a_mixed_batch_settles_every_message_on_its_own(
     # a duplicate delivery of finished work changes nothing
     job_before = processing.jobs.get(tenant, ok)
     with bus.get_queue_sender(QUEUE) as sender:
-        stored = processing.blobs.read("inputs", f"{tenant}/{ok}")
+        stored = processing.ports.blobs.read("inputs", f"{tenant}/{ok}")
         assert stored is not None
         body = _request_body(processing, tenant, ok)
         sender.send_messages(

@@ -23,7 +23,7 @@ from shared.contracts import ClaimCheck, InlineText, Job, JobStatus, Priority, R
 from shared.entrypoints.bootstrap import Services
 from shared.entrypoints.cli.ops import main
 from shared.jobs import fail, transition
-from shared.lanes import LaneQueues, lane_for
+from shared.lanes import Lane, LaneQueues, lane_for
 from shared.messaging import request_envelope
 from shared.processing.inbound import normalise_properties
 from shared.tracing import continue_or_start
@@ -288,7 +288,9 @@ def test_replay_reopens_failed_jobs_once_and_refuses_late_requests(
         assert (properties["replay_of"], properties["retry_count"]) == (failed.request_id, 0)
         assert "DeadLetterReason" not in properties
         assert json.loads(b"".join(copy.body))["request_id"] == failed.request_id
-        outcome = dead.services.processor.process(from_sdk(copy), ReceiverSettler(receiver))
+        outcome = dead.services.lanes[Lane.STANDARD].processor.process(
+            from_sdk(copy), ReceiverSettler(receiver)
+        )
     assert outcome == "completed"
     assert dead.status(failed) is JobStatus.COMPLETED
 

@@ -17,6 +17,7 @@ from azure.servicebus import ServiceBusClient
 from shared.adapters.servicebus_inbound import ReceiverSettler, from_sdk
 from shared.contracts import JobStatus
 from shared.entrypoints.bootstrap import Services
+from shared.lanes import Lane
 from tests.fixtures.azurite import ACCOUNT_KEY, ACCOUNT_NAME, free_port
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import InstallServices
@@ -52,7 +53,9 @@ def process_next(services: Services, bus: ServiceBusClient) -> tuple[str, str | 
     with bus.get_queue_receiver(QUEUE) as receiver:
         [message] = receiver.receive_messages(1, max_wait_time=30)
         inbound = from_sdk(message, from_receiver=True)
-        outcome = services.processor.process(inbound, ReceiverSettler(receiver))
+        outcome = services.lanes[Lane.STANDARD].processor.process(
+            inbound, ReceiverSettler(receiver)
+        )
     return outcome, inbound.message_id, inbound.outage_retry_count
 
 

@@ -24,8 +24,9 @@ from shared.contracts import (
     ResultDocument,
     TokenUsage,
 )
-from shared.entrypoints.bootstrap import Services, azure_ports, build_services
+from shared.entrypoints.bootstrap import Services, build_services
 from shared.entrypoints.cli.ops import main
+from shared.entrypoints.port_sets import azure_ports
 from shared.jobs import transition
 from tests.fixtures.azurite import Azurite
 from tests.integration.conftest import make_settings

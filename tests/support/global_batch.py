@@ -26,11 +26,14 @@ from shared.adapters.in_memory import RecordingPublisher, RecordingSender, Recor
 from shared.clock import Clock
 from shared.contracts import Job, JobStatus
 from shared.documents import Document, JsonDocuments
-from shared.entrypoints.bootstrap import Services, build_services, global_batch_policy, use_services
+from shared.entrypoints.bootstrap import Services, build_services, use_services
+from shared.entrypoints.builders import global_batch_policy
+from shared.entrypoints.port_sets import replaced
 from shared.events.announcements import COMPLETED, FAILED, Announcer
 from shared.global_batch.conclusion import Conclusion, ConclusionPolicy
 from shared.global_batch.control_plane import ControlPolicy, GlobalBatchControlPlane, RunReport
 from shared.global_batch.ports import BatchService, RemoteBatch
+from shared.lanes import Lane
 from shared.processing.endings import JobEndings
 from shared.processing.settlement import Outcome
 from shared.settings import Settings
@@ -190,7 +193,7 @@ class BatchLane:
         for message in messages:
             settler = RecordingSettler()
             inbound = delivered(message, sequence=self.delivered_count)
-            outcomes.append(self.services.processor.process(inbound, settler))
+            outcomes.append(self.services.lanes[Lane.STANDARD].processor.process(inbound, settler))
             self.settled.extend(settler.actions)
         return outcomes
 
@@ -201,7 +204,7 @@ class BatchLane:
     def with_ports(self, **ports: Any) -> BatchLane:
         """The same lane rebuilt with some ports replaced (as a restarted process over the
         same storage and service), installed for the registered functions."""
-        rebuilt = build_services(self.services.settings, replace(self.services.ports, **ports))
+        rebuilt = build_services(self.services.settings, replaced(self.services.ports, **ports))
         use_services(rebuilt)
         return replace(self, services=rebuilt)
 
@@ -253,7 +256,7 @@ class BatchLane:
 
 def submissions_of(services: Services, tenant: str) -> Iterator[Any]:
     """The tenant's submissions (open or closed), from the batch container."""
-    records = services.batch_records
+    records = services.http.batches.records
     assert records is not None
     documents: JsonDocuments = services.ports.documents
     for name in documents.list_names(records.container, "submissions/"):
@@ -264,7 +267,7 @@ def submissions_of(services: Services, tenant: str) -> Iterator[Any]:
 
 def members_of(services: Services, submission_id: str) -> list[str]:
     """A submission's request ids, in the order they were planned."""
-    records = services.batch_records
+    records = services.http.batches.records
     assert records is not None
     return list(records.kept_members(submission_id))
 
@@ -319,16 +322,16 @@ def with_control_plane(lane: BatchLane, policy: ControlPolicy, clock: Clock) -> 
     """``lane`` whose control plane has ``policy`` and runs on ``clock`` (the rest of the
     services as they are)."""
     services = lane.services
-    assert services.batch_records is not None
+    assert services.http.batches.records is not None
     assert services.ports.batch_service is not None
     announcer = Announcer(lane.events, None)
     settings = services.settings
     control_plane = GlobalBatchControlPlane(
-        records=services.batch_records,
+        records=services.http.batches.records,
         service=services.ports.batch_service,
         jobs=services.jobs,
         conclusion=Conclusion(
-            records=services.batch_records,
+            records=services.http.batches.records,
             jobs=services.jobs,
             endings=JobEndings(services.jobs, announcer, clock),
             announcer=announcer,

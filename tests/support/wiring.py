@@ -1,4 +1,4 @@
-"""The app wired over the in-memory ports (``bootstrap.in_memory_ports``), for unit tests.
+"""The app wired over the in-memory ports (``port_sets.in_memory_ports``), for unit tests.
 
 ``wire()`` builds real use cases over ``shared.adapters.in_memory``; ``Wired`` names the
 in-memory ports by their concrete types so tests can read what was sent, stored and
@@ -20,14 +20,10 @@ from shared.adapters.in_memory import (
     RecordingSender,
 )
 from shared.clock import Clock
-from shared.entrypoints.bootstrap import (
-    HttpEndpoints,
-    Ports,
-    Services,
-    build_services,
-    in_memory_ports,
-)
+from shared.entrypoints.bootstrap import Services, build_services
+from shared.entrypoints.builders import HttpEndpoints
 from shared.entrypoints.http.messages import ApiRequest, ApiResponse, guarded
+from shared.entrypoints.port_sets import Ports, in_memory_ports
 from shared.events.announcements import FAILED
 from shared.messaging import OutgoingMessage
 from shared.processing.inbound import InboundMessage

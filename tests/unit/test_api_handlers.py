@@ -16,6 +16,7 @@ from shared import bounded_json, errors
 from shared.adapters.in_memory import RecordingSettler
 from shared.entrypoints.http.messages import ApiResponse
 from shared.entrypoints.http.problems import STATUS_BY_ERROR, problem_for
+from shared.lanes import Lane
 from shared.request_ids import new_request_id
 from tests.fakes import ManualClock, broker_down
 from tests.support.events import (
@@ -60,7 +61,9 @@ def process_queue(wired: Wired) -> RecordingSettler:
     """Deliver what intake sent to the processor, as the batch trigger would."""
     settler = RecordingSettler()
     for sequence, message in enumerate(list(wired.queue.sent), start=1):
-        wired.services.processor.process(wired.deliver(message, sequence), settler)
+        wired.services.lanes[Lane.STANDARD].processor.process(
+            wired.deliver(message, sequence), settler
+        )
     return settler
 
 

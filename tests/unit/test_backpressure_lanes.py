@@ -42,7 +42,7 @@ def test_each_submission_is_gated_by_its_own_lanes_depth_and_limit() -> None:
             "backlogs": {Lane.STANDARD: standard, Lane.PRIORITY: priority, Lane.ORDERED: ordered},
         },
     )
-    intake = wired.services.intake
+    intake = wired.services.http.requests.intake
 
     with pytest.raises(
         ServiceUnavailable, match="standard lane's request backlog is 10 messages \\(limit 10\\)"
@@ -63,7 +63,7 @@ def test_each_submission_is_gated_by_its_own_lanes_depth_and_limit() -> None:
 def test_a_lane_with_limit_zero_is_not_read() -> None:
     probe = FixedBacklog(10**6)
     wired = wire(MaxPriorityQueueBacklog="0", ports={"backlogs": {Lane.PRIORITY: probe}})
-    wired.services.intake.submit(submission(Priority.HIGH))
+    wired.services.http.requests.intake.submit(submission(Priority.HIGH))
     assert probe.reads == 0
 
 

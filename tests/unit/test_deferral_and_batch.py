@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from shared.adapters.in_memory import InMemoryDocuments, RecordingSettler
 from shared.contracts import Job, JobStatus
 from shared.events.announcements import FAILED
+from shared.lanes import Lane
 from shared.processing.batches import BatchProcessor
 from shared.processing.deferral import DeferredEntry, DeferredSweeper, DocumentDeferralLedger
 from shared.processing.inbound import InboundMessage
@@ -105,8 +106,10 @@ def test_a_missing_deferred_message_is_asked_for_again_then_its_job_fails() -> N
     clock = ManualClock(NOW)
     wired = wire(clock=clock, DeferredMissingRetries="2", DeferredMissingRetrySeconds="60")
     _job_for_entry(wired, "r1")
-    wired.services.ledger.record(entry(1, -1))
-    sweep = wired.services.sweeper.sweep
+    wired.services.lanes[Lane.STANDARD].ledger.record(entry(1, -1))
+    sweeper = wired.services.lanes[Lane.STANDARD].sweeper
+    assert sweeper is not None
+    sweep = sweeper.sweep
     nothing = Source([])
 
     first = sweep("q", lambda queue: nullcontext(nothing))
@@ -125,7 +128,9 @@ def test_a_missing_deferred_message_is_asked_for_again_then_its_job_fails() -> N
     assert job.error is not None
     assert job.error.code == "deferred_message_lost"
     assert "sequence number 1" in job.error.message
-    assert [e.sequence_number for e in wired.services.ledger.missing("q")] == [1]
+    assert [e.sequence_number for e in wired.services.lanes[Lane.STANDARD].ledger.missing("q")] == [
+        1
+    ]
     (event,) = wired.published.published
     assert (event.type, event.data["error_code"]) == (FAILED, "deferred_message_lost")
 
@@ -134,9 +139,11 @@ def test_a_deferred_message_found_on_a_later_try_runs_normally() -> None:
     clock = ManualClock(NOW)
     wired = wire(clock=clock, DeferredMissingRetries="3")
     _job_for_entry(wired, "r1")
-    wired.services.ledger.record(entry(1, -1))
+    wired.services.lanes[Lane.STANDARD].ledger.record(entry(1, -1))
     handler = Handler({})
-    sweeper = DeferredSweeper(wired.services.ledger, handler, clock, missing_retries=3)
+    sweeper = DeferredSweeper(
+        wired.services.lanes[Lane.STANDARD].ledger, handler, clock, missing_retries=3
+    )
 
     sweeper.sweep("q", lambda queue: nullcontext(Source([])))
     clock.now += timedelta(minutes=2)

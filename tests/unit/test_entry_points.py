@@ -13,6 +13,7 @@ from shared.entrypoints import functions as entry_points
 from shared.entrypoints.bootstrap import Services
 from shared.errors import ConfigurationError
 from shared.intake.submissions import InlineContent, Submission
+from shared.lanes import Lane
 from tests.fakes import ManualClock
 from tests.support.wiring import Wired, wire
 
@@ -24,7 +25,7 @@ def submit(wired: Wired, **changes: object) -> str:
         "content": InlineContent(b"Invoice 12: 300 EUR due.", "text/plain"),
     }
     fields.update(changes)
-    return wired.services.intake.submit(Submission(**fields)).job.id  # type: ignore[arg-type]
+    return wired.services.http.requests.intake.submit(Submission(**fields)).job.id  # type: ignore[arg-type]
 
 
 def test_a_batch_is_processed_and_each_message_settled(wired: Wired) -> None:
@@ -58,7 +59,10 @@ def test_the_sweep_runs_due_deferred_messages_through_the_pipeline() -> None:
     wired = wire(clock=clock)
     job_id = submit(wired, not_before=clock.now + timedelta(seconds=30))
     message = wired.deliver(wired.queue.sent[0], sequence=42)
-    assert wired.services.processor.process(message, RecordingSettler()) == "deferred"
+    assert (
+        wired.services.lanes[Lane.STANDARD].processor.process(message, RecordingSettler())
+        == "deferred"
+    )
     with wired.ports.deferred_source("inference-requests") as source:
         assert isinstance(source, InMemoryDeferredSource)
         source.deferred[42] = message
@@ -70,7 +74,12 @@ def test_the_sweep_runs_due_deferred_messages_through_the_pipeline() -> None:
     entry_points.sweep_deferred(lambda: wired.services)
     assert source.settler.actions == [("complete", job_id, None, None)]
     assert wired.services.jobs.get("contoso", job_id).status.value == "completed"
-    assert wired.services.ledger.due("inference-requests", clock.now + timedelta(days=1)) == []
+    assert (
+        wired.services.lanes[Lane.STANDARD].ledger.due(
+            "inference-requests", clock.now + timedelta(days=1)
+        )
+        == []
+    )
 
 
 def test_the_backlog_report_and_the_sweep_contain_their_failures(

@@ -17,6 +17,7 @@ from shared.entrypoints.http.messages import ApiResponse
 from shared.errors import ConfigurationError, FieldError, InvalidInput
 from shared.global_batch.store import pending_name
 from shared.intake.request_rules import RequestRules
+from shared.lanes import Lane
 from shared.messaging import OutgoingMessage, request_envelope
 from shared.processing.settlement import DeadLetterReason
 from shared.request_ids import new_request_id
@@ -90,7 +91,7 @@ def process(wired: Wired, job_id: str) -> tuple[str, RecordingSettler]:
     """Deliver the request's message to the processor, as the queue trigger does."""
     (message,) = [m for m in wired.queue.sent if m.message_id == job_id]
     settler = RecordingSettler()
-    outcome = wired.services.processor.process(wired.deliver(message), settler)
+    outcome = wired.services.lanes[Lane.STANDARD].processor.process(wired.deliver(message), settler)
     return outcome, settler
 
 
@@ -316,7 +317,7 @@ def test_a_request_cancelled_while_it_was_being_staged_does_not_go_out(
     written: the cancellation found no line to take back, so the processor does."""
     wired = batch_wired()
     job_id = accepted_id(submit(wired, mode="batch"))
-    stager = wired.services.batch_stager
+    stager = wired.services.lanes[Lane.STANDARD].stager
     assert stager is not None
     stage = stager.stage
 
@@ -354,7 +355,7 @@ def adopt_and_stage(wired: Wired) -> str:
     """A producer's batch message delivered once: staged, its job recorded from it."""
     message = producer_message()
     settler = RecordingSettler()
-    outcome = wired.services.processor.process(wired.deliver(message), settler)
+    outcome = wired.services.lanes[Lane.STANDARD].processor.process(wired.deliver(message), settler)
     job_id = message.message_id
     assert job_id is not None
     assert outcome == "staged"
@@ -386,7 +387,7 @@ def test_a_producers_batch_message_for_a_model_without_a_deployment_is_refused(
     message = producer_message("other-model")
     settler = RecordingSettler()
 
-    outcome = batch.services.processor.process(batch.deliver(message), settler)
+    outcome = batch.services.lanes[Lane.STANDARD].processor.process(batch.deliver(message), settler)
 
     assert outcome == "dead-lettered"
     ((action, _, reason, description),) = settler.actions

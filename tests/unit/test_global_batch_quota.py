@@ -29,6 +29,7 @@ from shared.global_batch.quota import (
 )
 from shared.global_batch.records import Submission, SubmissionState
 from shared.inference.capacity import DEFAULT_ANSWER_TOKENS, estimated_tokens
+from shared.lanes import Lane as RequestLane
 from shared.processing.endings import JobEndings
 from shared.request_ids import new_request_id
 from tests.fakes import ManualClock
@@ -139,13 +140,13 @@ class Lane:
             mode=ProcessingMode.BATCH,
         )
         assert self.wired.services.jobs.create(job) is not None
-        stager = self.wired.services.batch_stager
+        stager = self.wired.services.lanes[RequestLane.STANDARD].stager
         assert stager is not None
         assert stager.stage(request, request.request_id, text.encode(), "text/plain", {})
         return request.request_id
 
     def line_of(self, request_id: str) -> dict[str, Any]:
-        records = self.wired.services.batch_records
+        records = self.wired.services.http.batches.records
         assert records is not None
         staged = records.pending(DEPLOYMENT, TENANT, request_id)
         assert staged is not None
@@ -161,7 +162,7 @@ class Lane:
     ) -> GlobalBatchControlPlane:
         """The control plane with the policy composition makes of these settings."""
         services, clock = self.wired.services, self.clock
-        records = services.batch_records
+        records = services.http.batches.records
         assert records is not None
         announcer = Announcer(self.wired.published, None)
         return GlobalBatchControlPlane(
@@ -196,7 +197,7 @@ class Lane:
         )
 
     def submissions(self) -> list[Submission]:
-        records = self.wired.services.batch_records
+        records = self.wired.services.http.batches.records
         assert records is not None
         names = self.wired.documents.list_names(records.container, "submissions/")
         found = [records.submission(n.split("/")[1].removesuffix(".json")) for n in names]

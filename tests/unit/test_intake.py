@@ -42,7 +42,7 @@ def text_submission(tenant: str = "contoso", **changes: object) -> Submission:
 def test_a_submission_stores_its_claim_check_records_its_job_and_sends_one_message(
     wired: Wired,
 ) -> None:
-    accepted = wired.services.intake.submit(text_submission(priority="high"))
+    accepted = wired.services.http.requests.intake.submit(text_submission(priority="high"))
 
     job = accepted.job
     assert accepted.replayed is False
@@ -71,10 +71,10 @@ def test_a_submission_stores_its_claim_check_records_its_job_and_sends_one_messa
 def test_the_same_key_and_body_give_the_same_job_and_never_a_second_message(
     wired: Wired,
 ) -> None:
-    first = wired.services.intake.submit(
+    first = wired.services.http.requests.intake.submit(
         text_submission(idempotency_key="order-1", request_hash="h1")
     )
-    again = wired.services.intake.submit(
+    again = wired.services.http.requests.intake.submit(
         text_submission(idempotency_key="order-1", request_hash="h1")
     )
 
@@ -89,12 +89,16 @@ def test_the_same_key_and_body_give_the_same_job_and_never_a_second_message(
 def test_the_same_key_with_another_body_is_a_conflict_and_keys_are_per_tenant(
     wired: Wired,
 ) -> None:
-    wired.services.intake.submit(text_submission(idempotency_key="k", request_hash="h1"))
+    wired.services.http.requests.intake.submit(
+        text_submission(idempotency_key="k", request_hash="h1")
+    )
     with pytest.raises(Conflict) as reused:
-        wired.services.intake.submit(text_submission(idempotency_key="k", request_hash="h2"))
+        wired.services.http.requests.intake.submit(
+            text_submission(idempotency_key="k", request_hash="h2")
+        )
     assert reused.value.code == "idempotency_key_reused"
 
-    other = wired.services.intake.submit(
+    other = wired.services.http.requests.intake.submit(
         text_submission("fabrikam", idempotency_key="k", request_hash="h2")
     )
     assert other.replayed is False
@@ -106,7 +110,9 @@ def test_a_failed_send_records_no_job_releases_the_key_and_is_503() -> None:
     wired.queue.fail_with = broker_down()
 
     with pytest.raises(ServiceUnavailable) as unavailable:
-        wired.services.intake.submit(text_submission(idempotency_key="k", request_hash="h"))
+        wired.services.http.requests.intake.submit(
+            text_submission(idempotency_key="k", request_hash="h")
+        )
 
     assert isinstance(unavailable.value, TransientError)
     assert unavailable.value.retry_after == 5
@@ -114,7 +120,9 @@ def test_a_failed_send_records_no_job_releases_the_key_and_is_503() -> None:
     assert wired.documents.list_names("idempotency", "contoso/") == [], "the key is released"
 
     wired.queue.fail_with = None
-    retried = wired.services.intake.submit(text_submission(idempotency_key="k", request_hash="h"))
+    retried = wired.services.http.requests.intake.submit(
+        text_submission(idempotency_key="k", request_hash="h")
+    )
     assert retried.replayed is False
     assert [m.message_id for m in wired.queue.sent] == [retried.job.id]
     assert [n.split("/")[1] for n in wired.documents.list_names("jobs", "contoso/")] == [
@@ -126,7 +134,9 @@ def test_a_referenced_blob_of_the_tenant_becomes_the_claim_check(wired: Wired) -
     wired.blobs.upload("incoming", "contoso/letter.txt", TEXT, "text/plain", {})
     uri = f"{wired.blobs.account_url}/incoming/contoso/letter.txt"
 
-    accepted = wired.services.intake.submit(text_submission(content=BlobReference(uri)))
+    accepted = wired.services.http.requests.intake.submit(
+        text_submission(content=BlobReference(uri))
+    )
 
     assert accepted.job.input is not None
     assert accepted.job.input.blob_uri == uri  # type: ignore[union-attr]
@@ -149,21 +159,21 @@ def test_a_blob_reference_outside_the_tenant_space_is_refused_before_anything_is
     wired.blobs.upload("incoming", "fabrikam/letter.txt", TEXT, "text/plain", {})
     wired.blobs.upload("results", "contoso/letter.txt", TEXT, "text/plain", {})
     with pytest.raises(InvalidInput, match=why):
-        wired.services.intake.submit(text_submission(content=BlobReference(uri)))
+        wired.services.http.requests.intake.submit(text_submission(content=BlobReference(uri)))
     assert wired.documents.list_names("jobs", "") == []
     assert wired.queue.sent == []
 
 
 def test_invalid_submissions_are_refused_with_their_field_named(wired: Wired) -> None:
     with pytest.raises(UnknownModel):
-        wired.services.intake.submit(text_submission(model="gpt-9"))
+        wired.services.http.requests.intake.submit(text_submission(model="gpt-9"))
     with pytest.raises(InvalidInput) as too_late:
-        wired.services.intake.submit(text_submission(deadline_seconds=86_401))
+        wired.services.http.requests.intake.submit(text_submission(deadline_seconds=86_401))
     assert too_late.value.fields[0].field == "deadline_seconds"
     big = wire(MaxUploadBytes="10")
     big.blobs.upload("incoming", "contoso/big.txt", TEXT, "text/plain", {})
     with pytest.raises(PayloadTooLarge):
-        big.services.intake.submit(
+        big.services.http.requests.intake.submit(
             text_submission(content=BlobReference(f"{ACCOUNT}/incoming/contoso/big.txt"))
         )
     assert wired.queue.sent == []
@@ -173,14 +183,14 @@ def test_invalid_submissions_are_refused_with_their_field_named(wired: Wired) ->
 def test_fault_injection_is_refused_unless_the_development_stack_enables_it() -> None:
     production = wire()
     with pytest.raises(InvalidInput) as refused:
-        production.services.intake.submit(
+        production.services.http.requests.intake.submit(
             text_submission(parameters={"simulate": {"permanent": True}})
         )
     assert refused.value.fields[0].field == "parameters.simulate"
     assert production.queue.sent == []
 
     development = wire(LocalModelFaults="true")
-    accepted = development.services.intake.submit(
+    accepted = development.services.http.requests.intake.submit(
         text_submission(parameters={"simulate": {"permanent": True}})
     )
     assert accepted.job.parameters == {"simulate": {"permanent": True}}
@@ -194,12 +204,14 @@ def test_fault_injection_is_refused_unless_the_development_stack_enables_it() ->
             "AzureOpenAI__apiKey": "k",
         },
     )
-    accepted = openai.services.intake.submit(
+    accepted = openai.services.http.requests.intake.submit(
         text_submission(parameters={"simulate": {"transient_attempts": 1}})
     )
     assert accepted.job.parameters == {"simulate": {"transient_attempts": 1}}
     with pytest.raises(InvalidInput) as bad:
-        openai.services.intake.submit(text_submission(parameters={"simulate": {"often": 1}}))
+        openai.services.http.requests.intake.submit(
+            text_submission(parameters={"simulate": {"often": 1}})
+        )
     assert bad.value.fields[0].field == "parameters.simulate.often"
 
 
@@ -207,12 +219,15 @@ def test_a_full_queue_is_503_before_anything_is_stored() -> None:
     backlog = FixedBacklog(depth=10)
     wired = wire(MaxQueueBacklog="10", ports={"backlogs": {Lane.STANDARD: backlog}})
     with pytest.raises(ServiceUnavailable):
-        wired.services.intake.submit(text_submission())
+        wired.services.http.requests.intake.submit(text_submission())
     assert wired.blobs.stored == {}
     assert wired.queue.sent == []
     backlog.depth = 9
     wire_again = wire(MaxQueueBacklog="10", ports={"backlogs": {Lane.STANDARD: backlog}})
-    assert wire_again.services.intake.submit(text_submission()).job.status is JobStatus.ACCEPTED
+    assert (
+        wire_again.services.http.requests.intake.submit(text_submission()).job.status
+        is JobStatus.ACCEPTED
+    )
 
 
 class JobsAtSend(RecordingSender):
@@ -241,7 +256,7 @@ def test_the_message_is_sent_before_the_job_is_recorded() -> None:
     sender = JobsAtSend(documents)
     wired = wire(ports={"documents": documents, "requests": sender})
 
-    accepted = wired.services.intake.submit(text_submission())
+    accepted = wired.services.http.requests.intake.submit(text_submission())
 
     assert sender.jobs_at_send == [[]]
     assert wired.documents.list_names("jobs", "") == [f"contoso/{accepted.job.id}.json"]
@@ -251,7 +266,7 @@ def test_queued_work_is_accepted_even_when_its_job_cannot_be_recorded() -> None:
     """The processor records the job from the message (processing.adopted_jobs)."""
     wired = wire(ports={"documents": JobWritesFail()})
 
-    accepted = wired.services.intake.submit(text_submission())
+    accepted = wired.services.http.requests.intake.submit(text_submission())
 
     assert accepted.job.status is JobStatus.ACCEPTED
     assert [m.message_id for m in wired.queue.sent] == [accepted.job.id]

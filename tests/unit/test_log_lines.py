@@ -14,6 +14,7 @@ import pytest
 from shared.adapters.in_memory import RecordingSettler
 from shared.entrypoints import functions
 from shared.events.incoming import IncomingEvent
+from shared.lanes import Lane
 from shared.log_lines import install_one_line_records, one_line
 from shared.processing.inbound import InboundMessage
 from tests.support.events import requested_event
@@ -120,6 +121,6 @@ def test_producer_messages(wired: Wired, records: Records) -> None:
         body=json.dumps(body).encode(), message_id=f"m{CODES}", sequence_number=1,
         delivery_count=1, enqueued_time=None, application_properties={"tenant": TENANT},
     )  # fmt: skip
-    outcome = wired.services.processor.process(message, RecordingSettler())
+    outcome = wired.services.lanes[Lane.STANDARD].processor.process(message, RecordingSettler())
     assert outcome == "dead-lettered"
     assert_one_line_each(records, escaped="m\\x1b[31mred")

@@ -165,11 +165,18 @@ def test_each_capability_declares_its_ports_in_one_ports_module() -> None:
 # compose their command lines; every HTTP handler and ops command gets its own values.
 WIRING = {
     "shared.entrypoints.bootstrap",
+    "shared.entrypoints.builders",
+    "shared.entrypoints.port_sets",
     "shared.entrypoints.functions",
     "shared.entrypoints.cli.ops",
     "shared.entrypoints.cli.producer",
 }
-WIRING_ONLY = ("shared.entrypoints.bootstrap", "shared.settings")
+WIRING_ONLY = (
+    "shared.entrypoints.bootstrap",
+    "shared.entrypoints.builders",
+    "shared.entrypoints.port_sets",
+    "shared.settings",
+)
 
 
 def handlers_that_see_the_wiring(found: list[Arrow]) -> list[Arrow]:
@@ -195,7 +202,7 @@ def settings_reads(path: Path) -> list[int]:
 
 def test_handlers_and_commands_get_their_values_not_the_services() -> None:
     """No ``Services`` locator and no settings below the wiring: an HTTP handler holds its
-    endpoints (``bootstrap.HttpEndpoints``), an ops command what ``cli.ops`` builds."""
+    endpoints (``builders.HttpEndpoints``), an ops command what ``cli.ops`` builds."""
     wrong = [str(a) for a in handlers_that_see_the_wiring(arrows())]
     for path in sorted((SHARED / "entrypoints").rglob("*.py")):
         if module_name(path) not in WIRING:

@@ -35,7 +35,6 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 
 from shared.accounting.usage_report import UsageReader
-from shared.documents import DocumentListing
 from shared.entrypoints.bootstrap import Services, ServicesProvider, get_services
 from shared.entrypoints.cli.eventgrid_deadletters import add_eventgrid_commands
 from shared.entrypoints.cli.servicebus_deadletters import DeadLetterScope, add_servicebus_commands
@@ -75,12 +74,8 @@ def dead_letter_scope(services: Services) -> DeadLetterScope:
 
 
 def usage_reader(services: Services) -> UsageReader:
-    """The job store's reader, when it can list documents with their last-modified times."""
+    """The job store's reader (its listing carries last-modified times)."""
     documents = services.ports.documents
-    if not isinstance(documents, DocumentListing):
-        raise ConfigurationError(
-            "the job store cannot list documents with their last-modified times"
-        )
     return UsageReader(documents, documents, services.settings.jobs_container)
 
 

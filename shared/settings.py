@@ -377,7 +377,7 @@ class Settings(BaseModel):
     # this long; then one call probes the broker and, if it gets through, closes the
     # breaker (so a broker that is back takes work again within this long).
     servicebus_breaker_open_seconds: float = Field(
-        1.0, gt=0, le=300, alias="ServiceBusBreaker__openSeconds"
+        0.5, gt=0, le=300, alias="ServiceBusBreaker__openSeconds"
     )
 
     # --- processing ----------------------------------------------------------------------

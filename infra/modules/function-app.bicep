@@ -315,7 +315,7 @@ var appSettings = {
   MaxOrderedQueueBacklog: '5000'
   BacklogCacheSeconds: '5'
   // After a send fails for a broker outage, intake answers 503 at once this long, then probes.
-  ServiceBusBreaker__openSeconds: '1'
+  ServiceBusBreaker__openSeconds: '0.5'
   // Processing: retries with backoff, lock renewal, the deferred-message sweeper.
   ModelConcurrency: string(modelConcurrency)
   PriorityModelConcurrency: '4'

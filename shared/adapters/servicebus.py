@@ -36,13 +36,13 @@ log = logging.getLogger(__name__)
 def servicebus_client(settings: Settings, *, retry_total: int = 3) -> ServiceBusClient:
     """The client for the ``ServiceBusConnection`` connection; ``retry_total``: the SDK's
     tries after the first (its default, 3)."""
-    if settings.servicebus_connection_string:
+    if settings.servicebus.connection_string:
         return ServiceBusClient.from_connection_string(
-            settings.servicebus_connection_string, retry_total=retry_total
+            settings.servicebus.connection_string, retry_total=retry_total
         )
-    if settings.servicebus_namespace:
-        credential = azure_credential(settings.servicebus_client_id)
-        return ServiceBusClient(settings.servicebus_namespace, credential, retry_total=retry_total)
+    if settings.servicebus.namespace:
+        credential = azure_credential(settings.servicebus.client_id)
+        return ServiceBusClient(settings.servicebus.namespace, credential, retry_total=retry_total)
     raise ConfigurationError(
         "set ServiceBusConnection (connection string) or "
         "ServiceBusConnection__fullyQualifiedNamespace"

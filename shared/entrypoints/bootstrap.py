@@ -158,37 +158,37 @@ def build_services(settings: Settings, ports: Ports) -> Services:
     models = gated_models(settings, ports.models, ports.documents)
     catalog = models.catalog
     _check_models(settings, catalog)
-    untagged = models.alias_for("DefaultModel", settings.default_model)
+    untagged = models.alias_for("DefaultModel", settings.models.default)
     door_models = {
-        door: models.alias_for(setting, chosen or settings.default_model)
+        door: models.alias_for(setting, chosen or settings.models.default)
         for door, setting, chosen in (
-            (BLOB_DOOR, "IncomingBlobModel", settings.incoming_blob_model),
+            (BLOB_DOOR, "IncomingBlobModel", settings.models.incoming_blob),
             ("eventgrid", "WebhookModel", settings.webhook.model),
             ("webhook", "WebhookModel", settings.webhook.model),
             (PULL_DOOR, "EventGridPull__model", settings.eventgrid_pull.model),
         )
     }
-    jobs = JobRepository(DocumentJobStore(ports.documents, settings.jobs_container), clock)
+    jobs = JobRepository(DocumentJobStore(ports.documents, settings.containers.jobs), clock)
     claim_checks = ClaimChecks.from_settings(ports.blobs, settings)
     intake = Intake(
         policy=RequestRules.from_settings(settings, catalog),
         jobs=jobs,
         claim_checks=claim_checks,
         idempotency=IdempotencyGuard(
-            DocumentIdempotencyStore(ports.documents, settings.idempotency_container),
+            DocumentIdempotencyStore(ports.documents, settings.containers.idempotency),
             accepted=jobs.find,
             clock=clock,
         ),
-        sender=SendBreaker(ports.requests, settings.servicebus_breaker_open_seconds),
+        sender=SendBreaker(ports.requests, settings.servicebus.breaker_open_seconds),
         backlog=LaneBacklogGates.from_settings(settings, ports.backlogs),
         clock=clock,
     )
-    ledger = DocumentDeferralLedger(ports.documents, settings.ledger_container)
+    ledger = DocumentDeferralLedger(ports.documents, settings.containers.ledgers)
     queues = LaneQueues.from_settings(settings)
     announcer = Announcer(ports.events, ports.results_topic)
     endings = JobEndings(jobs, announcer, clock)
     batch_records = (
-        BatchRecords(ports.documents, ports.blobs, settings.batch_container)
+        BatchRecords(ports.documents, ports.blobs, settings.containers.batches)
         if catalog.batch_deployments and isinstance(ports.documents, ListedDocuments)
         else None
     )
@@ -210,15 +210,15 @@ def build_services(settings: Settings, ports: Ports) -> Services:
                 max_retries=settings.retries.max_retries,
                 retry_base_seconds=settings.retries.base_seconds,
                 retry_max_seconds=settings.retries.max_seconds,
-                api_base_url=settings.api_base_url,
+                api_base_url=settings.site.api_base_url,
                 ordered=lane.is_ordered,
                 lane=lane.value,
                 retry_jitter_floor=settings.retries.jitter_floor,
                 invalid_output_retries=settings.retries.invalid_output_retries,
                 faults_allowed=settings.local_model.faults,
-                max_lock_renewal_seconds=settings.max_lock_renewal_seconds,
+                max_lock_renewal_seconds=settings.processing.max_lock_renewal_seconds,
                 ordered_retry_max_wait_seconds=ordered_retry_max_wait(
-                    settings.max_lock_renewal_seconds
+                    settings.processing.max_lock_renewal_seconds
                 ),
             ),
             jobs=jobs,
@@ -238,8 +238,8 @@ def build_services(settings: Settings, ports: Ports) -> Services:
             batch=BatchProcessor(
                 processor,
                 concurrency,
-                settings.lock_renewal_seconds,
-                settings.max_lock_renewal_seconds,
+                settings.processing.lock_renewal_seconds,
+                settings.processing.max_lock_renewal_seconds,
             ),
             sweeper=None
             if lane.is_ordered
@@ -248,15 +248,15 @@ def build_services(settings: Settings, ports: Ports) -> Services:
                 processor,
                 clock,
                 endings=endings,
-                missing_retries=settings.deferred_missing_retries,
-                missing_retry_seconds=settings.deferred_missing_retry_seconds,
+                missing_retries=settings.processing.deferred_missing_retries,
+                missing_retry_seconds=settings.processing.deferred_missing_retry_seconds,
             ),
         )
 
     lanes = {
-        Lane.STANDARD: lane_services(Lane.STANDARD, settings.model_concurrency),
-        Lane.PRIORITY: lane_services(Lane.PRIORITY, settings.priority_model_concurrency),
-        Lane.ORDERED: lane_services(Lane.ORDERED, settings.model_concurrency),
+        Lane.STANDARD: lane_services(Lane.STANDARD, settings.processing.model_concurrency),
+        Lane.PRIORITY: lane_services(Lane.PRIORITY, settings.processing.priority_model_concurrency),
+        Lane.ORDERED: lane_services(Lane.ORDERED, settings.processing.model_concurrency),
     }
     standard = lanes[Lane.STANDARD]
     assert standard.sweeper is not None
@@ -264,9 +264,9 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         intake=intake,
         blobs=ports.blobs,
         claim_checks=claim_checks,
-        incoming_container=settings.incoming_container,
+        incoming_container=settings.containers.incoming,
         default_model=untagged,
-        max_inline_text_bytes=settings.max_inline_text_bytes,
+        max_inline_text_bytes=settings.limits.max_inline_text_bytes,
         door_models=door_models,
     )
     return Services(
@@ -285,8 +285,8 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         event_intake=event_intake,
         dead_letters=DeadLetterReplay(
             ports.blobs,
-            settings.event_grid_dead_letter_container,
-            settings.ledger_container,
+            settings.containers.eventgrid_dead_letters,
+            settings.containers.ledgers,
             event_intake,
             clock,
         ),
@@ -304,19 +304,19 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         reconciler=DeadLetterReconciler(
             dead_letters=ports.dead_letter_queues,
             documents=ports.documents,
-            marker_container=settings.ledger_container,
+            marker_container=settings.containers.ledgers,
             jobs=jobs,
             endings=endings,
             clock=clock,
-            page_size=settings.deadletter_reconcile_page_size,
+            page_size=settings.maintenance.deadletter_reconcile_page_size,
         )
         if ports.dead_letter_queues is not None
         else None,
         watchdog=JobWatchdog(
             listing=ports.documents,
             documents=ports.documents,
-            jobs_container=settings.jobs_container,
-            checkpoint_container=settings.ledger_container,
+            jobs_container=settings.containers.jobs,
+            checkpoint_container=settings.containers.ledgers,
             jobs=jobs,
             endings=endings,
             policy=WatchdogPolicy(
@@ -349,14 +349,14 @@ def http_endpoints(
     batch_records: BatchRecords | None,
 ) -> HttpEndpoints:
     """The HTTP handlers' endpoints: the settings are read here, once, into values."""
-    tenancy = CallerTenancy(settings.tenant_claim_types, settings.allow_tenant_header)
+    tenancy = CallerTenancy(settings.tenancy.claim_types, settings.tenancy.allow_tenant_header)
     catalog = ports.models.catalog
     batches = BatchEndpoints(batch_records, catalog.batch_deployments, tenancy)
     limits = RequestLimits(
-        max_inline_text_bytes=settings.max_inline_text_bytes,
-        max_upload_bytes=settings.max_upload_bytes,
-        upload_media_types=settings.allowed_upload_media_types,
-        status_poll_seconds=settings.status_poll_seconds,
+        max_inline_text_bytes=settings.limits.max_inline_text_bytes,
+        max_upload_bytes=settings.limits.max_upload_bytes,
+        upload_media_types=settings.limits.allowed_upload_media_types,
+        status_poll_seconds=settings.limits.status_poll_seconds,
         retention_days=settings.jobs.retention_days,
     )
     return HttpEndpoints(
@@ -368,7 +368,7 @@ def http_endpoints(
             ports.webhook_tokens,
             settings.webhook.tenants,
         ),
-        openapi=OpenApiEndpoint(settings.allowed_upload_media_types, catalog),
+        openapi=OpenApiEndpoint(settings.limits.allowed_upload_media_types, catalog),
     )
 
 
@@ -385,8 +385,8 @@ def gated_models(
         InstanceRegistry(
             documents,
             documents,
-            settings.ledger_container,
-            settings.website_instance_id or f"{socket.gethostname()}-{os.getpid()}",
+            settings.containers.ledgers,
+            settings.site.instance_id or f"{socket.gethostname()}-{os.getpid()}",
             heartbeat_seconds=settings.model_capacity.heartbeat_seconds,
         )
         if limited and isinstance(documents, DocumentListing)
@@ -443,7 +443,7 @@ def global_batch_for(
             policy=ConclusionPolicy(
                 failed_lines=settings.global_batch.failed_lines,
                 max_resubmissions=settings.global_batch.max_resubmissions,
-                api_base_url=settings.api_base_url,
+                api_base_url=settings.site.api_base_url,
             ),
             catalog=ports.models.catalog,
             clock=ports.clock,
@@ -570,7 +570,7 @@ def azure_ports(settings: Settings) -> Ports:
         requests=LaneRouter(
             {lane: LazyServiceBusSender(bus.get, queues.queue(lane)) for lane in Lane}
         ),
-        results_topic=LazyServiceBusSender(bus.get, settings.results_topic_name, topic=True),
+        results_topic=LazyServiceBusSender(bus.get, settings.queues.results_topic, topic=True),
         events=event_grid_publisher(settings),
         models=models,
         deferred_source=lambda queue: deferred_source(sweeps.get(), queue),
@@ -663,7 +663,7 @@ def queue_entity_readers(services: Services) -> dict[str, telemetry.EntityCounts
     return entity_readers(
         [lane.queue for lane in services.lanes.values()],
         services.ports.queue_observer,
-        services.settings.results_topic_name,
+        services.settings.queues.results_topic,
         services.ports.subscription_observers,
     )
 

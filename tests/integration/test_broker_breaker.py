@@ -100,7 +100,7 @@ def timed(call: Call, **kwargs: object) -> tuple[float, int, dict[str, str], dic
 
 def job_names(services: Services, tenant: str) -> list[str]:
     assert isinstance(services.blobs, AzureBlobStore)
-    return services.blobs.list_names(services.settings.jobs_container, f"{tenant}/")
+    return services.blobs.list_names(services.settings.containers.jobs, f"{tenant}/")
 
 
 def test_while_the_broker_is_down_intake_answers_503_at_once_and_recovers(

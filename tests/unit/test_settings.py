@@ -22,9 +22,9 @@ from shared.settings import (
 
 def test_defaults_need_no_settings_at_all(tmp_path: Path) -> None:
     settings = load_settings({}, tmp_path / "absent.json")
-    assert settings.requests_queue_name == "inference-requests"
-    assert settings.allowed_models == ("local-analyzer",)
-    assert settings.allow_tenant_header is False
+    assert settings.queues.requests == "inference-requests"
+    assert settings.models.allowed == ("local-analyzer",)
+    assert settings.tenancy.allow_tenant_header is False
 
 
 def test_environment_wins_over_local_settings_values(tmp_path: Path) -> None:
@@ -35,9 +35,9 @@ def test_environment_wins_over_local_settings_values(tmp_path: Path) -> None:
         )
     )
     settings = load_settings({"MaxUploadBytes": "7", "AllowTenantHeader": "true"}, path)
-    assert settings.allowed_models == ("a", "b")
-    assert settings.max_upload_bytes == 7
-    assert settings.allow_tenant_header is True
+    assert settings.models.allowed == ("a", "b")
+    assert settings.limits.max_upload_bytes == 7
+    assert settings.tenancy.allow_tenant_header is True
 
 
 def test_identity_connection_forms_are_read(tmp_path: Path) -> None:
@@ -49,9 +49,9 @@ def test_identity_connection_forms_are_read(tmp_path: Path) -> None:
         },
         tmp_path / "absent.json",
     )
-    assert settings.blob_service_uri == "https://acct.blob.core.windows.net"
-    assert settings.servicebus_namespace == "ns.servicebus.windows.net"
-    assert settings.servicebus_client_id == "00000000-0000-0000-0000-000000000001"
+    assert settings.storage.blob_endpoint == "https://acct.blob.core.windows.net"
+    assert settings.servicebus.namespace == "ns.servicebus.windows.net"
+    assert settings.servicebus.client_id == "00000000-0000-0000-0000-000000000001"
 
 
 @pytest.mark.parametrize(

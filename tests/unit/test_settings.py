@@ -137,3 +137,49 @@ def test_every_setting_has_one_field_and_a_value() -> None:
     defaults = Settings()
     assert setting_value(defaults, "GlobalBatch__maxLinesPerFile") == 100_000
     assert setting_value(defaults, "RequestsQueueName") == "inference-requests"
+
+
+def test_every_setting_belongs_to_a_group() -> None:
+    """Settings itself holds only groups: a reader finds each setting under its group,
+    as docs/settings.md lists it."""
+    flat = [field.name for field in setting_fields() if field.group is None]
+    assert flat == []
+    assert {"queues", "containers", "limits", "models", "processing"} <= set(Settings.model_fields)
+
+
+def test_the_new_groups_read_their_flat_names_and_check_their_own_settings(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings(
+        {
+            "RequestsQueueName": "q",
+            "BatchContainer": "b",
+            "AllowedInputContainers": "extra",
+            "ModelConcurrency": "3",
+            "DeadLetterReconcilePageSize": "9",
+            "ProducerTenants": "contoso",
+            "ModelProvider": "local",
+            "PublicBaseUrl": "https://api.example/",
+            "WEBSITE_HOSTNAME": "app.azurewebsites.net",
+        },
+        tmp_path / "absent.json",
+    )
+    assert settings.queues.requests == "q"
+    assert settings.containers.batches == "b"
+    assert settings.processing.model_concurrency == 3
+    assert settings.maintenance.deadletter_reconcile_page_size == 9
+    assert settings.tenancy.producer_tenants == ("contoso",)
+    assert settings.models.uses_shorthand is True
+    assert Settings().models.uses_shorthand is False
+    assert settings.site.api_base_url == "https://api.example"
+    assert Settings(WEBSITE_HOSTNAME="h.example").site.api_base_url == "https://h.example"
+    assert settings.containers.names() == sorted(
+        {"incoming", "inputs", "jobs", "idempotency", "ledgers", "eventgrid-deadletters"}
+        | {"b", "extra"}
+    )
+    for environ, named in [
+        ({"MaxLockRenewalSeconds": "100"}, "MaxLockRenewalSeconds"),
+        ({"ModelCatalog": "models.json", "AllowedModels": "a"}, "ModelCatalog"),
+    ]:
+        with pytest.raises(ConfigurationError, match=named):
+            load_settings(environ, tmp_path / "absent.json")

@@ -324,7 +324,7 @@ def emulator_config(work: Path) -> Path:
             }
         ],
     }
-    topic_name = sample_settings().results_topic_name
+    topic_name = sample_settings().queues.results_topic
     for namespace in config["UserConfig"]["Namespaces"]:
         for topic in namespace.get("Topics", []):
             if topic["Name"] == topic_name:
@@ -391,7 +391,7 @@ class Services:
         that ``values`` (the host's settings) name."""
         settings = Settings.model_validate(values)
         return OutcomeWatcher(
-            self.servicebus, settings.results_topic_name, settings.requests_queue_name
+            self.servicebus, settings.queues.results_topic, settings.queues.requests
         )
 
     def cpu_meter(self, host_pid: int, **others: int) -> CpuMeter:
@@ -427,8 +427,8 @@ def services(work: Path, name: str) -> Iterator[Services]:
 
 
 def create_containers(storage: str, values: dict[str, str]) -> list[str]:
-    """The app's containers (``Settings.container_names``), created with the SDK."""
-    names = Settings.model_validate(values).container_names()
+    """The app's containers (``settings.containers.names``), created with the SDK."""
+    names = Settings.model_validate(values).containers.names()
     client = BlobServiceClient.from_connection_string(storage)
     for name in names:
         with suppress(ResourceExistsError):

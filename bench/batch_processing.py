@@ -228,7 +228,7 @@ def main() -> int:
     with work_folder("inferbus-batch-") as work:
         root = app_snapshot(work / "app")
         batch = BatchSettings.of(root)
-        concurrency = sample_settings().model_concurrency
+        concurrency = sample_settings().processing.model_concurrency
         threads = min(concurrency, batch.max_batch)
         print(
             f"batch_processing ({now_stamp()}, {machine()}): {args.messages} requests per run, "

@@ -230,7 +230,7 @@ def main() -> int:
         print(
             f"end_to_end ({now_stamp()}, {machine()}): {args.requests} requests x "
             f"{args.repeats} repeats, {args.callers} callers; host.json {batch.label()}; "
-            f"ModelConcurrency {settings.model_concurrency}, LocalModelLatencyMs "
+            f"ModelConcurrency {settings.processing.model_concurrency}, LocalModelLatencyMs "
             f"{settings.local_model.latency_ms}"
         )
         calibration = calibrate(

@@ -144,7 +144,7 @@ def lane_settings(storage: str, emulator: OpenAIEmulator, **overrides: str) -> S
 
 
 def build_lane(settings: Settings) -> Lane:
-    AzureBlobStore(blob_service_client(settings)).ensure_containers(settings.container_names())
+    AzureBlobStore(blob_service_client(settings)).ensure_containers(settings.containers.names())
     events, topic = RecordingPublisher(), RecordingSender()
     ports = replaced(
         azure_ports(settings), requests=RecordingSender(), events=events, results_topic=topic

@@ -489,8 +489,8 @@ def main() -> int:
             + (" (held: submitted with the standard processor off)" if args.held else "")
             + f", {args.callers} callers, {args.idle} idle high requests "
             f"per repeat; LocalModelLatencyMs {app.local_model.latency_ms}, "
-            f"ModelConcurrency {app.model_concurrency}, PriorityModelConcurrency "
-            f"{app.priority_model_concurrency}; host.json {batch.label()}; "
+            f"ModelConcurrency {app.processing.model_concurrency}, PriorityModelConcurrency "
+            f"{app.processing.priority_model_concurrency}; host.json {batch.label()}; "
             f"PYTHON_THREADPOOL_THREAD_COUNT {threads}"
             + (f"; overrides {args.set}" if args.set else "")
         )

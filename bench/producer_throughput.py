@@ -121,7 +121,7 @@ def one_repeat(
             runs[name] = timed_send(settings, senders, lines, VARIANTS[name], emulator_pid)
     finally:
         senders.close()
-    queued = int(emulator.runtime_properties(settings.requests_queue_name)["active_message_count"])
+    queued = int(emulator.runtime_properties(settings.queues.requests)["active_message_count"])
     if queued != 10 + count * len(VARIANTS):
         print(f"  note: the queue holds {queued} messages, expected {10 + count * len(VARIANTS)}")
     return runs

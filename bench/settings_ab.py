@@ -169,7 +169,7 @@ def main() -> int:
         "around the repository's values)",
     )
     args = parser.parse_args()
-    default_concurrency = sample_settings().model_concurrency
+    default_concurrency = sample_settings().processing.model_concurrency
     specs = args.variant or list(DEFAULT_VARIANTS)
     variants = [parse_variant(spec, default_concurrency) for spec in specs]
     with work_folder("inferbus-ab-") as work:

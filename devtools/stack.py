@@ -323,7 +323,7 @@ def served_models(settings: Settings) -> list[str]:
 def ensure_containers(settings: Settings) -> list[str]:
     from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
 
-    names = settings.container_names()
+    names = settings.containers.names()
     AzureBlobStore(blob_service_client(settings)).ensure_containers(names)
     return names
 

@@ -64,9 +64,9 @@ class LaneQueues:
     @classmethod
     def from_settings(cls, settings: Settings) -> LaneQueues:
         return cls(
-            settings.requests_queue_name,
-            settings.priority_queue_name,
-            settings.ordered_queue_name,
+            settings.queues.requests,
+            settings.queues.priority,
+            settings.queues.ordered,
         )
 
     def queue(self, lane: Lane) -> str:

@@ -280,75 +280,94 @@ class WebhookSettings(SettingsGroup):
         return self
 
 
-class Settings(BaseModel):
-    """Every app setting Inferbus reads; the alias is the app setting name."""
+class StorageSettings(SettingsGroup):
+    """The app's data storage account, the connection named ``Storage``: a connection
+    string locally, or identity-based ``Storage__*`` settings in Azure."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
-
-    # --- connections -------------------------------------------------------------------
-    storage_connection_string: str | None = Field(None, alias="Storage", json_schema_extra=LOCAL)
-    storage_blob_service_uri: str | None = Field(
+    connection_string: str | None = Field(None, alias="Storage", json_schema_extra=LOCAL)
+    blob_service_uri: str | None = Field(
         None, alias="Storage__blobServiceUri", json_schema_extra=AZURE
     )
-    storage_service_uri: str | None = Field(
+    service_uri: str | None = Field(
         None, alias="Storage__serviceUri", json_schema_extra=ALTERNATIVE
     )
-    storage_client_id: str | None = Field(None, alias="Storage__clientId", json_schema_extra=AZURE)
-    servicebus_connection_string: str | None = Field(
+    client_id: str | None = Field(None, alias="Storage__clientId", json_schema_extra=AZURE)
+
+    @property
+    def blob_endpoint(self) -> str | None:
+        """The identity-based blob endpoint, whichever of the two documented names is set."""
+        return self.blob_service_uri or self.service_uri
+
+
+class ServiceBusSettings(SettingsGroup):
+    """Service Bus, the connection named ``ServiceBusConnection`` (connection string
+    locally, namespace and identity in Azure), and how intake treats an unreachable broker."""
+
+    connection_string: str | None = Field(
         None, alias="ServiceBusConnection", json_schema_extra=LOCAL
     )
-    servicebus_namespace: str | None = Field(
+    namespace: str | None = Field(
         None, alias="ServiceBusConnection__fullyQualifiedNamespace", json_schema_extra=AZURE
     )
-    servicebus_client_id: str | None = Field(
+    client_id: str | None = Field(
         None, alias="ServiceBusConnection__clientId", json_schema_extra=AZURE
     )
-    servicebus_runtime_counts_url: str | None = Field(
+    runtime_counts_url: str | None = Field(
         None, alias="ServiceBusRuntimeCountsUrl", json_schema_extra=LOCAL
     )
+    # After a send fails because the broker is unreachable, intake answers 503 at once for
+    # this long; then one call probes the broker and, if it gets through, closes the
+    # breaker (so a broker that is back takes work again within this long).
+    breaker_open_seconds: float = Field(0.5, gt=0, le=300, alias="ServiceBusBreaker__openSeconds")
 
-    event_grid_topic_endpoint: str | None = Field(None, alias="EventGridTopic__topicEndpoint")
-    event_grid_topic_key: str | None = Field(
-        None, alias="EventGridTopic__topicKey", json_schema_extra=ALTERNATIVE
-    )
-    event_grid_namespace_topic: str | None = Field(
+
+class EventGridTopicSettings(SettingsGroup):
+    """Where result CloudEvents go (``EventGridTopic__*``; empty endpoint: nowhere)."""
+
+    endpoint: str | None = Field(None, alias="EventGridTopic__topicEndpoint")
+    key: str | None = Field(None, alias="EventGridTopic__topicKey", json_schema_extra=ALTERNATIVE)
+    namespace_topic: str | None = Field(
         None, alias="EventGridTopic__namespaceTopic", json_schema_extra=ALTERNATIVE
     )
-    event_grid_client_id: str | None = Field(
-        None, alias="EventGridTopic__clientId", json_schema_extra=AZURE
-    )
-    eventgrid_pull: EventGridPullSettings = Field(default_factory=EventGridPullSettings)
+    client_id: str | None = Field(None, alias="EventGridTopic__clientId", json_schema_extra=AZURE)
 
-    # --- entities and containers -------------------------------------------------------
-    requests_queue_name: str = Field("inference-requests", alias="RequestsQueueName")
-    priority_queue_name: str = Field("inference-priority", alias="PriorityQueueName")
-    ordered_queue_name: str = Field("inference-ordered", alias="OrderedQueueName")
-    results_topic_name: str = Field("inference-results", alias="ResultsTopicName")
-    ledger_container: str = Field("ledgers", alias="LedgerContainer")
-    event_grid_dead_letter_container: str = Field(
+
+class QueueSettings(SettingsGroup):
+    """The Service Bus entities by name: the three request lanes and the results topic."""
+
+    requests: str = Field("inference-requests", alias="RequestsQueueName")
+    priority: str = Field("inference-priority", alias="PriorityQueueName")
+    ordered: str = Field("inference-ordered", alias="OrderedQueueName")
+    results_topic: str = Field("inference-results", alias="ResultsTopicName")
+
+
+class ContainerSettings(SettingsGroup):
+    """The blob containers the app uses, and those a ``blob_uri`` may point into."""
+
+    incoming: str = Field("incoming", alias="IncomingContainer")
+    inputs: str = Field("inputs", alias="InputsContainer")
+    jobs: str = Field("jobs", alias="JobsContainer")
+    idempotency: str = Field("idempotency", alias="IdempotencyContainer")
+    ledgers: str = Field("ledgers", alias="LedgerContainer")
+    eventgrid_dead_letters: str = Field(
         "eventgrid-deadletters", alias="EventGridDeadLetterContainer"
     )
-    incoming_container: str = Field("incoming", alias="IncomingContainer")
-    inputs_container: str = Field("inputs", alias="InputsContainer")
-    jobs_container: str = Field("jobs", alias="JobsContainer")
-    idempotency_container: str = Field("idempotency", alias="IdempotencyContainer")
-    allowed_input_containers: CsvList = Field(
-        ("incoming", "inputs"), alias="AllowedInputContainers"
-    )
+    # Pending requests, submissions, the tenant ledger and the copied files of the Global
+    # Batch lane.
+    batches: str = Field("batches", alias="BatchContainer")
+    allowed_inputs: CsvList = Field(("incoming", "inputs"), alias="AllowedInputContainers")
 
-    # --- intake policy -----------------------------------------------------------------
-    # Tenants a producer sending straight to the queues may name. Empty: none, so a
-    # direct producer's message is dead-lettered ``TenantNotAllowed`` until its tenant is
-    # listed here (sending rights alone never choose the tenant work runs as).
-    producer_tenants: CsvList = Field((), alias="ProducerTenants")
-    # The alias for work that names no model (DefaultModel; unset: the catalog's first),
-    # and per door: documents dropped in the incoming container, InferenceRequested
-    # events pushed to the webhook (WebhookModel) and pulled from the namespace topic
-    # (EventGridPull__model).
-    default_model: str | None = Field(None, alias="DefaultModel")
-    incoming_blob_model: str | None = Field(
-        None, alias="IncomingBlobModel", json_schema_extra=ALTERNATIVE
-    )
+    def names(self) -> list[str]:
+        """Every blob container the app uses (created by Bicep in Azure, by the local stack
+        and the tests locally)."""
+        single = {value for _, value in self if isinstance(value, str)}
+        return sorted(single | set(self.allowed_inputs))
+
+
+class LimitSettings(SettingsGroup):
+    """What a request may be: its sizes, its media types, its deadline; and the
+    ``Retry-After`` callers are told to wait."""
+
     max_inline_text_bytes: int = Field(262_144, ge=1, alias="MaxInlineTextBytes")
     max_upload_bytes: int = Field(10_485_760, ge=1, alias="MaxUploadBytes")
     allowed_upload_media_types: CsvList = Field(
@@ -366,77 +385,168 @@ class Settings(BaseModel):
     default_deadline_seconds: int = Field(3600, ge=1, alias="DefaultDeadlineSeconds")
     max_deadline_seconds: int = Field(86_400, ge=1, alias="MaxDeadlineSeconds")
     status_poll_seconds: int = Field(2, ge=1, alias="StatusPollSeconds")
-    # Where callers reach the API; result announcements link to it. Unset: https://
-    # followed by WEBSITE_HOSTNAME, which the Functions platform sets.
-    public_base_url: str | None = Field(None, alias="PublicBaseUrl", json_schema_extra=ALTERNATIVE)
-    website_hostname: str | None = Field(
-        None, alias="WEBSITE_HOSTNAME", json_schema_extra=ALTERNATIVE
-    )
-    backpressure: BackpressureSettings = Field(default_factory=BackpressureSettings)
-    # After a send fails because the broker is unreachable, intake answers 503 at once for
-    # this long; then one call probes the broker and, if it gets through, closes the
-    # breaker (so a broker that is back takes work again within this long).
-    servicebus_breaker_open_seconds: float = Field(
-        0.5, gt=0, le=300, alias="ServiceBusBreaker__openSeconds"
+
+    @model_validator(mode="after")
+    def _check_deadlines(self) -> LimitSettings:
+        if self.default_deadline_seconds > self.max_deadline_seconds:
+            raise ValueError("DefaultDeadlineSeconds must not exceed MaxDeadlineSeconds")
+        return self
+
+
+class TenancySettings(SettingsGroup):
+    """Which tenant work runs as: from a caller's principal, and from a producer that
+    sends straight to the queues."""
+
+    # Tenants a producer sending straight to the queues may name. Empty: none, so a
+    # direct producer's message is dead-lettered ``TenantNotAllowed`` until its tenant is
+    # listed here (sending rights alone never choose the tenant work runs as).
+    producer_tenants: CsvList = Field((), alias="ProducerTenants")
+    allow_tenant_header: Flag = Field(False, alias="AllowTenantHeader")
+    claim_types: CsvList = Field(
+        ("tid", "http://schemas.microsoft.com/identity/claims/tenantid"),
+        alias="TenantClaimTypes",
     )
 
-    # --- processing ----------------------------------------------------------------------
+
+class ModelSettings(SettingsGroup):
+    """The model catalog (shared/inference/catalog.py) and the alias of work that names
+    no model."""
+
+    # The model catalog: a JSON file of tasks and model aliases (relative to the app
+    # root). Unset: AllowedModels/ModelProvider when either is set (the shorthand of one
+    # document-analysis alias per allowed model), else models.json at the app root.
+    catalog: str | None = Field(None, alias="ModelCatalog", json_schema_extra=ALTERNATIVE)
+    allowed: CsvList = Field(
+        ("local-analyzer",), alias="AllowedModels", json_schema_extra=ALTERNATIVE
+    )
+    provider: str | None = Field(None, alias="ModelProvider", json_schema_extra=ALTERNATIVE)
+    # The alias for work that names no model (DefaultModel; unset: the catalog's first),
+    # and per door: documents dropped in the incoming container (IncomingBlobModel);
+    # the webhook's and the pull door's are WebhookModel and EventGridPull__model.
+    default: str | None = Field(None, alias="DefaultModel")
+    incoming_blob: str | None = Field(
+        None, alias="IncomingBlobModel", json_schema_extra=ALTERNATIVE
+    )
+
+    @model_validator(mode="after")
+    def _check_models(self) -> ModelSettings:
+        if not self.allowed:
+            raise ValueError("AllowedModels must name at least one model")
+        if self.catalog and self.uses_shorthand:
+            raise ValueError(
+                "set ModelCatalog or AllowedModels/ModelProvider (the one-provider shorthand), "
+                "not both"
+            )
+        return self
+
+    @property
+    def uses_shorthand(self) -> bool:
+        """Whether AllowedModels or ModelProvider is set: the one-provider shorthand of
+        the model catalog (``shared.inference.catalog``)."""
+        return bool({"allowed", "provider"} & self.model_fields_set)
+
+
+class ProcessingSettings(SettingsGroup):
+    """How the lanes process messages: model calls at once, lock renewal, and deferred
+    messages the broker cannot find."""
+
     model_concurrency: int = Field(16, ge=1, le=256, alias="ModelConcurrency")
     # The high-priority lane's own share of model calls, on top of ModelConcurrency: a
     # backlog of standard work never takes the slots high-priority work runs in.
     priority_model_concurrency: int = Field(4, ge=1, le=256, alias="PriorityModelConcurrency")
-    retries: RetrySettings = Field(default_factory=RetrySettings)
     lock_renewal_seconds: float = Field(20.0, gt=0, alias="LockRenewalSeconds")
     max_lock_renewal_seconds: float = Field(600.0, gt=0, alias="MaxLockRenewalSeconds")
-    deferred_sweep_schedule: str = Field("0 */1 * * * *", alias="DeferredSweepSchedule")
     # A deferred message the broker cannot find is asked for again this many times, this
     # far apart, before its job is failed ``deferred_message_lost``.
     deferred_missing_retries: int = Field(5, ge=0, le=100, alias="DeferredMissingRetries")
     deferred_missing_retry_seconds: float = Field(60.0, gt=0, alias="DeferredMissingRetrySeconds")
+
+
+class MaintenanceSettings(SettingsGroup):
+    """The timers that keep every accepted request moving: the deferred sweeper, the
+    backlog report and the dead-letter reconciler (the job watchdog's are in ``jobs``)."""
+
+    deferred_sweep_schedule: str = Field("0 */1 * * * *", alias="DeferredSweepSchedule")
     backlog_report_schedule: str = Field("30 */1 * * * *", alias="BacklogReportSchedule")
-    # Every accepted request ends: the dead-letter reconciler and the job watchdog.
     deadletter_reconcile_schedule: str = Field(
         "15 */1 * * * *", alias="DeadLetterReconcileSchedule"
     )
-    jobs: JobSettings = Field(default_factory=JobSettings)
-    job_resend: JobResendSettings = Field(default_factory=JobResendSettings)
     # The dead-letter reconciler reads the dead-letter queues this many messages a page,
     # from a checkpoint, instead of peeking all of them every run.
     deadletter_reconcile_page_size: int = Field(
         100, ge=1, le=1000, alias="DeadLetterReconcilePageSize"
     )
 
-    # --- models (shared/inference/catalog.py) -------------------------------------------
-    # The model catalog: a JSON file of tasks and model aliases (relative to the app
-    # root). Unset: AllowedModels/ModelProvider when either is set (the shorthand of one
-    # document-analysis alias per allowed model), else models.json at the app root.
-    model_catalog: str | None = Field(None, alias="ModelCatalog", json_schema_extra=ALTERNATIVE)
-    allowed_models: CsvList = Field(
-        ("local-analyzer",), alias="AllowedModels", json_schema_extra=ALTERNATIVE
-    )
-    model_provider: str | None = Field(None, alias="ModelProvider", json_schema_extra=ALTERNATIVE)
-    model_capacity: ModelCapacitySettings = Field(default_factory=ModelCapacitySettings)
+
+class SiteSettings(SettingsGroup):
+    """The app as callers and the Functions platform name it: where callers reach the API
+    (result announcements link to it), and this instance (its capacity heartbeat).
+    ``WEBSITE_*`` are set by the platform, not by you."""
+
+    # Unset: https:// followed by WEBSITE_HOSTNAME.
+    public_base_url: str | None = Field(None, alias="PublicBaseUrl", json_schema_extra=ALTERNATIVE)
+    hostname: str | None = Field(None, alias="WEBSITE_HOSTNAME", json_schema_extra=ALTERNATIVE)
     # This instance, as the platform names it (its capacity heartbeat); else host and pid.
-    website_instance_id: str | None = Field(
+    instance_id: str | None = Field(
         None, alias="WEBSITE_INSTANCE_ID", json_schema_extra=ALTERNATIVE
     )
+
+    @property
+    def api_base_url(self) -> str | None:
+        """The API's public origin (no trailing slash), or None when it is not known."""
+        if self.public_base_url:
+            return self.public_base_url.rstrip("/")
+        if self.hostname:
+            return f"https://{self.hostname}"
+        return None
+
+
+class Settings(BaseModel):
+    """Every app setting Inferbus reads; the alias is the app setting name.
+
+    Every setting belongs to a group, one field here, as docs/settings.md has one table
+    per group: a reader finds a setting under its page section, and code can be handed the
+    one group it needs. ``Settings`` itself keeps only the groups, the checks that span
+    groups (waits below the lock renewal bound) and what combines them (the Global Batch
+    lane's deployments and its endpoint, which falls back on the Azure OpenAI resource).
+    """
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+    # --- connections -------------------------------------------------------------------
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    servicebus: ServiceBusSettings = Field(default_factory=ServiceBusSettings)
+    eventgrid_topic: EventGridTopicSettings = Field(default_factory=EventGridTopicSettings)
+    eventgrid_pull: EventGridPullSettings = Field(default_factory=EventGridPullSettings)
+
+    # --- entities and containers -------------------------------------------------------
+    queues: QueueSettings = Field(default_factory=QueueSettings)
+    containers: ContainerSettings = Field(default_factory=ContainerSettings)
+
+    # --- intake policy -----------------------------------------------------------------
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    tenancy: TenancySettings = Field(default_factory=TenancySettings)
+    site: SiteSettings = Field(default_factory=SiteSettings)
+    backpressure: BackpressureSettings = Field(default_factory=BackpressureSettings)
+
+    # --- processing ----------------------------------------------------------------------
+    processing: ProcessingSettings = Field(default_factory=ProcessingSettings)
+    retries: RetrySettings = Field(default_factory=RetrySettings)
+    maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
+    job_resend: JobResendSettings = Field(default_factory=JobResendSettings)
+
+    # --- models (shared/inference/catalog.py) -------------------------------------------
+    models: ModelSettings = Field(default_factory=ModelSettings)
+    model_capacity: ModelCapacitySettings = Field(default_factory=ModelCapacitySettings)
     local_model: LocalModelSettings = Field(default_factory=LocalModelSettings)
     azure_openai: AzureOpenAISettings = Field(default_factory=AzureOpenAISettings)
 
     # --- the Global Batch lane (shared/global_batch) ------------------------------------
     global_batch: GlobalBatchSettings = Field(default_factory=GlobalBatchSettings)
-    # Pending requests, submissions, the tenant ledger and the copied files.
-    batch_container: str = Field("batches", alias="BatchContainer")
 
     # --- Event Grid webhook deliveries -------------------------------------------------
     webhook: WebhookSettings = Field(default_factory=WebhookSettings)
-
-    # --- identity of callers -----------------------------------------------------------
-    allow_tenant_header: Flag = Field(False, alias="AllowTenantHeader")
-    tenant_claim_types: CsvList = Field(
-        ("tid", "http://schemas.microsoft.com/identity/claims/tenantid"),
-        alias="TenantClaimTypes",
-    )
 
     # Every app setting given, by name, known here or not: %Name% references of the model
     # catalog resolve from them, as binding expressions do from the app settings.
@@ -490,40 +600,16 @@ class Settings(BaseModel):
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Settings:
-        if self.default_deadline_seconds > self.max_deadline_seconds:
-            raise ValueError("DefaultDeadlineSeconds must not exceed MaxDeadlineSeconds")
-        if not self.allowed_models:
-            raise ValueError("AllowedModels must name at least one model")
-        if self.model_catalog and self.uses_model_shorthand:
-            raise ValueError(
-                "set ModelCatalog or AllowedModels/ModelProvider (the one-provider shorthand), "
-                "not both"
-            )
-        # Within one group: RetrySettings, GlobalBatchSettings and WebhookSettings check
-        # their own settings.
-        if self.model_capacity.wait_seconds >= self.max_lock_renewal_seconds:
+        # Within one group, the group checks its own settings (LimitSettings, ModelSettings,
+        # RetrySettings, GlobalBatchSettings, WebhookSettings).
+        lock_bound = self.processing.max_lock_renewal_seconds
+        if self.model_capacity.wait_seconds >= lock_bound:
             raise ValueError("ModelCapacity__waitSeconds must be below MaxLockRenewalSeconds")
-        if self.jobs.watchdog_grace_seconds < self.max_lock_renewal_seconds:
+        if self.jobs.watchdog_grace_seconds < lock_bound:
             raise ValueError("JobWatchdogGraceSeconds must not be below MaxLockRenewalSeconds")
         if self.batch_deployments and not self.batch_endpoint:
             raise ValueError("GlobalBatch__deployments needs GlobalBatch__endpoint")
         return self
-
-    def container_names(self) -> list[str]:
-        """Every blob container the app uses (created by Bicep in Azure, by the local stack
-        and the tests locally)."""
-        names = {
-            str(getattr(self, name))
-            for name in type(self).model_fields
-            if name.endswith("_container")
-        }
-        return sorted(names | set(self.allowed_input_containers))
-
-    @property
-    def uses_model_shorthand(self) -> bool:
-        """Whether AllowedModels or ModelProvider is set: the one-provider shorthand of
-        the model catalog (``shared.inference.catalog``)."""
-        return bool({"allowed_models", "model_provider"} & self.model_fields_set)
 
     @property
     def batch_deployments(self) -> dict[str, str]:
@@ -540,20 +626,6 @@ class Settings(BaseModel):
     def batch_endpoint(self) -> str | None:
         """The Azure OpenAI resource the batch lane submits to."""
         return self.global_batch.endpoint or self.azure_openai.endpoint
-
-    @property
-    def api_base_url(self) -> str | None:
-        """The API's public origin (no trailing slash), or None when it is not known."""
-        if self.public_base_url:
-            return self.public_base_url.rstrip("/")
-        if self.website_hostname:
-            return f"https://{self.website_hostname}"
-        return None
-
-    @property
-    def blob_service_uri(self) -> str | None:
-        """The identity-based blob endpoint, whichever of the two documented names is set."""
-        return self.storage_blob_service_uri or self.storage_service_uri
 
 
 class SettingField(NamedTuple):

@@ -63,7 +63,11 @@ class _StorageAdapter(HTTPAdapter):
 def connection_pool_size(settings: Settings) -> int:
     """How many storage calls one process can make at once: every invocation of the
     runtime's pool, and the processor's model calls (each stores its result)."""
-    return RUNTIME_THREADS + settings.model_concurrency + settings.priority_model_concurrency
+    return (
+        RUNTIME_THREADS
+        + settings.processing.model_concurrency
+        + settings.processing.priority_model_concurrency
+    )
 
 
 def storage_transport(settings: Settings) -> RequestsTransport:
@@ -103,13 +107,13 @@ def blob_service_client(
         "retry_policy": LinearRetry(backoff=1, random_jitter_range=1, retry_total=2),
         "transport": transport or storage_transport(settings),
     }
-    if settings.storage_connection_string:
+    if settings.storage.connection_string:
         return BlobServiceClient.from_connection_string(
-            settings.storage_connection_string, **options
+            settings.storage.connection_string, **options
         )
-    if settings.blob_service_uri:
-        credential = azure_credential(settings.storage_client_id)
-        return BlobServiceClient(settings.blob_service_uri, credential=credential, **options)
+    if settings.storage.blob_endpoint:
+        credential = azure_credential(settings.storage.client_id)
+        return BlobServiceClient(settings.storage.blob_endpoint, credential=credential, **options)
     raise ConfigurationError("set Storage (connection string) or Storage__blobServiceUri")
 
 

@@ -79,11 +79,11 @@ class EventGridPublisher:
 
 def event_grid_publisher(settings: Settings) -> EventGridPublisher | None:
     """The publisher, or None when no topic is configured (events are then not published)."""
-    if not settings.event_grid_topic_endpoint:
+    if not settings.eventgrid_topic.endpoint:
         return None
     client = EventGridPublisherClient(
-        settings.event_grid_topic_endpoint,
-        key_or_identity(settings.event_grid_topic_key, settings.event_grid_client_id),
-        namespace_topic=settings.event_grid_namespace_topic or None,
+        settings.eventgrid_topic.endpoint,
+        key_or_identity(settings.eventgrid_topic.key, settings.eventgrid_topic.client_id),
+        namespace_topic=settings.eventgrid_topic.namespace_topic or None,
     )
     return EventGridPublisher(client)

@@ -65,13 +65,13 @@ class QueueBacklogProbe:
 
 
 def administration_client(settings: Settings) -> ServiceBusAdministrationClient:
-    if settings.servicebus_connection_string:
+    if settings.servicebus.connection_string:
         return ServiceBusAdministrationClient.from_connection_string(
-            settings.servicebus_connection_string
+            settings.servicebus.connection_string
         )
-    if settings.servicebus_namespace:
-        credential = azure_credential(settings.servicebus_client_id)
-        return ServiceBusAdministrationClient(settings.servicebus_namespace, credential)
+    if settings.servicebus.namespace:
+        credential = azure_credential(settings.servicebus.client_id)
+        return ServiceBusAdministrationClient(settings.servicebus.namespace, credential)
     raise ConfigurationError("no Service Bus connection is configured")
 
 
@@ -83,9 +83,9 @@ def _read_json(url: str, timeout: float) -> dict[str, Any]:
 
 def _counts_readable(settings: Settings) -> bool:
     """False for an emulator connection without a counts URL (nothing can read them)."""
-    if settings.servicebus_runtime_counts_url:
+    if settings.servicebus.runtime_counts_url:
         return True
-    connection = (settings.servicebus_connection_string or "").lower()
+    connection = (settings.servicebus.connection_string or "").lower()
     return "usedevelopmentemulator=true" not in connection
 
 
@@ -94,8 +94,8 @@ def lane_backlog_probe(settings: Settings, lane: Lane) -> BacklogProbe | None:
     if lane_backlog_limits(settings)[lane] <= 0 or not _counts_readable(settings):
         return None
     queue = LaneQueues.from_settings(settings).queue(lane)
-    if settings.servicebus_runtime_counts_url:
-        return EmulatorBacklogProbe(settings.servicebus_runtime_counts_url, queue)
+    if settings.servicebus.runtime_counts_url:
+        return EmulatorBacklogProbe(settings.servicebus.runtime_counts_url, queue)
     return QueueBacklogProbe(administration_client(settings), queue)
 
 
@@ -178,9 +178,9 @@ def queue_observer_for(
 ) -> QueueObserver:
     """The observer of ``queue`` (default: the request queue); ``client`` is the
     process's Service Bus client."""
-    name = queue or settings.requests_queue_name
-    if settings.servicebus_runtime_counts_url:
-        return EmulatorQueueObserver(settings.servicebus_runtime_counts_url, name)
+    name = queue or settings.queues.requests
+    if settings.servicebus.runtime_counts_url:
+        return EmulatorQueueObserver(settings.servicebus.runtime_counts_url, name)
     return ServiceBusQueueObserver(administration_client(settings), client, name)
 
 
@@ -245,9 +245,9 @@ class ServiceBusSubscriptionObservers:
 def subscription_observers_for(settings: Settings) -> SubscriptionObservers | None:
     """The observers of the results topic's subscriptions (None where nothing can read
     them: an emulator connection without a counts URL)."""
-    topic = settings.results_topic_name
-    if settings.servicebus_runtime_counts_url:
-        return EmulatorSubscriptionObservers(settings.servicebus_runtime_counts_url, topic)
+    topic = settings.queues.results_topic
+    if settings.servicebus.runtime_counts_url:
+        return EmulatorSubscriptionObservers(settings.servicebus.runtime_counts_url, topic)
     if not _counts_readable(settings):
         return None
     return ServiceBusSubscriptionObservers(administration_client(settings), topic)

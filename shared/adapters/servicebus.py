@@ -43,13 +43,13 @@ def servicebus_client(
     options: dict[str, Any] = {"retry_total": retry_total}
     if try_timeout is not None:
         options["try_timeout"] = try_timeout
-    if settings.servicebus_connection_string:
+    if settings.servicebus.connection_string:
         return ServiceBusClient.from_connection_string(
-            settings.servicebus_connection_string, **options
+            settings.servicebus.connection_string, **options
         )
-    if settings.servicebus_namespace:
-        credential = azure_credential(settings.servicebus_client_id)
-        return ServiceBusClient(settings.servicebus_namespace, credential, **options)
+    if settings.servicebus.namespace:
+        credential = azure_credential(settings.servicebus.client_id)
+        return ServiceBusClient(settings.servicebus.namespace, credential, **options)
     raise ConfigurationError(
         "set ServiceBusConnection (connection string) or "
         "ServiceBusConnection__fullyQualifiedNamespace"

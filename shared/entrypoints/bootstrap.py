@@ -150,7 +150,7 @@ def queue_entity_readers(services: Services) -> dict[str, telemetry.EntityCounts
     return entity_readers(
         [lane.queue for lane in services.lanes.values()],
         services.ports.queue_observer,
-        services.settings.results_topic_name,
+        services.settings.queues.results_topic,
         services.ports.subscription_observers,
     )
 

@@ -94,7 +94,7 @@ class HttpEndpoints:
 def commons(settings: Settings, ports: Ports) -> Commons:
     models = gated_models(settings, ports)
     check_models(settings, models)
-    jobs = JobRepository(DocumentJobStore(ports.documents, settings.jobs_container), ports.clock)
+    jobs = JobRepository(DocumentJobStore(ports.documents, settings.containers.jobs), ports.clock)
     announcer = Announcer(ports.events, ports.results_topic)
     return Commons(
         models=models,
@@ -102,7 +102,7 @@ def commons(settings: Settings, ports: Ports) -> Commons:
         claim_checks=ClaimChecks.from_settings(ports.blobs, settings),
         announcer=announcer,
         endings=JobEndings(jobs, announcer, ports.clock),
-        ledger=DocumentDeferralLedger(ports.documents, settings.ledger_container),
+        ledger=DocumentDeferralLedger(ports.documents, settings.containers.ledgers),
     )
 
 
@@ -113,12 +113,12 @@ def intake(settings: Settings, ports: Ports, shared: Commons) -> Intake:
         jobs=shared.jobs,
         claim_checks=shared.claim_checks,
         idempotency=IdempotencyGuard(
-            DocumentIdempotencyStore(ports.documents, settings.idempotency_container),
+            DocumentIdempotencyStore(ports.documents, settings.containers.idempotency),
             accepted=shared.jobs.find,
             clock=ports.clock,
         ),
         sender=SendBreaker(
-            ports.intake_requests or ports.requests, settings.servicebus_breaker_open_seconds
+            ports.intake_requests or ports.requests, settings.servicebus.breaker_open_seconds
         ),
         backlog=LaneBacklogGates.from_settings(settings, ports.backlogs),
         clock=ports.clock,
@@ -129,7 +129,7 @@ def event_intake(settings: Settings, ports: Ports, shared: Commons, door: Intake
     """The event doors (Blob-created, Event Grid push and pull), each with its model."""
     models = shared.models
     chosen = {
-        BLOB_DOOR: ("IncomingBlobModel", settings.incoming_blob_model),
+        BLOB_DOOR: ("IncomingBlobModel", settings.models.incoming_blob),
         "eventgrid": ("WebhookModel", settings.webhook.model),
         "webhook": ("WebhookModel", settings.webhook.model),
         PULL_DOOR: ("EventGridPull__model", settings.eventgrid_pull.model),
@@ -138,11 +138,11 @@ def event_intake(settings: Settings, ports: Ports, shared: Commons, door: Intake
         intake=door,
         blobs=ports.blobs,
         claim_checks=shared.claim_checks,
-        incoming_container=settings.incoming_container,
-        default_model=models.alias_for("DefaultModel", settings.default_model),
-        max_inline_text_bytes=settings.max_inline_text_bytes,
+        incoming_container=settings.containers.incoming,
+        default_model=models.alias_for("DefaultModel", settings.models.default),
+        max_inline_text_bytes=settings.limits.max_inline_text_bytes,
         door_models={
-            name: models.alias_for(setting, model or settings.default_model)
+            name: models.alias_for(setting, model or settings.models.default)
             for name, (setting, model) in chosen.items()
         },
     )
@@ -165,7 +165,7 @@ def batch_records(settings: Settings, ports: Ports, shared: Commons) -> BatchRec
     """The Global Batch lane's records (None when no alias takes batch mode)."""
     if not shared.models.catalog.batch_deployments:
         return None
-    return BatchRecords(ports.documents, ports.blobs, settings.batch_container)
+    return BatchRecords(ports.documents, ports.blobs, settings.containers.batches)
 
 
 def lanes(
@@ -187,9 +187,9 @@ def lanes(
         else None
     )
     concurrency = {
-        Lane.STANDARD: settings.model_concurrency,
-        Lane.PRIORITY: settings.priority_model_concurrency,
-        Lane.ORDERED: settings.model_concurrency,
+        Lane.STANDARD: settings.processing.model_concurrency,
+        Lane.PRIORITY: settings.processing.priority_model_concurrency,
+        Lane.ORDERED: settings.processing.model_concurrency,
     }
     return {
         lane: lane_services(settings, ports, shared, rules, stager, lane, slots)
@@ -219,7 +219,10 @@ def lane_services(
         clock=ports.clock,
         stager=stager,
     )
-    renewal = (settings.lock_renewal_seconds, settings.max_lock_renewal_seconds)
+    renewal = (
+        settings.processing.lock_renewal_seconds,
+        settings.processing.max_lock_renewal_seconds,
+    )
     sweeper = (
         None
         if lane.is_ordered
@@ -228,8 +231,8 @@ def lane_services(
             processor,
             ports.clock,
             endings=shared.endings,
-            missing_retries=settings.deferred_missing_retries,
-            missing_retry_seconds=settings.deferred_missing_retry_seconds,
+            missing_retries=settings.processing.deferred_missing_retries,
+            missing_retry_seconds=settings.processing.deferred_missing_retry_seconds,
         )
     )
     return LaneServices(
@@ -253,14 +256,16 @@ def processing_policy(
         max_retries=retries.max_retries,
         retry_base_seconds=retries.base_seconds,
         retry_max_seconds=retries.max_seconds,
-        api_base_url=settings.api_base_url,
+        api_base_url=settings.site.api_base_url,
         ordered=lane.is_ordered,
         lane=lane.value,
         retry_jitter_floor=retries.jitter_floor,
         invalid_output_retries=retries.invalid_output_retries,
         faults_allowed=settings.local_model.faults,
-        max_lock_renewal_seconds=settings.max_lock_renewal_seconds,
-        ordered_retry_max_wait_seconds=ordered_retry_max_wait(settings.max_lock_renewal_seconds),
+        max_lock_renewal_seconds=settings.processing.max_lock_renewal_seconds,
+        ordered_retry_max_wait_seconds=ordered_retry_max_wait(
+            settings.processing.max_lock_renewal_seconds
+        ),
     )
 
 
@@ -271,11 +276,11 @@ def reconciler(settings: Settings, ports: Ports, shared: Commons) -> DeadLetterR
     return DeadLetterReconciler(
         dead_letters=ports.dead_letter_queues,
         documents=ports.documents,
-        marker_container=settings.ledger_container,
+        marker_container=settings.containers.ledgers,
         jobs=shared.jobs,
         endings=shared.endings,
         clock=ports.clock,
-        page_size=settings.deadletter_reconcile_page_size,
+        page_size=settings.maintenance.deadletter_reconcile_page_size,
     )
 
 
@@ -284,8 +289,8 @@ def watchdog(settings: Settings, ports: Ports, shared: Commons) -> JobWatchdog:
     return JobWatchdog(
         listing=ports.documents,
         documents=ports.documents,
-        jobs_container=settings.jobs_container,
-        checkpoint_container=settings.ledger_container,
+        jobs_container=settings.containers.jobs,
+        checkpoint_container=settings.containers.ledgers,
         jobs=shared.jobs,
         endings=shared.endings,
         policy=WatchdogPolicy(
@@ -307,8 +312,8 @@ def dead_letter_replay(settings: Settings, ports: Ports, events: EventIntake) ->
     """Replay of Event Grid's dead-lettered deliveries through the event doors."""
     return DeadLetterReplay(
         ports.blobs,
-        settings.event_grid_dead_letter_container,
-        settings.ledger_container,
+        settings.containers.eventgrid_dead_letters,
+        settings.containers.ledgers,
         events,
         ports.clock,
     )
@@ -329,7 +334,7 @@ def global_batch(
         policy=ConclusionPolicy(
             failed_lines=settings.global_batch.failed_lines,
             max_resubmissions=settings.global_batch.max_resubmissions,
-            api_base_url=settings.api_base_url,
+            api_base_url=settings.site.api_base_url,
         ),
         catalog=shared.models.catalog,
         clock=ports.clock,
@@ -373,14 +378,14 @@ def http_endpoints(
     records: BatchRecords | None,
 ) -> HttpEndpoints:
     """The HTTP handlers' endpoints: the settings are read here, once, into values."""
-    tenancy = CallerTenancy(settings.tenant_claim_types, settings.allow_tenant_header)
+    tenancy = CallerTenancy(settings.tenancy.claim_types, settings.tenancy.allow_tenant_header)
     catalog = shared.models.catalog
     batches = BatchEndpoints(records, catalog.batch_deployments, tenancy)
     limits = RequestLimits(
-        max_inline_text_bytes=settings.max_inline_text_bytes,
-        max_upload_bytes=settings.max_upload_bytes,
-        upload_media_types=settings.allowed_upload_media_types,
-        status_poll_seconds=settings.status_poll_seconds,
+        max_inline_text_bytes=settings.limits.max_inline_text_bytes,
+        max_upload_bytes=settings.limits.max_upload_bytes,
+        upload_media_types=settings.limits.allowed_upload_media_types,
+        status_poll_seconds=settings.limits.status_poll_seconds,
         retention_days=settings.jobs.retention_days,
     )
     webhook = settings.webhook
@@ -390,7 +395,7 @@ def http_endpoints(
         webhook=WebhookEndpoint(
             events, webhook.shared_secret, ports.webhook_tokens, webhook.tenants
         ),
-        openapi=OpenApiEndpoint(settings.allowed_upload_media_types, catalog),
+        openapi=OpenApiEndpoint(settings.limits.allowed_upload_media_types, catalog),
     )
 
 
@@ -406,8 +411,8 @@ def gated_models(settings: Settings, ports: Ports) -> ServedModels:
         InstanceRegistry(
             ports.documents,
             ports.documents,
-            settings.ledger_container,
-            settings.website_instance_id or f"{socket.gethostname()}-{os.getpid()}",
+            settings.containers.ledgers,
+            settings.site.instance_id or f"{socket.gethostname()}-{os.getpid()}",
             heartbeat_seconds=settings.model_capacity.heartbeat_seconds,
         )
         if limited

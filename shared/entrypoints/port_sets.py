@@ -131,7 +131,7 @@ def azure_ports(settings: Settings) -> Ports:
         documents=BlobJsonDocuments(storage),
         requests=lane_senders(settings, bus.get),
         intake_requests=lane_senders(settings, intake_bus.get),
-        results_topic=LazyServiceBusSender(bus.get, settings.results_topic_name, topic=True),
+        results_topic=LazyServiceBusSender(bus.get, settings.queues.results_topic, topic=True),
         events=event_grid_publisher(settings),
         models=models,
         deferred_source=lambda queue: deferred_source(sweeps.get(), queue),

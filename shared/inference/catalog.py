@@ -460,10 +460,10 @@ def with_batch_deployments(catalog: ModelCatalog, pairs: Mapping[str, str]) -> M
 def catalog_file(settings: Settings) -> Path | None:
     """The catalog file this deployment reads: ``ModelCatalog`` (relative to the app
     root), else ``models.json`` at the app root unless the shorthand settings are in use."""
-    if settings.model_catalog:
-        path = Path(settings.model_catalog)
+    if settings.models.catalog:
+        path = Path(settings.models.catalog)
         return path if path.is_absolute() else APP_ROOT / path
-    if settings.uses_model_shorthand:
+    if settings.models.uses_shorthand:
         return None
     default = APP_ROOT / DEFAULT_CATALOG
     return default if default.is_file() else None
@@ -487,7 +487,7 @@ def catalog_for(settings: Settings, lookup: Lookup | None = None) -> ModelCatalo
             settings.model_capacity.tokens_per_minute, settings.model_capacity.requests_per_minute
         )
         capacity = quota if quota.tokens_per_minute or quota.requests_per_minute else None
-        catalog = shorthand_catalog(settings.allowed_models, settings.model_provider, capacity)
+        catalog = shorthand_catalog(settings.models.allowed, settings.models.provider, capacity)
     else:
         catalog = resolve_catalog(
             read_catalog_file(path), shown(path), lookup or settings.app_setting

@@ -132,7 +132,7 @@ class LaneBacklogGates:
             probes,
             lane_backlog_limits(settings),
             cache_seconds=settings.backpressure.cache_seconds,
-            retry_after=max(5, settings.status_poll_seconds),
+            retry_after=max(5, settings.limits.status_poll_seconds),
         )
 
     def check(self, lane: Lane) -> None:

@@ -62,9 +62,9 @@ class ClaimChecks:
         MaxUploadBytes) over ``blobs``."""
         return cls(
             blobs,
-            settings.inputs_container,
-            settings.allowed_input_containers,
-            settings.max_upload_bytes,
+            settings.containers.inputs,
+            settings.containers.allowed_inputs,
+            settings.limits.max_upload_bytes,
         )
 
     def blob_uri(self, container: str, name: str) -> str:

@@ -88,11 +88,11 @@ class RequestRules:
     def from_settings(cls, settings: Settings, catalog: ModelCatalog) -> RequestRules:
         return cls(
             catalog=catalog,
-            default_deadline_seconds=settings.default_deadline_seconds,
-            max_deadline_seconds=settings.max_deadline_seconds,
+            default_deadline_seconds=settings.limits.default_deadline_seconds,
+            max_deadline_seconds=settings.limits.max_deadline_seconds,
             simulated_faults=settings.local_model.faults,
-            max_inline_text_bytes=settings.max_inline_text_bytes,
-            producer_tenants=settings.producer_tenants,
+            max_inline_text_bytes=settings.limits.max_inline_text_bytes,
+            producer_tenants=settings.tenancy.producer_tenants,
             batch_priorities=settings.global_batch.route_priorities,
         )
 

@@ -55,7 +55,7 @@ class ResendPolicy:
         return cls(
             after=timedelta(seconds=settings.job_resend.after_seconds),
             max_attempts=settings.job_resend.max_attempts,
-            max_lock_renewal_seconds=settings.max_lock_renewal_seconds,
+            max_lock_renewal_seconds=settings.processing.max_lock_renewal_seconds,
         )
 
     def quiet_period(self, status: JobStatus) -> timedelta:

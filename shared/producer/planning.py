@@ -60,8 +60,8 @@ class LinePolicy:
         them (ModelCatalog, or the shorthand settings), not when only the defaults would."""
         return cls(
             rules=RequestRules.from_settings(settings, catalog_for(settings)),
-            max_input_bytes=settings.max_upload_bytes,
-            check_models=settings.model_catalog is not None or settings.uses_model_shorthand,
+            max_input_bytes=settings.limits.max_upload_bytes,
+            check_models=settings.models.catalog is not None or settings.models.uses_shorthand,
         )
 
     @property

@@ -257,7 +257,7 @@ def test_enabled_defaults_make_a_valid_batch_lane() -> None:
     # The enqueued-token quota of the default capacity (50 thousand tokens).
     assert settings.global_batch.enqueued_tokens == 50_000
     assert settings.batch_endpoint == "https://oai-test.openai.azure.com/"
-    assert settings.batch_container == "batches"
+    assert settings.containers.batches == "batches"
     assert settings.global_batch.schedule == "5 */1 * * * *"
 
 
@@ -268,7 +268,7 @@ def test_batches_container_is_an_app_container_of_the_catalogue() -> None:
     catalog = read(CATALOG)
     assert '"batches": "batches"' in catalog
     known = constants(FUNCTION_APP)
-    assert resolve(app_settings()["BatchContainer"], known) == Settings().batch_container
+    assert resolve(app_settings()["BatchContainer"], known) == Settings().containers.batches
     app_containers = resolve(variables(DATA_STORAGE)["appContainerNames"], constants(DATA_STORAGE))
     assert "batches" in app_containers  # so the app identity is Blob Data Contributor there
 

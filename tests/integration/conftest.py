@@ -51,7 +51,7 @@ def storage(azurite: Azurite) -> AzureBlobStore:
     """The app's containers in Azurite, created once."""
     settings = make_settings(azurite)
     blobs = AzureBlobStore(blob_service_client(settings))
-    blobs.ensure_containers(settings.container_names())
+    blobs.ensure_containers(settings.containers.names())
     return blobs
 
 

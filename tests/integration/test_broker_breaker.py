@@ -100,7 +100,7 @@ def timed(call: Call, **kwargs: object) -> tuple[float, int, dict[str, str], dic
 
 def job_names(services: Services, tenant: str) -> list[str]:
     assert isinstance(services.ports.blobs, AzureBlobStore)
-    return services.ports.blobs.list_names(services.settings.jobs_container, f"{tenant}/")
+    return services.ports.blobs.list_names(services.settings.containers.jobs, f"{tenant}/")
 
 
 def test_while_the_broker_is_down_intake_answers_503_at_once_and_recovers(
@@ -152,7 +152,7 @@ def test_a_broker_that_is_back_takes_work_within_the_window(
     """With the default window (0.5 s), the first submission after the broker's return
     that comes after the window is the probe, and it is accepted: no longer cool-down."""
     services = install_services(emulator=own_emulator.emulator)
-    window = services.settings.servicebus_breaker_open_seconds
+    window = services.settings.servicebus.breaker_open_seconds
     assert window == 0.5
     assert timed(call)[1] == 202
     own_emulator.stop()

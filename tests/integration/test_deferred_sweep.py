@@ -81,7 +81,7 @@ def test_a_vanished_message_is_asked_for_again_then_its_job_fails(
     services = install_services(
         ports={"clock": clock}, DeferredMissingRetries="1", DeferredMissingRetrySeconds="60"
     )
-    queue = services.settings.requests_queue_name
+    queue = services.settings.queues.requests
     with (
         ServiceBusClient.from_connection_string(servicebus_emulator.connection_string) as bus,
         bus.get_queue_sender(queue) as queue_sender,

@@ -312,7 +312,7 @@ def test_webhook_tenants_bind_each_secret_to_its_tenants(
     (error,) = json_of(foreign)["errors"]
     assert error["field"] == "event ev-foreign"
     assert f"tenant '{other}' is not one this webhook credential may submit" in error["message"]
-    assert services.ports.blobs.list_names(services.settings.jobs_container, f"{other}/") == []
+    assert services.ports.blobs.list_names(services.settings.containers.jobs, f"{other}/") == []
     assert own.status_code == 202
     (outcome,) = json_of(own)["events"]
     assert queued_ids(bus) == [outcome["request_id"]]

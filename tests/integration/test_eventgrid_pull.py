@@ -144,7 +144,7 @@ def test_an_invalid_event_is_rejected_to_the_dead_letter_container(
 
     assert door_of(pulling).drain().outcomes == {"rejected": 1}
 
-    container = pulling.settings.event_grid_dead_letter_container
+    container = pulling.settings.containers.eventgrid_dead_letters
     prefix = f"inferbus-local/{TOPIC}/{SUBSCRIPTION}/"
     deadline = time.monotonic() + 10
     while not (names := storage.list_names(container, prefix)) and time.monotonic() < deadline:

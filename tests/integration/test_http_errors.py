@@ -159,7 +159,7 @@ def test_parameters_too_large_for_a_message_are_413_before_anything_is_stored(
     assert problem["errors"] == [{"field": "parameters", "message": "too large"}]
     assert sender.sent == []
     assert _jobs_of(services, tenant) == []
-    assert services.ports.blobs.list_names(services.settings.inputs_container, f"{tenant}/") == []
+    assert services.ports.blobs.list_names(services.settings.containers.inputs, f"{tenant}/") == []
 
 
 def test_schema_violations_name_every_failing_field(call: Call, services: Services) -> None:
@@ -282,5 +282,5 @@ def test_send_failure_records_nothing_releases_the_key_and_answers_503(
 
 def _jobs_of(services: Services, tenant: str) -> list[Job]:
     assert isinstance(services.ports.blobs, AzureBlobStore)
-    names = services.ports.blobs.list_names(services.settings.jobs_container, f"{tenant}/")
+    names = services.ports.blobs.list_names(services.settings.containers.jobs, f"{tenant}/")
     return [services.jobs.get(tenant, name.split("/")[1].removesuffix(".json")) for name in names]

@@ -97,7 +97,7 @@ def live_app(
         settings_path.write_text(json.dumps({"IsEncrypted": False, "Values": values}))
         app_settings = load_settings({}, settings_path)
         store = AzureBlobStore(blob_service_client(app_settings))
-        store.ensure_containers(app_settings.container_names())
+        store.ensure_containers(app_settings.containers.names())
         host = HostProcess(
             REPO_ROOT, settings_path, workdir / "host.log", keys_path=workdir / "host-keys.json"
         )

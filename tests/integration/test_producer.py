@@ -138,7 +138,7 @@ def test_ten_thousand_requests_go_in_batches_and_a_rerun_adds_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     settings = producer_settings(azurite, producer_emulator, "bulk")
-    queue = settings.requests_queue_name
+    queue = settings.queues.requests
     requests = requests_file(tmp_path, [line(n) for n in range(BULK_REQUESTS)])
 
     code, summary = run(["--file", str(requests)], settings, capsys)
@@ -174,7 +174,7 @@ def test_text_too_large_for_a_message_is_sent_as_a_claim_check(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     settings = producer_settings(azurite, producer_emulator, "claim")
-    queue = settings.requests_queue_name
+    queue = settings.queues.requests
     text = "A long contract clause. " * 14_000  # 336,000 bytes
     requests = requests_file(tmp_path, [line(1), line(2, input={"text": text})])
 
@@ -233,7 +233,7 @@ def test_an_invalid_line_is_refused_with_exit_code_1_and_the_rest_still_go(
     assert "line 2: invalid request (priority:" in finished.stdout
     assert "line 4: invalid request (input.text:" in finished.stdout
     assert "producer: 2 sent" in finished.stderr  # progress (stderr is not a terminal)
-    assert active(producer_emulator, settings.requests_queue_name) == 2
+    assert active(producer_emulator, settings.queues.requests) == 2
 
 
 def test_high_priority_and_ordered_documents_land_on_their_lanes(
@@ -259,14 +259,14 @@ def test_high_priority_and_ordered_documents_land_on_their_lanes(
 
     assert code == 0
     assert summary["queues"] == {
-        settings.requests_queue_name: {"sent": 2, "batches": 1},
-        settings.priority_queue_name: {"sent": 1, "batches": 1},
-        settings.ordered_queue_name: {"sent": 3, "batches": 1},  # one batch, two sessions
+        settings.queues.requests: {"sent": 2, "batches": 1},
+        settings.queues.priority: {"sent": 1, "batches": 1},
+        settings.queues.ordered: {"sent": 3, "batches": 1},  # one batch, two sessions
     }
-    assert active(producer_emulator, settings.priority_queue_name) == 1
+    assert active(producer_emulator, settings.queues.priority) == 1
     sessions = {
         session: receive(
-            producer_emulator, settings.ordered_queue_name, 10, session_id=session, max_wait_time=2
+            producer_emulator, settings.queues.ordered, 10, session_id=session, max_wait_time=2
         )
         for session in ("contract-a", "contract-b")
     }
@@ -307,8 +307,8 @@ def test_one_request_from_flags_for_a_blob_of_the_account(
 
     assert code == 0
     assert summary["request_ids"] == ["order-4711"]
-    assert summary["queues"] == {settings.priority_queue_name: {"sent": 1, "batches": 1}}
-    [message] = receive(producer_emulator, settings.priority_queue_name, 1)
+    assert summary["queues"] == {settings.queues.priority: {"sent": 1, "batches": 1}}
+    [message] = receive(producer_emulator, settings.queues.priority, 1)
     body = request_of(message)
     assert message.message_id == "order-4711"
     assert body.parameters == {"summary_sentences": 1}

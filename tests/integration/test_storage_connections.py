@@ -28,7 +28,9 @@ def test_writes_as_parallel_as_the_processor_keep_their_connections(
     azurite: Azurite, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = make_settings(azurite)
-    parallel = settings.model_concurrency + settings.priority_model_concurrency
+    parallel = (
+        settings.processing.model_concurrency + settings.processing.priority_model_concurrency
+    )
     assert parallel > 10  # more than requests' default pool: the case that used to discard
     assert connection_pool_size(settings) >= parallel
     client = blob_service_client(settings)

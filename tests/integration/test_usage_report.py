@@ -118,7 +118,7 @@ def test_usage_per_tenant_and_mode_is_read_back_from_blob_storage(
     record(services, "globex", start + timedelta(hours=4), None)
     record(services, "globex", start - timedelta(seconds=1), usage(7000, 7000))  # yesterday
     record(services, "globex", None, None)  # still running
-    container = services.settings.jobs_container
+    container = services.settings.containers.jobs
     services.ports.documents.put(container, "acme/idempotency.json", {"schema": "other/v1"})
     storage.upload(container, "globex/torn.json", b'{"schema": "inferb', "application/json", {})
 

@@ -73,7 +73,9 @@ def registered_routes() -> Iterator[set[tuple[str, str]]]:
 
 def document(models: ModelCatalog | None = None, **values: str) -> dict[str, Any]:
     settings = Settings.model_validate({"AllowedModels": "local-analyzer", **values})
-    return openapi_document(settings.allowed_upload_media_types, models or catalog_for(settings))
+    return openapi_document(
+        settings.limits.allowed_upload_media_types, models or catalog_for(settings)
+    )
 
 
 SENTIMENT_SCHEMA = {

@@ -62,7 +62,7 @@ def shortest_waits(max_retries: int, base: float, cap: float, floor: float, most
 
 def test_the_ordered_lane_survives_at_least_as_long_as_the_scheduled_lanes() -> None:
     settings = load_settings({}, local_settings=None)
-    most = ordered_retry_max_wait(settings.max_lock_renewal_seconds)
+    most = ordered_retry_max_wait(settings.processing.max_lock_renewal_seconds)
     retries = settings.retries
     policy = (retries.max_retries, retries.base_seconds, retries.max_seconds)
     floor = retries.jitter_floor
@@ -163,7 +163,7 @@ def run_session(outage: timedelta) -> dict[str, Any]:
             lane="ordered",
             retry_jitter_floor=settings.retries.jitter_floor,
             ordered_retry_max_wait_seconds=ordered_retry_max_wait(
-                settings.max_lock_renewal_seconds
+                settings.processing.max_lock_renewal_seconds
             ),
         ),
         jobs=jobs,

@@ -214,7 +214,9 @@ def test_handlers_and_commands_get_their_values_not_the_services() -> None:
 
 def test_the_handler_rule_sees_a_handler_reaching_for_the_wiring(tmp_path: Path) -> None:
     handler = tmp_path / "handler.py"
-    handler.write_text("def limit(services):\n    return services.settings.max_upload_bytes\n")
+    handler.write_text(
+        "def limit(services):\n    return services.settings.limits.max_upload_bytes\n"
+    )
     assert settings_reads(handler) == [2]
     planted = [
         Arrow("shared.entrypoints.http.requests", "shared.entrypoints.bootstrap", 1),

@@ -22,9 +22,9 @@ from shared.settings import (
 
 def test_defaults_need_no_settings_at_all(tmp_path: Path) -> None:
     settings = load_settings({}, tmp_path / "absent.json")
-    assert settings.requests_queue_name == "inference-requests"
-    assert settings.allowed_models == ("local-analyzer",)
-    assert settings.allow_tenant_header is False
+    assert settings.queues.requests == "inference-requests"
+    assert settings.models.allowed == ("local-analyzer",)
+    assert settings.tenancy.allow_tenant_header is False
 
 
 def test_environment_wins_over_local_settings_values(tmp_path: Path) -> None:
@@ -35,9 +35,9 @@ def test_environment_wins_over_local_settings_values(tmp_path: Path) -> None:
         )
     )
     settings = load_settings({"MaxUploadBytes": "7", "AllowTenantHeader": "true"}, path)
-    assert settings.allowed_models == ("a", "b")
-    assert settings.max_upload_bytes == 7
-    assert settings.allow_tenant_header is True
+    assert settings.models.allowed == ("a", "b")
+    assert settings.limits.max_upload_bytes == 7
+    assert settings.tenancy.allow_tenant_header is True
 
 
 def test_identity_connection_forms_are_read(tmp_path: Path) -> None:
@@ -49,9 +49,9 @@ def test_identity_connection_forms_are_read(tmp_path: Path) -> None:
         },
         tmp_path / "absent.json",
     )
-    assert settings.blob_service_uri == "https://acct.blob.core.windows.net"
-    assert settings.servicebus_namespace == "ns.servicebus.windows.net"
-    assert settings.servicebus_client_id == "00000000-0000-0000-0000-000000000001"
+    assert settings.storage.blob_endpoint == "https://acct.blob.core.windows.net"
+    assert settings.servicebus.namespace == "ns.servicebus.windows.net"
+    assert settings.servicebus.client_id == "00000000-0000-0000-0000-000000000001"
 
 
 @pytest.mark.parametrize(
@@ -137,3 +137,49 @@ def test_every_setting_has_one_field_and_a_value() -> None:
     defaults = Settings()
     assert setting_value(defaults, "GlobalBatch__maxLinesPerFile") == 100_000
     assert setting_value(defaults, "RequestsQueueName") == "inference-requests"
+
+
+def test_every_setting_belongs_to_a_group() -> None:
+    """Settings itself holds only groups: a reader finds each setting under its group,
+    as docs/settings.md lists it."""
+    flat = [field.name for field in setting_fields() if field.group is None]
+    assert flat == []
+    assert {"queues", "containers", "limits", "models", "processing"} <= set(Settings.model_fields)
+
+
+def test_the_new_groups_read_their_flat_names_and_check_their_own_settings(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings(
+        {
+            "RequestsQueueName": "q",
+            "BatchContainer": "b",
+            "AllowedInputContainers": "extra",
+            "ModelConcurrency": "3",
+            "DeadLetterReconcilePageSize": "9",
+            "ProducerTenants": "contoso",
+            "ModelProvider": "local",
+            "PublicBaseUrl": "https://api.example/",
+            "WEBSITE_HOSTNAME": "app.azurewebsites.net",
+        },
+        tmp_path / "absent.json",
+    )
+    assert settings.queues.requests == "q"
+    assert settings.containers.batches == "b"
+    assert settings.processing.model_concurrency == 3
+    assert settings.maintenance.deadletter_reconcile_page_size == 9
+    assert settings.tenancy.producer_tenants == ("contoso",)
+    assert settings.models.uses_shorthand is True
+    assert Settings().models.uses_shorthand is False
+    assert settings.site.api_base_url == "https://api.example"
+    assert Settings(WEBSITE_HOSTNAME="h.example").site.api_base_url == "https://h.example"
+    assert settings.containers.names() == sorted(
+        {"incoming", "inputs", "jobs", "idempotency", "ledgers", "eventgrid-deadletters"}
+        | {"b", "extra"}
+    )
+    for environ, named in [
+        ({"MaxLockRenewalSeconds": "100"}, "MaxLockRenewalSeconds"),
+        ({"ModelCatalog": "models.json", "AllowedModels": "a"}, "ModelCatalog"),
+    ]:
+        with pytest.raises(ConfigurationError, match=named):
+            load_settings(environ, tmp_path / "absent.json")

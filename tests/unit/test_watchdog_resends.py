@@ -46,8 +46,8 @@ class Setup:
         self.watchdog = JobWatchdog(
             listing=self.wired.documents,
             documents=self.wired.documents,
-            jobs_container=self.wired.settings.jobs_container,
-            checkpoint_container=self.wired.settings.ledger_container,
+            jobs_container=self.wired.settings.containers.jobs,
+            checkpoint_container=self.wired.settings.containers.ledgers,
             jobs=services.jobs,
             endings=JobEndings(services.jobs, Announcer(None, None), self.clock),
             policy=WatchdogPolicy(timedelta(seconds=900), timedelta(seconds=90_000)),

@@ -58,7 +58,7 @@ def servicebus_operations(services: Services) -> Iterator[DeadLetterOperations]:
             sender_for,
             services.jobs,
             services.ports.documents,
-            settings.ledger_container,
+            settings.containers.ledgers,
             services.models.aliases,
             services.ports.clock,
         )
@@ -68,15 +68,15 @@ def dead_letter_scope(services: Services) -> DeadLetterScope:
     settings = services.settings
     return DeadLetterScope(
         lanes=LaneQueues.from_settings(settings),
-        results_topic=settings.results_topic_name,
-        max_deadline=timedelta(seconds=settings.max_deadline_seconds),
+        results_topic=settings.queues.results_topic,
+        max_deadline=timedelta(seconds=settings.limits.max_deadline_seconds),
     )
 
 
 def usage_reader(services: Services) -> UsageReader:
     """The job store's reader (its listing carries last-modified times)."""
     documents = services.ports.documents
-    return UsageReader(documents, documents, services.settings.jobs_container)
+    return UsageReader(documents, documents, services.settings.containers.jobs)
 
 
 def parser() -> argparse.ArgumentParser:

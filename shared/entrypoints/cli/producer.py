@@ -141,14 +141,13 @@ def requests_of(
 def settings_for(args: argparse.Namespace, settings: Settings | None) -> Settings:
     chosen = settings or load_settings()
     if args.connection:
-        return chosen.model_copy(
-            update={"servicebus_connection_string": args.connection, "servicebus_namespace": None}
-        )
-    if args.namespace:
-        return chosen.model_copy(
-            update={"servicebus_connection_string": None, "servicebus_namespace": args.namespace}
-        )
-    return chosen
+        connection = {"connection_string": args.connection, "namespace": None}
+    elif args.namespace:
+        connection = {"connection_string": None, "namespace": args.namespace}
+    else:
+        return chosen
+    servicebus = chosen.servicebus.model_copy(update=connection)
+    return chosen.model_copy(update={"servicebus": servicebus})
 
 
 def send(

@@ -222,7 +222,7 @@ class DeadLetterReconciler:
         clock: Clock = utc_now,
         page_size: int = 100,
     ) -> None:
-        """``page_size``: messages a page (``settings.deadletter_reconcile_page_size``)."""
+        """``page_size``: messages a page (``DeadLetterReconcilePageSize``)."""
         if page_size < 1:
             raise ValueError(f"page_size must be at least 1, not {page_size}")
         self._pages = pages_of(dead_letters)

@@ -104,10 +104,10 @@ class OutcomeTable:
     def settle(self, unsettled: Unsettled) -> Outcome:
         """The first row that applies. A failure after a settlement was attempted is no
         row's (the message may be settled already, and a retry copy would run the request
-        twice): for a job that had ended it is a delivery left to the broker, else
-        unexpected, as is a row that fails itself."""
+        twice): the message is left to its redelivery, quietly when its job had ended. A
+        row that fails itself is unexpected."""
         if unsettled.settler.settling:
-            row = JOB_ENDED_BEFORE if self._job_ended(unsettled) else UNEXPECTED
+            row = JOB_ENDED_BEFORE if self._job_ended(unsettled) else SETTLEMENT_FAILED
         else:
             row = _row_for(unsettled)
         try:
@@ -248,12 +248,28 @@ class OutcomeTable:
         failed, as every message whose lock a broker restart took does: not an error.
         The broker delivers it again when the lock lapses, and that delivery completes
         it as a duplicate; an abandon, when the lock still holds, only hastens that."""
-        message = unsettled.message
         log.info(
             "message %s: its job had already ended, and settling it failed (%s); "
             "its next delivery completes it as a duplicate",
-            message.message_id, _first_line(unsettled.error),
+            unsettled.message.message_id, _first_line(unsettled.error),
         )  # fmt: skip
+        return self._abandon_quietly(unsettled)
+
+    def settlement_failed(self, unsettled: Unsettled) -> Outcome:
+        """Settling failed while the job is still open (a lock a broker restart took, after
+        a retry copy was scheduled, say): the message comes back when its lock lapses and
+        is handled again as any redelivery is, so this is one WARNING line, not an error
+        with a stack trace."""
+        log.warning(
+            "message %s: settling it failed (%s); it comes back when its lock lapses",
+            unsettled.message.message_id, _first_line(unsettled.error),
+        )  # fmt: skip
+        return self._abandon_quietly(unsettled)
+
+    def _abandon_quietly(self, unsettled: Unsettled) -> Outcome:
+        """An abandon hastens the redelivery while the lock still holds; after a lost lock
+        it fails too, which says nothing new."""
+        message = unsettled.message
         try:
             unsettled.settler.abandon(message)
         except Exception as error:
@@ -361,8 +377,14 @@ def _transient(error: Exception) -> TransientError:
 RETRIES_LEFT = "transient failure, retries left"
 UNEXPECTED = Row(
     Exception,
-    ("unexpected exception, or a settlement that failed",),
+    ("unexpected exception",),
     OutcomeTable.abandon,
+    readable=None,
+)
+SETTLEMENT_FAILED = Row(
+    Exception,
+    ("a settlement that failed, its job still open",),
+    OutcomeTable.settlement_failed,
     readable=None,
 )
 JOB_ENDED_BEFORE = Row(

@@ -7,7 +7,13 @@ import re
 from pathlib import Path
 
 from shared.errors import CapacityExhausted, InvalidInput, InvalidPayload, TransientError
-from shared.processing.outcomes import JOB_ENDED_BEFORE, ROWS, UNEXPECTED, Row
+from shared.processing.outcomes import (
+    JOB_ENDED_BEFORE,
+    ROWS,
+    SETTLEMENT_FAILED,
+    UNEXPECTED,
+    Row,
+)
 from shared.processing.pipeline import SETTLED_ON_THE_HAPPY_PATH
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "processing.md"
@@ -22,7 +28,7 @@ def page_situations(markdown: str) -> list[str]:
 
 
 def code_situations() -> list[str]:
-    rows = (*ROWS, JOB_ENDED_BEFORE)
+    rows = (*ROWS, JOB_ENDED_BEFORE, SETTLEMENT_FAILED)
     return [s for row in rows for s in row.situations] + list(SETTLED_ON_THE_HAPPY_PATH)
 
 

@@ -848,9 +848,11 @@ def test_a_lost_lock_on_a_message_whose_job_ended_is_one_info_line(
     assert h.processor.process(redelivered, h.settler) == "duplicate"
 
 
-def test_a_failed_settlement_of_a_job_still_open_stays_an_error(
+def test_a_failed_settlement_of_a_job_still_open_is_one_warning(
     h: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Deferring fails (the lock is gone): the message comes back when its lock lapses,
+    and is handled again as any redelivery is. One WARNING line, no error."""
     h.job(not_before=None)
     settler = LockLostSettler()
     body = request_body(h, not_before=(NOW + timedelta(minutes=5)).isoformat())
@@ -858,6 +860,10 @@ def test_a_failed_settlement_of_a_job_still_open_stays_an_error(
     with caplog.at_level(logging.INFO, logger="shared.processing"):
         outcome = h.processor.process(message(body), settler)
 
-    assert outcome == "abandoned"
+    assert outcome == "unsettled"
     assert h.status() is JobStatus.ACCEPTED
-    assert any(r.levelno == logging.ERROR for r in caplog.records)
+    assert [a for a, *_ in settler.actions] == ["complete", "abandon"]
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1, warned
+    assert "comes back when its lock lapses" in warned[0]

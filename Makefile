@@ -3,6 +3,9 @@ SHELL := /bin/bash
 # Python 3.13: python3.13 on PATH (when it runs), else the newest 3.13 under pyenv's versions.
 PYTHON ?= $(shell for candidate in python3.13 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.13*/bin/python3.13 2>/dev/null | sort -rV); do \
 	"$$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' >/dev/null 2>&1 && { command -v "$$candidate"; break; }; done)
+# The first line of each recipe that builds a venv with $(PYTHON).
+REQUIRE_PYTHON = @test -n "$(PYTHON)" || { echo "Python 3.13 is required and was not found: install it \
+	(pyenv install 3.13, or your system's python3.13 package) or name it: make PYTHON=/path/to/python3.13 ..."; exit 1; }
 VENV := .venv
 PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed
@@ -53,15 +56,15 @@ protos: $(VENV_STAMP)
 	$(PY) -m functions_host.protos
 
 $(VENV_STAMP): requirements.txt requirements-dev.txt $(TOOL_PROJECTS)
-	@test -n "$(PYTHON)" || { echo "Python 3.13 is required and was not found: install it (pyenv install 3.13, \
-	or your system's python3.13 package) or name it: make PYTHON=/path/to/python3.13 ..."; exit 1; }
+	$(REQUIRE_PYTHON)
 	@$(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null || \
 	{ rm -rf $(VENV); echo "creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	@touch $@
 
-$(CHECKOV_STAMP): $(CHECKOV_REQUIREMENTS) | $(VENV_STAMP)
+$(CHECKOV_STAMP): $(CHECKOV_REQUIREMENTS)
+	$(REQUIRE_PYTHON)
 	rm -rf $(CHECKOV_VENV)
 	$(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r $(CHECKOV_REQUIREMENTS)
@@ -86,7 +89,10 @@ local.settings.json:
 run: bootstrap local.settings.json
 	$(PY) -m devtools.stack $(STACK_ARGS)
 
-test: bootstrap
+# The bootstrap's independent steps (the app's venv, the checkov venv, npm ci) overlap: on a
+# clean clone they are mostly downloads.
+test:
+	$(MAKE) --jobs=3 --output-sync=target --no-print-directory bootstrap
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-unit: $(VENV_STAMP) $(PROTO_OUT)

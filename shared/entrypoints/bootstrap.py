@@ -25,6 +25,7 @@ from datetime import timedelta
 
 from shared import telemetry
 from shared.clock import Clock, utc_now
+from shared.contracts import Door
 from shared.documents import DocumentListing, JsonDocuments, ListedDocuments
 from shared.entrypoints.http.batches import BatchEndpoints
 from shared.entrypoints.http.openapi import OpenApiEndpoint
@@ -33,9 +34,8 @@ from shared.entrypoints.http.webhook import WebhookEndpoint
 from shared.errors import ConfigurationError
 from shared.events.announcements import Announcer
 from shared.events.dead_letters import DeadLetterReplay
-from shared.events.intake import BLOB_DOOR, EventIntake
+from shared.events.intake import EventIntake
 from shared.events.ports import EventPublisher, EventQueue, TokenValidator
-from shared.events.pull import SOURCE as PULL_DOOR
 from shared.events.pull import PullDoor, PullPolicy
 from shared.global_batch.conclusion import Conclusion, ConclusionPolicy
 from shared.global_batch.control_plane import ControlPolicy, GlobalBatchControlPlane
@@ -162,10 +162,10 @@ def build_services(settings: Settings, ports: Ports) -> Services:
     door_models = {
         door: models.alias_for(setting, chosen or settings.default_model)
         for door, setting, chosen in (
-            (BLOB_DOOR, "IncomingBlobModel", settings.incoming_blob_model),
-            ("eventgrid", "WebhookModel", settings.webhook.model),
-            ("webhook", "WebhookModel", settings.webhook.model),
-            (PULL_DOOR, "EventGridPull__model", settings.eventgrid_pull.model),
+            (Door.BLOB, "IncomingBlobModel", settings.incoming_blob_model),
+            (Door.EVENTGRID, "WebhookModel", settings.webhook.model),
+            (Door.WEBHOOK, "WebhookModel", settings.webhook.model),
+            (Door.EVENTGRID_PULL, "EventGridPull__model", settings.eventgrid_pull.model),
         )
     }
     jobs = JobRepository(DocumentJobStore(ports.documents, settings.jobs_container), clock)

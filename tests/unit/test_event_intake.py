@@ -241,14 +241,14 @@ def test_each_door_uses_the_alias_its_setting_names_for_work_that_names_none() -
     named = intake.accept_blob("incoming", "contoso/named.txt")
     assert named.job.model == "other-model", "the blob's metadata wins"
 
-    def model_of(source: str) -> str:
+    def model_of(source: Door) -> str:
         event = event_from_cloudevent(requested_event("contoso"))
         outcome = intake.accept_event(event, source=source)
         return doors.services.jobs.get("contoso", str(outcome.request_id)).model
 
-    assert model_of("eventgrid-pull") == "local-analyzer"  # EventGridPull__model
-    assert model_of("webhook") == "other-model"  # WebhookModel unset: DefaultModel
-    assert model_of("eventgrid") == "other-model"
+    assert model_of(Door.EVENTGRID_PULL) == "local-analyzer"  # EventGridPull__model
+    assert model_of(Door.WEBHOOK) == "other-model"  # WebhookModel unset: DefaultModel
+    assert model_of(Door.EVENTGRID) == "other-model"
 
 
 def test_a_door_setting_that_names_an_alias_not_served_stops_the_services() -> None:

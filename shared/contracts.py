@@ -49,6 +49,21 @@ class Priority(StrEnum):
     HIGH = "high"
 
 
+class Door(StrEnum):
+    """The way a request came in, by name: the value is what a job document's ``source``,
+    a message's ``source`` property and the ``inferbus.door`` dimension carry, so these
+    strings are a wire format and never change."""
+
+    HTTP = "http"
+    WEBHOOK = "webhook"
+    EVENTGRID = "eventgrid"
+    EVENTGRID_PULL = "eventgrid-pull"
+    BLOB = "blob"
+    REPLAY = "replay"  # an Event Grid event replayed from its dead letters
+    PRODUCER = "producer"
+    SERVICEBUS = "servicebus"  # a message sent straight to the queue, with no job yet
+
+
 class JobStatus(StrEnum):
     """Lifecycle of a job; the last four are terminal."""
 

@@ -58,7 +58,7 @@ def run_model(
         parameters=parameters,
         attempt=attempt,
         task=served.card.task.name,
-        priority=request.priority.value,
+        priority=request.priority,
         wait_limit=(request.deadline - now).total_seconds() if request.deadline else None,
     )
     completed_at = now.isoformat()

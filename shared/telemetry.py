@@ -30,6 +30,7 @@ from opentelemetry.metrics import CallbackOptions, Counter, Observation
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from shared.contracts import Door, Priority
 from shared.tracing import TraceContext
 
 INSTRUMENTATION: Final = "inferbus"
@@ -219,13 +220,13 @@ def instruments() -> _Instruments:
         return _instruments
 
 
-def count_accepted(door: str, model: str, priority: str) -> None:
+def count_accepted(door: Door, model: str, priority: Priority) -> None:
     instruments().accepted.add(
         1, {"inferbus.door": door, "gen_ai.request.model": model, "inferbus.priority": priority}
     )
 
 
-def count_refused(door: str, reason: str) -> None:
+def count_refused(door: Door, reason: str) -> None:
     instruments().refused.add(1, {"inferbus.door": door, "inferbus.reason": reason})
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from shared import telemetry
+from shared.contracts import Door
 from shared.entrypoints.http.batches import BatchEndpoints
 from shared.entrypoints.http.openapi import OpenApiEndpoint
 from shared.entrypoints.http.requests import RequestEndpoints, RequestLimits
@@ -22,8 +23,7 @@ from shared.entrypoints.port_sets import Ports
 from shared.errors import ConfigurationError
 from shared.events.announcements import Announcer
 from shared.events.dead_letters import DeadLetterReplay
-from shared.events.intake import BLOB_DOOR, EventIntake
-from shared.events.pull import SOURCE as PULL_DOOR
+from shared.events.intake import EventIntake
 from shared.events.pull import PullDoor, PullPolicy
 from shared.global_batch.conclusion import Conclusion, ConclusionPolicy
 from shared.global_batch.control_plane import ControlPolicy, GlobalBatchControlPlane
@@ -129,10 +129,10 @@ def event_intake(settings: Settings, ports: Ports, shared: Commons, door: Intake
     """The event doors (Blob-created, Event Grid push and pull), each with its model."""
     models = shared.models
     chosen = {
-        BLOB_DOOR: ("IncomingBlobModel", settings.models.incoming_blob),
-        "eventgrid": ("WebhookModel", settings.webhook.model),
-        "webhook": ("WebhookModel", settings.webhook.model),
-        PULL_DOOR: ("EventGridPull__model", settings.eventgrid_pull.model),
+        Door.BLOB: ("IncomingBlobModel", settings.models.incoming_blob),
+        Door.EVENTGRID: ("WebhookModel", settings.webhook.model),
+        Door.WEBHOOK: ("WebhookModel", settings.webhook.model),
+        Door.EVENTGRID_PULL: ("EventGridPull__model", settings.eventgrid_pull.model),
     }
     return EventIntake(
         intake=door,

@@ -13,6 +13,7 @@ import hashlib
 import logging
 from collections.abc import Callable
 
+from shared.contracts import Door
 from shared.entrypoints.bootstrap import Services, ServicesProvider
 from shared.errors import InvalidInput, NotOurs
 from shared.events.incoming import IncomingEvent
@@ -86,7 +87,7 @@ def handle_new_blob(services: Services, path: str, read: Callable[[int], bytes])
 
 def handle_event(services: Services, event: IncomingEvent) -> None:
     """An event from the Event Grid trigger; transient failures raise for a redelivery."""
-    outcome = services.event_intake.accept_event(event, source="eventgrid")
+    outcome = services.event_intake.accept_event(event, source=Door.EVENTGRID)
     if outcome.status == "rejected":
         log.error("event %s (%s) rejected: %s", event.id, event.type, outcome.reason)
 

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.clock import Clock, utc_now
+from shared.contracts import Door
 from shared.errors import InvalidInput
 from shared.events.incoming import IncomingEvent, event_from_cloudevent, event_from_eventgrid
 from shared.events.intake import EventIntake, EventOutcome
@@ -151,7 +152,7 @@ class DeadLetterReplay:
             if self.replayed(item):
                 result = ReplayResult(item, None)
             else:
-                outcome = self._intake.accept_event(item.event, source="replay")
+                outcome = self._intake.accept_event(item.event, source=Door.REPLAY)
                 if outcome.status != "rejected":
                     self._mark(item, outcome)
                 result = ReplayResult(item, outcome)

@@ -27,6 +27,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 from shared.contracts import (
     BlobReferenceInput,
     DocumentId,
+    Door,
     ModelName,
     Priority,
     ProcessingMode,
@@ -99,11 +100,6 @@ def carried_traceparent(event: IncomingEvent) -> str | None:
     return value if isinstance(value, str) else None
 
 
-# The door of documents that land in the incoming container (a blob trigger or a
-# BlobCreated event): its alias is IncomingBlobModel (EventIntake.model_for).
-BLOB_DOOR = "blob"
-
-
 class EventIntake:
     def __init__(
         self,
@@ -114,11 +110,12 @@ class EventIntake:
         incoming_container: str,
         default_model: str,
         max_inline_text_bytes: int,
-        door_models: Mapping[str, str] | None = None,
+        door_models: Mapping[Door, str] | None = None,
     ) -> None:
         """``default_model``: the alias of work that names none; ``door_models``: the
-        alias per door instead (by source: ``BLOB_DOOR``, or the source an event came
-        through: ``eventgrid``, ``webhook``, ``eventgrid-pull``)."""
+        alias per door instead (``Door.BLOB`` for documents that land in the incoming
+        container, by a blob trigger or a BlobCreated event; else the door an event came
+        through)."""
         self._intake = intake
         self._blobs = blobs
         self._claim_checks = claim_checks
@@ -127,14 +124,17 @@ class EventIntake:
         self._door_models = dict(door_models or {})
         self._max_inline_text_bytes = max_inline_text_bytes
 
-    def model_for(self, source: str) -> str:
+    def model_for(self, source: Door) -> str:
         """The alias of work from door ``source`` that names no model."""
         return self._door_models.get(source, self._default_model)
 
     # --- doors ----------------------------------------------------------------------------
 
     def accept_event(
-        self, event: IncomingEvent, source: str = "eventgrid", tenants: TenantScope = UNRESTRICTED
+        self,
+        event: IncomingEvent,
+        source: Door = Door.EVENTGRID,
+        tenants: TenantScope = UNRESTRICTED,
     ) -> EventOutcome:
         """Turn one event into a job; InvalidInput becomes a ``rejected`` outcome, and so
         does an event for a tenant outside ``tenants`` (the webhook credential's scope)."""
@@ -166,7 +166,7 @@ class EventIntake:
         *,
         sha256: str | None = None,
         etag: str | None = None,
-        source: str = "blob",
+        source: Door = Door.BLOB,
         traceparent: str | None = None,
         tenants: TenantScope = UNRESTRICTED,
     ) -> Accepted:
@@ -199,7 +199,7 @@ class EventIntake:
         return self._intake.submit(
             Submission(
                 tenant_id=tenant_id,
-                model=info.metadata.get("model") or self.model_for(BLOB_DOOR),
+                model=info.metadata.get("model") or self.model_for(Door.BLOB),
                 content=BlobReference(self._claim_checks.blob_uri(container, name), sha256),
                 priority=priority_value,
                 metadata={"blob_name": name[:256]},
@@ -213,7 +213,7 @@ class EventIntake:
 
     # --- event types -----------------------------------------------------------------------
 
-    def _blob_created(self, event: IncomingEvent, source: str, tenants: TenantScope) -> Accepted:
+    def _blob_created(self, event: IncomingEvent, source: Door, tenants: TenantScope) -> Accepted:
         data = event.data if isinstance(event.data, dict) else {}
         url = data.get("url")
         if not isinstance(url, str):
@@ -234,7 +234,7 @@ class EventIntake:
         )
 
     def _inference_requested(
-        self, event: IncomingEvent, source: str, tenants: TenantScope
+        self, event: IncomingEvent, source: Door, tenants: TenantScope
     ) -> Accepted:
         try:
             data = InferenceRequestedData.model_validate(event.data)

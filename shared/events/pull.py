@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from shared.bounded_json import check_document
+from shared.contracts import Door
 from shared.errors import Conflict, InvalidInput, TransientError
 from shared.events.incoming import IncomingEvent, event_from_cloudevent
 from shared.events.intake import EventIntake
@@ -45,7 +46,6 @@ from shared.events.ports import EventQueue
 
 log = logging.getLogger(__name__)
 
-SOURCE = "eventgrid-pull"
 # The delays Event Grid accepts for a release, in seconds (ReleaseDelay).
 RELEASE_DELAYS = (10, 60, 600, 3600)
 
@@ -163,7 +163,7 @@ class PullDoor:
             log.warning("rejecting malformed event (lock %s): %s", pulled.lock_token, error)
             return _Decision("reject", "rejected")
         try:
-            outcome = self._intake.accept_event(event, SOURCE)
+            outcome = self._intake.accept_event(event, Door.EVENTGRID_PULL)
         except TransientError as error:
             return self._release(pulled, event, str(error))
         except Conflict as error:

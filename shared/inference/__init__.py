@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.contracts import DOCUMENT_ANALYSIS, TokenUsage
+from shared.contracts import DOCUMENT_ANALYSIS, Priority, TokenUsage
 
 
 class InferenceInput(BaseModel):
@@ -42,7 +42,7 @@ class InferenceInput(BaseModel):
     parameters: dict[str, Any] = Field(default_factory=dict)
     attempt: int = 0
     task: str = DOCUMENT_ANALYSIS  # the alias's task (a handler may serve several)
-    priority: str = "normal"  # who goes first when the deployment's capacity is short
+    priority: Priority = Priority.NORMAL  # who goes first when the deployment's capacity is short
     # Seconds the call may wait for its deployment's capacity (its deadline); None: the
     # gate's own bound.
     wait_limit: float | None = None

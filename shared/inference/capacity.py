@@ -45,7 +45,7 @@ from shared.inference.catalog import Capacity, ModelCard
 
 WINDOW_SECONDS: Final = 10.0
 DEFAULT_ANSWER_TOKENS: Final = 512
-RANK: Final = {Priority.HIGH.value: 0, Priority.NORMAL.value: 1, Priority.LOW.value: 2}
+RANK: Final = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
 
 Clock = Callable[[], float]
 
@@ -148,13 +148,15 @@ class DeploymentGate:
             bucket.refill(now, share)
         return max([paused, *(b.wait_for(n, share) for b, n in buckets)])
 
-    def acquire(self, tokens: int, priority: str, wait_limit: float | None = None) -> Reservation:
+    def acquire(
+        self, tokens: int, priority: Priority, wait_limit: float | None = None
+    ) -> Reservation:
         """Reserve ``tokens`` and one request, waiting behind higher priorities and for the
         budget; CapacityExhausted when that would take longer than ``wait_limit`` (and
         the gate's ``max_wait``)."""
         limit = self.max_wait if wait_limit is None else min(wait_limit, self.max_wait)
         started = self.clock()
-        waiter = _Waiter(RANK.get(priority, 1), next(self._sequence), tokens)
+        waiter = _Waiter(RANK[priority], next(self._sequence), tokens)
         with self._condition:
             heapq.heappush(self._waiting, waiter)
             try:

@@ -27,6 +27,7 @@ from shared import telemetry
 from shared.clock import Clock, utc_now
 from shared.contracts import (
     ClaimCheck,
+    Door,
     InlineText,
     Job,
     Priority,
@@ -83,7 +84,7 @@ class Submission:
     after: str | None = None
     document_id: str | None = None  # orders the steps of one document (lanes.Lane.ORDERED)
     mode: ProcessingMode | None = None  # None: RequestRules.mode_for decides
-    source: str = "http"
+    source: Door = Door.HTTP
     idempotency_key: str | None = None
     request_hash: str | None = None
     trace: TraceContext = field(default_factory=lambda: continue_or_start(None))
@@ -147,7 +148,7 @@ class Intake:
             span.set_attribute("inferbus.request_id", accepted.job.id)
             span.set_attribute("inferbus.replayed", accepted.replayed)
         if not accepted.replayed:
-            telemetry.count_accepted(submission.source, submission.model, str(submission.priority))
+            telemetry.count_accepted(submission.source, submission.model, submission.priority)
         return accepted
 
     def _submit(self, submission: Submission, trace: TraceContext) -> Accepted:

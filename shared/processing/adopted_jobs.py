@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from shared.clock import Clock
-from shared.contracts import ClaimCheck, Job, ProcessingMode, RequestMessage
+from shared.contracts import ClaimCheck, Door, Job, ProcessingMode, RequestMessage
 from shared.errors import TransientError
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.request_rules import RequestRules, TenantNotAllowed
@@ -37,7 +37,6 @@ from shared.processing.inbound import InboundMessage, PropertyValue
 
 log = logging.getLogger(__name__)
 
-DIRECT_SOURCE = "servicebus"
 # The job error code of a message refused for breaking a door's rule.
 INVALID_REQUEST = "invalid_request"
 # A message this young may have overtaken the job intake records right after sending
@@ -70,7 +69,7 @@ def job_from_message(
         tenant_id=request.tenant_id,
         model=request.model,
         priority=request.priority,
-        source=source if isinstance(source, str) and source else DIRECT_SOURCE,
+        source=source if isinstance(source, str) and source else Door.SERVICEBUS,
         input=request.input,
         parameters=request.parameters,
         metadata=request.metadata,

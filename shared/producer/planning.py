@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from shared.contracts import ClaimCheck, InlineText, RequestMessage, TextInput
+from shared.contracts import ClaimCheck, Door, InlineText, RequestMessage, TextInput
 from shared.errors import FieldError, InvalidInput
 from shared.inference.catalog import catalog_for
 from shared.intake.request_rules import RequestRules
@@ -32,7 +32,6 @@ from shared.producer.lines import LineRefusal, ParsedLine, RequestLine
 from shared.settings import Settings
 from shared.tracing import continue_or_start
 
-SOURCE = "producer"
 TEXT_MEDIA_TYPE = "text/plain; charset=utf-8"
 # The fields a line hands to its message as they are (tenant, model, parameters, priority,
 # not_before, metadata, after, document_id...): every field the two contracts share but
@@ -164,6 +163,6 @@ class Planner:
         )
         trace = continue_or_start(None)
         envelope = request_envelope(
-            message, correlation_id=trace.trace_id, trace=trace, now=now, source=SOURCE
+            message, correlation_id=trace.trace_id, trace=trace, now=now, source=Door.PRODUCER
         )
         return Planned(parsed, message, envelope, self.queues.queue(lane_of_message(envelope)))

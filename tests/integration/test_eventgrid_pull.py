@@ -22,6 +22,7 @@ from eventgrid_emulator.pytest_plugin import EventGridEmulatorFactory
 from local_processes import Azurite
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.adapters.in_memory import RecordingSender
+from shared.contracts import Door
 from shared.entrypoints.bootstrap import Services
 from shared.events.announcements import Announcement, cloud_events
 from shared.events.incoming import IncomingEvent
@@ -160,7 +161,7 @@ class SlowIntake:
         self._intake = intake
         self._seconds = seconds
 
-    def accept_event(self, event: IncomingEvent, source: str = "eventgrid") -> EventOutcome:
+    def accept_event(self, event: IncomingEvent, source: Door = Door.EVENTGRID) -> EventOutcome:
         time.sleep(self._seconds)
         return self._intake.accept_event(event, source)
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from shared.adapters.in_memory import InMemoryBlobs, InMemoryDocuments
-from shared.contracts import TokenUsage
+from shared.contracts import Priority, TokenUsage
 from shared.errors import CapacityExhausted, PermanentError, Throttled
 from shared.inference import InferenceInput, ModelAnswer
 from shared.inference.capacity import (
@@ -53,13 +53,13 @@ def test_a_call_reserves_its_prompt_and_its_longest_answer() -> None:
 def test_the_window_holds_a_sixth_of_the_minute_and_refills_at_its_rate() -> None:
     clock = Seconds()
     budget = gate(tokens=6_000, clock=clock)  # a 1,000-token window, 100 tokens a second
-    budget.acquire(600, "normal", 0)
-    budget.acquire(400, "normal", 0)
+    budget.acquire(600, Priority.NORMAL, 0)
+    budget.acquire(400, Priority.NORMAL, 0)
     with pytest.raises(CapacityExhausted) as exhausted:
-        budget.acquire(300, "normal", 2.0)
+        budget.acquire(300, Priority.NORMAL, 2.0)
     assert exhausted.value.retry_after == pytest.approx(3.0), "300 tokens take 3 s to come back"
     clock.now += 3.0
-    budget.acquire(300, "normal", 0)
+    budget.acquire(300, Priority.NORMAL, 0)
     assert budget.stats.admitted == 3
     assert budget.stats.gave_up == 1
 
@@ -67,12 +67,12 @@ def test_the_window_holds_a_sixth_of_the_minute_and_refills_at_its_rate() -> Non
 def test_a_settled_call_gives_back_what_it_did_not_use() -> None:
     clock = Seconds()
     budget = gate(tokens=6_000, clock=clock)
-    reserved = budget.acquire(1_000, "normal", 0)
+    reserved = budget.acquire(1_000, Priority.NORMAL, 0)
     with pytest.raises(CapacityExhausted):
-        budget.acquire(100, "normal", 0)
+        budget.acquire(100, Priority.NORMAL, 0)
     budget.settle(reserved, used_tokens=400)
-    budget.acquire(600, "normal", 0)  # the 600 it did not use
-    failed = budget.acquire(0, "normal", 0)
+    budget.acquire(600, Priority.NORMAL, 0)  # the 600 it did not use
+    failed = budget.acquire(0, Priority.NORMAL, 0)
     budget.settle(failed, used_tokens=None)
 
 
@@ -80,23 +80,23 @@ def test_the_request_quota_counts_calls_whatever_their_size() -> None:
     clock = Seconds()
     budget = gate(requests=60, clock=clock)  # ten calls a window, one a second
     for _ in range(10):
-        budget.acquire(10_000, "normal", 0)
+        budget.acquire(10_000, Priority.NORMAL, 0)
     with pytest.raises(CapacityExhausted):
-        budget.acquire(1, "normal", 0.5)
+        budget.acquire(1, Priority.NORMAL, 0.5)
     clock.now += 1.0
-    budget.acquire(1, "normal", 0)
+    budget.acquire(1, Priority.NORMAL, 0)
 
 
 def test_each_instance_takes_its_share_of_the_quota() -> None:
     clock = Seconds()
     instances = {"live": 3}
     budget = gate(tokens=6_000, clock=clock, instances=lambda: instances["live"])
-    budget.acquire(333, "normal", 0)  # a third of the 1,000-token window
+    budget.acquire(333, Priority.NORMAL, 0)  # a third of the 1,000-token window
     with pytest.raises(CapacityExhausted):
-        budget.acquire(10, "normal", 0)
+        budget.acquire(10, Priority.NORMAL, 0)
     instances["live"] = 1
     clock.now += 1.0
-    budget.acquire(100, "normal", 0)
+    budget.acquire(100, Priority.NORMAL, 0)
 
 
 def test_the_service_says_what_is_left_and_the_gate_holds_itself_to_it() -> None:
@@ -104,41 +104,41 @@ def test_the_service_says_what_is_left_and_the_gate_holds_itself_to_it() -> None
     budget = gate(tokens=6_000, clock=clock)
     budget.observe(remaining_tokens=600, remaining_requests=None)  # a 100-token window left
     with pytest.raises(CapacityExhausted):
-        budget.acquire(200, "normal", 0)
-    budget.acquire(100, "normal", 0)
+        budget.acquire(200, Priority.NORMAL, 0)
+    budget.acquire(100, Priority.NORMAL, 0)
 
 
 def test_a_429_pauses_every_call_of_the_deployment_for_the_time_asked() -> None:
     clock = Seconds()
     budget = gate(clock=clock)  # no quota declared: only the service's own pauses
     assert not budget.limited
-    budget.acquire(10**6, "normal", 0)
+    budget.acquire(10**6, Priority.NORMAL, 0)
     budget.throttled(retry_after=20.0)
     with pytest.raises(CapacityExhausted) as paused:
-        budget.acquire(1, "high", 5.0)
+        budget.acquire(1, Priority.HIGH, 5.0)
     assert paused.value.retry_after == pytest.approx(20.0)
     clock.now += 20.0
-    budget.acquire(1, "normal", 0)
+    budget.acquire(1, Priority.NORMAL, 0)
     assert budget.stats.throttled == 1
 
 
 def test_high_priority_work_takes_the_budget_first() -> None:
     budget = gate(tokens=60_000)  # 10,000 tokens a window, 1,000 a second
-    budget.acquire(10_000, "normal", 0)  # the window is used up
-    order: list[str] = []
+    budget.acquire(10_000, Priority.NORMAL, 0)  # the window is used up
+    order: list[Priority] = []
 
-    def call(priority: str) -> None:
+    def call(priority: Priority) -> None:
         budget.acquire(800, priority, 10.0)
         order.append(priority)
 
-    low = threading.Thread(target=call, args=("low",))
+    low = threading.Thread(target=call, args=(Priority.LOW,))
     low.start()
     time.sleep(0.05)  # the low-priority call waits first
-    high = threading.Thread(target=call, args=("high",))
+    high = threading.Thread(target=call, args=(Priority.HIGH,))
     high.start()
     low.join(5)
     high.join(5)
-    assert order == ["high", "low"]
+    assert order == [Priority.HIGH, Priority.LOW]
 
 
 class Service:
@@ -184,7 +184,7 @@ def test_a_throttled_call_waits_the_pause_and_goes_again_without_failing() -> No
 
 def test_a_call_that_cannot_get_capacity_in_time_is_given_back() -> None:
     budget = gate(tokens=600)  # a 100-token window: this call needs about 700
-    budget.acquire(100, "normal", 0)
+    budget.acquire(100, Priority.NORMAL, 0)
     service = Service()
     waiting = REQUEST.model_copy(update={"wait_limit": 0.2})
 
@@ -198,7 +198,7 @@ def test_a_failed_call_returns_its_reservation() -> None:
     budget = gate(tokens=6_000, clock=clock)
     with pytest.raises(PermanentError):
         budgeted(Service(fail=PermanentError("no such deployment")), budget).infer(REQUEST)
-    assert budget.acquire(1_000, "normal", 0).tokens == 1_000, "the whole window is back"
+    assert budget.acquire(1_000, Priority.NORMAL, 0).tokens == 1_000, "the whole window is back"
 
 
 def test_a_deployment_is_its_provider_endpoint_and_name() -> None:

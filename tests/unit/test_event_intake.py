@@ -10,7 +10,7 @@ import logging
 
 import pytest
 
-from shared.contracts import Priority
+from shared.contracts import Door, Priority
 from shared.entrypoints import functions as entry_points
 from shared.errors import ConfigurationError, InvalidInput, NotOurs
 from shared.events.incoming import IncomingEvent, event_from_cloudevent, event_from_eventgrid
@@ -92,13 +92,13 @@ def test_blob_created_is_the_same_door_and_the_same_dedupe_key_as_the_blob_trigg
     drop(wired, "contoso/scan.txt")
     event = event_from_eventgrid(blob_created_event(wired.blobs, "incoming", "contoso/scan.txt"))
 
-    from_event = wired.services.event_intake.accept_event(event, source="webhook")
+    from_event = wired.services.event_intake.accept_event(event, source=Door.WEBHOOK)
     from_trigger = wired.services.event_intake.accept_blob("incoming", "contoso/scan.txt")
 
     assert from_event.status == "accepted"
     assert from_trigger.replayed is True
     assert from_trigger.job.id == from_event.request_id
-    redelivered = wired.services.event_intake.accept_event(event, source="webhook")
+    redelivered = wired.services.event_intake.accept_event(event, source=Door.WEBHOOK)
     assert (redelivered.status, redelivered.request_id) == ("duplicate", from_event.request_id)
     assert len(wired.queue.sent) == 1
 
@@ -203,8 +203,8 @@ def test_an_event_outside_the_credentials_tenants_is_rejected_with_the_reason(
     foreign = event_from_cloudevent(requested_event("fabrikam", "ev-f"))
     own = event_from_cloudevent(requested_event("contoso", "ev-o"))
 
-    refused = intake.accept_event(foreign, source="webhook", tenants=scope)
-    accepted = intake.accept_event(own, source="webhook", tenants=scope)
+    refused = intake.accept_event(foreign, source=Door.WEBHOOK, tenants=scope)
+    accepted = intake.accept_event(own, source=Door.WEBHOOK, tenants=scope)
 
     assert (refused.status, accepted.status) == ("rejected", "accepted")
     assert refused.reason is not None
@@ -241,14 +241,14 @@ def test_each_door_uses_the_alias_its_setting_names_for_work_that_names_none() -
     named = intake.accept_blob("incoming", "contoso/named.txt")
     assert named.job.model == "other-model", "the blob's metadata wins"
 
-    def model_of(source: str) -> str:
+    def model_of(source: Door) -> str:
         event = event_from_cloudevent(requested_event("contoso"))
         outcome = intake.accept_event(event, source=source)
         return doors.services.jobs.get("contoso", str(outcome.request_id)).model
 
-    assert model_of("eventgrid-pull") == "local-analyzer"  # EventGridPull__model
-    assert model_of("webhook") == "other-model"  # WebhookModel unset: DefaultModel
-    assert model_of("eventgrid") == "other-model"
+    assert model_of(Door.EVENTGRID_PULL) == "local-analyzer"  # EventGridPull__model
+    assert model_of(Door.WEBHOOK) == "other-model"  # WebhookModel unset: DefaultModel
+    assert model_of(Door.EVENTGRID) == "other-model"
 
 
 def test_a_door_setting_that_names_an_alias_not_served_stops_the_services() -> None:

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.contracts import Door
 from shared.events.pull import PullDoor, PulledEvent, PullPolicy, release_delay
 from tests.fakes import broker_down
 from tests.support.events import requested_event
@@ -146,7 +147,7 @@ class SlowIntake:
         self._inside = 0
         self.most_at_once = 0
 
-    def accept_event(self, event: Any, source: str) -> Any:
+    def accept_event(self, event: Any, source: Door) -> Any:
         with self._lock:
             self._inside += 1
             self.most_at_once = max(self.most_at_once, self._inside)

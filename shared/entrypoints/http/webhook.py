@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from shared.contracts import Door
 from shared.entrypoints.http.messages import ApiRequest, ApiResponse, json_response
 from shared.errors import FieldError, InvalidInput
 from shared.events.incoming import ValidationRequest, ValidationResponse, parse_delivery
@@ -65,7 +66,8 @@ class WebhookEndpoint:
             return json_response(200, answer.model_dump())
         scope = webhook_tenancy(self.tenants, running_in_azure()).scope_for(request.headers)
         outcomes = [
-            self.intake.accept_event(event, source="webhook", tenants=scope) for event in delivery
+            self.intake.accept_event(event, source=Door.WEBHOOK, tenants=scope)
+            for event in delivery
         ]
         rejected = [o for o in outcomes if o.status == "rejected"]
         if rejected:

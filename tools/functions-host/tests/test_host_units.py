@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from functions_host.config import HostConfigError, parse_timespan, resolve_binding
 from functions_host.eventgrid_delivery import RetryPolicy
-from functions_host.functions import spec_from_metadata
+from functions_host.functions import FunctionSpec, spec_from_metadata
+from functions_host.host import SUPPORTED_TRIGGERS, TRIGGER_KINDS, Address
 from functions_host.http_messages import from_return_value
 from functions_host.invocation import trace_parent_for
 from functions_host.protos import messages
@@ -102,3 +104,33 @@ def test_blob_path_parameters_and_trace_parents() -> None:
     assert trace_parent_for(caller) == caller
     assert trace_parent_for("not-a-trace") != "not-a-trace"
     assert trace_parent_for(None).startswith("00-")
+
+
+def test_each_trigger_kind_describes_its_functions_and_names_its_source() -> None:
+    def spec(trigger_type: str, **trigger: Any) -> FunctionSpec:
+        return FunctionSpec("f", "id", trigger_type, dict(trigger), [])
+
+    where = Address("http://127.0.0.1:7071", "api")
+    listed = {
+        kind: TRIGGER_KINDS[kind].describe(spec(kind, **trigger), where)
+        for kind, trigger in (
+            ("httpTrigger", {"methods": ["GET"], "route": "jobs/{id}"}),
+            ("eventGridTrigger", {}),
+            ("blobTrigger", {"path": "incoming/{name}", "source": "EventGrid"}),
+            ("serviceBusTrigger", {"queueName": "requests", "cardinality": "Many"}),
+            ("timerTrigger", {"schedule": "0 */5 * * * *"}),
+        )
+    }
+    assert listed == {
+        "httpTrigger": "[GET] http://127.0.0.1:7071/api/jobs/{id}",
+        "eventGridTrigger": (
+            "eventGridTrigger http://127.0.0.1:7071/runtime/webhooks/eventgrid?functionName=f"
+        ),
+        "blobTrigger": "blobTrigger incoming/{name} (source EventGrid)",
+        "serviceBusTrigger": "serviceBusTrigger requests (cardinality many)",
+        "timerTrigger": "timerTrigger 0 */5 * * * *",
+    }
+    assert set(listed) == SUPPORTED_TRIGGERS
+    # The HTTP server and the blob watcher serve their kinds; the others start a source.
+    started = {kind for kind, entry in TRIGGER_KINDS.items() if entry.source is not None}
+    assert started == {"serviceBusTrigger", "timerTrigger"}

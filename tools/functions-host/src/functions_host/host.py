@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,13 +33,87 @@ from functions_host.timers import TimerRunner
 from functions_host.worker_logs import WorkerLogPrinter
 
 log = logging.getLogger("host")
-SUPPORTED_TRIGGERS = {
-    "httpTrigger",
-    "eventGridTrigger",
-    "blobTrigger",
-    "serviceBusTrigger",
-    "timerTrigger",
+
+TriggerSource = ServiceBusListener | TimerRunner
+
+
+@dataclass(frozen=True)
+class SourceContext:
+    """What a trigger source needs from the host to start."""
+
+    invoker: Invoker
+    config: HostConfig
+    locks: MessageLocks
+    host_id: str
+
+
+@dataclass(frozen=True)
+class Address:
+    """Where the host answers, for the start-up listing of the functions."""
+
+    base_url: str
+    route_prefix: str
+
+
+@dataclass(frozen=True)
+class TriggerKind:
+    """What the host does for one trigger type. ``source``: the source it starts for each
+    function of the kind, or None when the HTTP server or the blob watcher (both started
+    for every app) serves it; ``describe``: the function's line in the start-up listing."""
+
+    describe: Callable[[FunctionSpec, Address], str]
+    source: Callable[[FunctionSpec, SourceContext], TriggerSource] | None = None
+
+
+def _describe_http(spec: FunctionSpec, where: Address) -> str:
+    methods = ",".join(spec.trigger.get("methods") or ["ALL"])
+    route = spec.trigger.get("route") or spec.name
+    prefix = f"/{where.route_prefix}" if where.route_prefix else ""
+    return f"[{methods}] {where.base_url}{prefix}/{route}"
+
+
+def _describe_event_grid(spec: FunctionSpec, where: Address) -> str:
+    webhook = f"{where.base_url}/runtime/webhooks/eventgrid"
+    return f"eventGridTrigger {webhook}?functionName={spec.name}"
+
+
+def _describe_blob(spec: FunctionSpec, where: Address) -> str:
+    source = spec.trigger.get("source", "LogsAndContainerScan")
+    return f"blobTrigger {spec.trigger.get('path')} (source {source})"
+
+
+def _describe_service_bus(spec: FunctionSpec, where: Address) -> str:
+    trigger = spec.trigger
+    entity = (
+        trigger.get("queueName") or f"{trigger.get('topicName')}/{trigger.get('subscriptionName')}"
+    )
+    cardinality = str(trigger.get("cardinality", "one")).lower()
+    return f"serviceBusTrigger {entity} (cardinality {cardinality})"
+
+
+def _describe_by_type(spec: FunctionSpec, where: Address) -> str:
+    return f"{spec.trigger_type} {spec.trigger.get('schedule', '')}".rstrip()
+
+
+def _service_bus_listener(spec: FunctionSpec, context: SourceContext) -> TriggerSource:
+    return ServiceBusListener(spec, context.invoker, context.config.service_bus, context.locks)
+
+
+def _timer_runner(spec: FunctionSpec, context: SourceContext) -> TriggerSource:
+    lock = ListenerLock.for_timer(context.host_id, spec.name)
+    return TimerRunner(spec, context.invoker, lock)
+
+
+# Every trigger type this host runs, in one place: a new binding kind is one row here
+# (and its source's module); a function of any other type is listed as not supported.
+TRIGGER_KINDS: dict[str, TriggerKind] = {
+    "httpTrigger": TriggerKind(_describe_http),
+    "eventGridTrigger": TriggerKind(_describe_event_grid),
+    "blobTrigger": TriggerKind(_describe_blob),
+    "serviceBusTrigger": TriggerKind(_describe_service_bus, _service_bus_listener),
+    "timerTrigger": TriggerKind(_describe_by_type, _timer_runner),
 }
+SUPPORTED_TRIGGERS = frozenset(TRIGGER_KINDS)
 
 
 @dataclass(frozen=True)
@@ -64,8 +139,7 @@ class LocalHost:
         self.functions: list[FunctionSpec] = []
         self._server: LocalHttpServer | None = None
         self._watcher: BlobWatcher | None = None
-        self._listeners: list[ServiceBusListener] = []
-        self._timers: list[TimerRunner] = []
+        self._sources: list[TriggerSource] = []
         self._invoker: Invoker | None = None
         self._worker: LanguageWorker | None = None
         self._locks = MessageLocks()
@@ -117,16 +191,15 @@ class LocalHost:
             retry=RetryPolicy(time_scale=self.options.eventgrid_time_scale),
         )
         self._watcher.start()
+        context = SourceContext(
+            invoker, self.config, self._locks, _host_id(self.options.script_root)
+        )
         for spec in self.functions:
-            if spec.trigger_type == "serviceBusTrigger":
-                listener = ServiceBusListener(spec, invoker, self.config.service_bus, self._locks)
-                self._listeners.append(listener)
-                listener.start()
-            elif spec.trigger_type == "timerTrigger":
-                lock = ListenerLock.for_timer(_host_id(self.options.script_root), spec.name)
-                runner = TimerRunner(spec, invoker, lock)
-                self._timers.append(runner)
-                runner.start()
+            kind = TRIGGER_KINDS.get(spec.trigger_type)
+            if kind is not None and kind.source is not None:
+                source = kind.source(spec, context)
+                self._sources.append(source)
+                source.start()
         self._log_functions()
 
     def _start_worker(self) -> tuple[list[FunctionSpec], Invoker]:
@@ -155,28 +228,11 @@ class LocalHost:
 
     def _log_functions(self) -> None:
         lines = ["Functions:"]
+        where = Address(self.base_url, self.config.route_prefix)
         for spec in self.functions:
-            trigger = spec.trigger
-            if spec.trigger_type == "httpTrigger":
-                methods = ",".join(trigger.get("methods") or ["ALL"])
-                route = trigger.get("route") or spec.name
-                prefix = f"/{self.config.route_prefix}" if self.config.route_prefix else ""
-                detail = f"[{methods}] {self.base_url}{prefix}/{route}"
-            elif spec.trigger_type == "eventGridTrigger":
-                webhook = f"{self.base_url}/runtime/webhooks/eventgrid"
-                detail = f"eventGridTrigger {webhook}?functionName={spec.name}"
-            elif spec.trigger_type == "blobTrigger":
-                source = trigger.get("source", "LogsAndContainerScan")
-                detail = f"blobTrigger {trigger.get('path')} (source {source})"
-            elif spec.trigger_type == "serviceBusTrigger":
-                entity = (
-                    trigger.get("queueName")
-                    or f"{trigger.get('topicName')}/{trigger.get('subscriptionName')}"
-                )
-                cardinality = str(trigger.get("cardinality", "one")).lower()
-                detail = f"serviceBusTrigger {entity} (cardinality {cardinality})"
-            else:
-                detail = f"{spec.trigger_type} {trigger.get('schedule', '')}".rstrip()
+            kind = TRIGGER_KINDS.get(spec.trigger_type)
+            describe = kind.describe if kind is not None else _describe_by_type
+            detail = describe(spec, where)
             lines.append(f"    {spec.name}: {detail}")
         log.info("\n".join(lines))
 
@@ -192,7 +248,7 @@ class LocalHost:
         if self._server is not None:
             self._server.dispatcher.stopping = True
             threading.Thread(target=self._server.shutdown, daemon=True).start()
-        sources: list[ServiceBusListener | TimerRunner] = [*self._listeners, *self._timers]
+        sources = list(self._sources)
         for source in sources:
             source.stop()
         if self._watcher is not None:

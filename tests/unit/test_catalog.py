@@ -199,7 +199,7 @@ def test_references_resolve_from_the_app_settings_whole_or_inside_a_value() -> N
         {"Deployment": "llama3.1", "Host": "127.0.0.1", "Tpm": "30000"},
     )
     card = resolved.cards["a"]
-    assert (card.deployment, card.endpoint) == ("llama3.1", "http://127.0.0.1:8000/v1")
+    assert (card.deployment, card.options["endpoint"]) == ("llama3.1", "http://127.0.0.1:8000/v1")
     assert card.capacity == Capacity(tokens_per_minute=30_000, requests_per_minute=60)
     assert card.parameters is SAMPLING_PARAMETERS_ONLY, "a catalog task's default parameters"
 

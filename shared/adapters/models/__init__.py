@@ -113,9 +113,11 @@ def options_of(
     required option waits for an app setting that may still be set."""
     provider = _provider(catalog, card)
     try:
-        return provider.options.model_validate(dict(card.options))
+        options: ProviderOptions = provider.options.model_validate(dict(card.options))
+        return options
     except ValidationError as invalid:
-        errors = invalid.errors()
+        # A misspelt option first: its name says more than the option it left missing.
+        errors = sorted(invalid.errors(), key=lambda error: error["type"] != "extra_forbidden")
     for error in errors:
         name = str(error["loc"][0]) if error["loc"] else ""
         if error["type"] == "missing" and name in card.unresolved:

@@ -50,8 +50,9 @@ def serve(card: ModelCard, options: OpenAICompatibleOptions, settings: Settings)
     client = _client(
         options.endpoint.rstrip("/"), key, options.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
     )
-    chosen = JSON_OBJECT if options.response_format == JSON_OBJECT else JSON_SCHEMA
-    return ChatModel(client, card, SYSTEM, chosen)
+    return ChatModel(
+        client, card, SYSTEM, JSON_OBJECT if options.response_format == JSON_OBJECT else JSON_SCHEMA
+    )
 
 
 def check(card: ModelCard, options: OpenAICompatibleOptions) -> None:

@@ -266,4 +266,4 @@ class BudgetedModel:
 
 def gate_key(card: ModelCard) -> str:
     """Aliases on one deployment share its quota: they share a gate."""
-    return f"{card.provider}|{card.endpoint or ''}|{card.deployment or card.alias}"
+    return f"{card.provider}|{card.text_option('endpoint') or ''}|{card.deployment or card.alias}"

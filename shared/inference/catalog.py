@@ -17,10 +17,14 @@ One JSON file ships with the app, ``models.json`` at the app root (the app setti
     }
 
 A request's ``model`` is an alias. Each alias names its ``provider`` (an adapter of
-``shared.adapters.models``, which checks the fields it needs), its ``task``, and what the
-provider needs to reach the model. ``%Name%`` in an entry's values is the app setting of
-that name, as in binding expressions; a reference to a setting that is unset or empty
-leaves an optional field unset, and a required one names the setting in its error.
+``shared.adapters.models``), its ``task``, and what every alias may have (``capacity``,
+``parameters``, ``batch_deployment``, ``description``). What the provider needs to reach the
+model are its options: an ``options`` object, or (the first catalogs' form, still read) the
+seven fields of ``FLAT_OPTIONS`` beside the alias's own. The catalog holds the options as
+written, ``%Name%`` resolved; the provider's options model checks them (``check_catalog``).
+``%Name%`` in an entry's values is the app setting of that name, as in binding expressions;
+a reference to a setting that is unset or empty leaves an optional field unset, and a
+required one names the setting in its error.
 
 The catalog is read when the app starts (``function_app.py`` checks the file, so a broken
 catalog stops the indexing) and resolved against the app settings when the services are
@@ -31,7 +35,7 @@ Existing settings keep working: without ``ModelCatalog``, ``AllowedModels`` and
 served by that provider with the alias as its deployment (``shorthand_catalog``).
 ``GlobalBatch__deployments`` adds batch deployments to the aliases of either.
 
-No provider is named here: the catalog holds each entry's values; the adapters know what
+No provider is named here: the catalog holds each entry's options; the adapters know what
 each provider needs.
 """
 
@@ -42,7 +46,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final
 
 from pydantic import (
     BaseModel,
@@ -51,6 +55,7 @@ from pydantic import (
     StringConstraints,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from shared.contracts import DOCUMENT_ANALYSIS, ModelName
@@ -108,22 +113,45 @@ class CapacityEntry(_Entry):
         return value
 
 
+# The provider options the first catalogs wrote beside an alias's own fields. Still read
+# there, and routed to ``options``: today's files keep loading and meaning the same. A
+# provider's other options go in ``options``, so that a misspelt field is still refused here.
+FLAT_OPTIONS: Final = (
+    "deployment",
+    "endpoint",
+    "api_key_setting",
+    "api_version",
+    "handler",
+    "response_format",
+    "timeout_seconds",
+)
+
+
 class ModelEntry(_Entry):
+    """What every alias has, and its provider's ``options`` (checked by the provider)."""
+
     provider: str = Field(min_length=1)
     task: TaskName = DOCUMENT_ANALYSIS
     description: str | None = None
-    deployment: str | None = Field(None, min_length=1)
-    endpoint: str | None = Field(None, min_length=1)
-    api_key_setting: str | None = Field(None, min_length=1)
-    api_version: str | None = Field(None, min_length=1)
-    handler: str | None = Field(None, min_length=1)
     parameters: dict[str, Any] | None = None
     batch_deployment: str | None = Field(None, min_length=1)
     capacity: CapacityEntry | None = None
-    # How the answer's shape is asked for: a JSON Schema (structured outputs) or any JSON
-    # object (for endpoints without structured outputs). Unset: the provider decides.
-    response_format: Literal["json_schema", "json_object"] | None = None
-    timeout_seconds: float | None = Field(None, gt=0, le=3600)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_options_into_options(cls, value: Any) -> Any:
+        if not isinstance(value, dict) or not any(name in value for name in FLAT_OPTIONS):
+            return value
+        entry = {name: given for name, given in value.items() if name not in FLAT_OPTIONS}
+        options = entry.get("options", {})
+        if not isinstance(options, dict):
+            return value  # the field's own check names it
+        twice = sorted(name for name in FLAT_OPTIONS if name in value and name in options)
+        if twice:
+            raise ValueError(f"{twice[0]} is given twice: beside the alias's fields and in options")
+        flat = {name: given for name, given in value.items() if name in FLAT_OPTIONS}
+        return {**entry, "options": {**options, **flat}}
 
 
 class CatalogDocument(_Entry):
@@ -149,17 +177,29 @@ class ModelCard:
     provider: str
     task: Task
     parameters: ParameterDeclaration = GENERATION_PARAMETERS
-    deployment: str | None = None
-    endpoint: str | None = None
-    api_key_setting: str | None = None
-    api_version: str | None = None
-    handler: str | None = None
     batch_deployment: str | None = None
     capacity: Capacity | None = None
-    response_format: str | None = None
-    timeout_seconds: float | None = None
-    # Fields left unset because the app setting they name is unset or empty.
+    # The provider's options as written, ``%Name%`` resolved; its options model checks them.
+    options: Mapping[str, Any] = field(default_factory=dict)
+    # Fields and options left unset because the app setting they name is unset or empty.
     unresolved: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def deployment(self) -> str | None:
+        """The name the model is deployed under, when its provider has deployments (the
+        capacity gate and Global Batch group aliases by it)."""
+        return self.text_option("deployment")
+
+    def text_option(self, name: str) -> str | None:
+        """The option ``name`` when it is text, else None."""
+        value = self.options.get(name)
+        return value if isinstance(value, str) else None
+
+
+def option_field(name: str) -> str:
+    """Where an option is written, as a refusal names it (``options.name`` unless it is
+    one of the first catalogs' flat fields)."""
+    return name if name in FLAT_OPTIONS else f"options.{name}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -372,7 +412,28 @@ def _parameters(alias: str, model: ModelEntry) -> ParameterDeclaration:
     return GENERATION_PARAMETERS if model.task in BUILTIN_TASKS else SAMPLING_PARAMETERS_ONLY
 
 
-_TEXT_FIELDS: Final = ("deployment", "endpoint", "api_version", "handler", "batch_deployment")
+def _resolve_options(
+    options: Mapping[str, Any], lookup: Lookup, fail: Callable[[str, str], CatalogError]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The options with ``%Name%`` resolved in their text values, and those left unset
+    (option -> the unset setting that left it so)."""
+    resolved: dict[str, Any] = {}
+    unresolved: dict[str, str] = {}
+    for name, raw in options.items():
+        if not isinstance(raw, str):
+            resolved[name] = raw
+            continue
+        try:
+            value, missing = _resolve_text(raw, lookup)
+        except KeyError as setting:
+            raise fail(
+                option_field(name), f"{raw} names app setting {setting}, which is not set"
+            ) from None
+        if missing:
+            unresolved[name] = missing
+        else:
+            resolved[name] = value
+    return resolved, unresolved
 
 
 def resolve_catalog(document: CatalogDocument, source: str, lookup: Lookup) -> ModelCatalog:
@@ -387,30 +448,18 @@ def resolve_catalog(document: CatalogDocument, source: str, lookup: Lookup) -> M
         def fail(field: str, message: str, alias: str = alias) -> CatalogError:
             return CatalogError(message, file=source, entry=f"model '{alias}'", field=field)
 
-        values: dict[str, str | None] = {}
-        unresolved: dict[str, str] = {}
-        for name in _TEXT_FIELDS:
-            raw = getattr(model, name)
-            if raw is None:
-                values[name] = None
-                continue
-            try:
-                values[name], missing = _resolve_text(raw, lookup)
-            except KeyError as setting:
-                raise fail(name, f"{raw} names app setting {setting}, which is not set") from None
-            if missing:
-                unresolved[name] = missing
+        given = {"batch_deployment": model.batch_deployment} if model.batch_deployment else {}
+        resolved, unresolved = _resolve_options(given, lookup, fail)
+        options, unset_options = _resolve_options(model.options, lookup, fail)
         cards[alias] = ModelCard(
             alias=alias,
             provider=model.provider,
             task=tasks[model.task],
             parameters=_parameters(alias, model),
-            api_key_setting=model.api_key_setting,
+            batch_deployment=resolved.get("batch_deployment"),
             capacity=_capacity(model.capacity, lookup, fail) if model.capacity else None,
-            response_format=model.response_format,
-            timeout_seconds=model.timeout_seconds,
-            unresolved=unresolved,
-            **values,
+            options=options,
+            unresolved=unresolved | unset_options,
         )
     return ModelCatalog(source, cards)
 
@@ -423,10 +472,11 @@ def shorthand_catalog(
     under its own name, with the quota of ``ModelCapacity__*`` when set."""
     chosen = provider or DEFAULT_PROVIDER
     task = BUILTIN_TASKS[DOCUMENT_ANALYSIS]
+
     return ModelCatalog(
         SHORTHAND_SOURCE,
         {
-            alias: ModelCard(alias, chosen, task, deployment=alias, capacity=capacity)
+            alias: ModelCard(alias, chosen, task, capacity=capacity, options={"deployment": alias})
             for alias in aliases
         },
     )

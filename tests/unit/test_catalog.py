@@ -199,7 +199,7 @@ def test_references_resolve_from_the_app_settings_whole_or_inside_a_value() -> N
         {"Deployment": "llama3.1", "Host": "127.0.0.1", "Tpm": "30000"},
     )
     card = resolved.cards["a"]
-    assert (card.deployment, card.endpoint) == ("llama3.1", "http://127.0.0.1:8000/v1")
+    assert (card.deployment, card.options["endpoint"]) == ("llama3.1", "http://127.0.0.1:8000/v1")
     assert card.capacity == Capacity(tokens_per_minute=30_000, requests_per_minute=60)
     assert card.parameters is SAMPLING_PARAMETERS_ONLY, "a catalog task's default parameters"
 
@@ -327,6 +327,60 @@ def test_a_mixed_catalog_serves_every_alias_with_its_own_provider() -> None:
         "rater": "inferbus.python",
         "llama": "openai",
     }
+
+
+# --- each provider's options ------------------------------------------------------------------
+
+LLAMA = {"deployment": "llama3.1", "endpoint": "http://%Host%/v1", "timeout_seconds": 30}
+
+
+def test_an_options_object_means_what_the_flat_fields_mean() -> None:
+    flat = {"provider": "openai_compatible", "task": "sentiment", **LLAMA}
+    nested = {"provider": "openai_compatible", "task": "sentiment", "options": LLAMA}
+    resolved = checked(models(flat=flat, nested=nested), {"Host": "127.0.0.1:8000"})
+    assert (
+        resolved.cards["flat"].options
+        == resolved.cards["nested"].options
+        == {
+            "deployment": "llama3.1",
+            "endpoint": "http://127.0.0.1:8000/v1",
+            "timeout_seconds": 30,
+        }
+    )
+    assert resolved.cards["nested"].deployment == "llama3.1"
+
+
+def test_an_option_given_both_ways_is_refused() -> None:
+    error = refusal(
+        models(a={"provider": "local", "deployment": "d", "options": {"deployment": "e"}})
+    )
+    assert error.entry == "model 'a'"
+    assert "deployment is given twice" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("options", "field", "message"),
+    [
+        ({"greeting": "hi"}, "options.greeting",
+         "provider 'local' has no option 'greeting' (its options: deployment)"),
+        ({"deployment": ""}, "deployment", "at least 1 character"),
+    ],
+    ids=["unknown-option", "bad-value"],
+)  # fmt: skip
+def test_an_option_its_provider_refuses_is_named(
+    options: dict[str, Any], field: str, message: str
+) -> None:
+    text = provider_refusal(models(a={"provider": "local", "options": options}))
+    assert text.startswith(f"models.json: model 'a', field '{field}': "), text
+    assert message in text
+
+
+def test_a_chat_option_of_the_wrong_kind_is_refused_by_its_provider() -> None:
+    entry = {"provider": "azure_openai", "task": "sentiment", "deployment": "d",
+             "response_format": "xml"}  # fmt: skip
+    text = provider_refusal(models(a=entry))
+    assert text.startswith("models.json: model 'a', field 'response_format': "), text
+    assert "'json_schema' or 'json_object'" in text
 
 
 # --- which catalog a deployment serves ----------------------------------------------------------

@@ -7,10 +7,11 @@
   (Azure AI Foundry models, vLLM, Ollama, LiteLLM, a gateway), with a bearer key;
 - ``python``: a handler of the app's own (``package.module:callable``), sync or async.
 
-Each module defines ``PROVIDER`` (``provider.ModelProvider``); this registry finds them, so
-a new provider is one new module here. ``check_catalog`` holds a catalog to what its
-providers need (``function_app.py`` runs it when the app is indexed, so a broken catalog
-stops the start); ``serve_catalog`` makes the clients.
+Each module defines ``PROVIDER`` (``provider.ModelProvider``, with its options model); this
+registry finds them, so a new provider is one new module here (docs/providers.md).
+``check_catalog`` validates each alias's options against its provider's options model
+(``function_app.py`` runs it when the app is indexed, so a broken catalog stops the start);
+``serve_catalog`` makes the clients.
 """
 
 from __future__ import annotations
@@ -19,19 +20,29 @@ import importlib
 import pkgutil
 from collections.abc import Mapping
 from functools import cache
+from typing import Any
 
-from shared.adapters.models.provider import ModelProvider
+from pydantic import ValidationError
+
+from shared.adapters.models.provider import ModelProvider, ProviderOptions
 from shared.errors import CatalogError, ProviderRefusal
 from shared.inference import ModelClient
-from shared.inference.catalog import SHORTHAND_SOURCE, ModelCard, ModelCatalog
+from shared.inference.catalog import (
+    SHORTHAND_SOURCE,
+    ModelCard,
+    ModelCatalog,
+    option_field,
+)
 from shared.inference.served import ServedModels
 from shared.settings import Settings
 
+# Providers of the app's own outside this package (``register``), by name.
+_registered: dict[str, ModelProvider[Any]] = {}
+
 
 @cache
-def providers() -> Mapping[str, ModelProvider]:
-    """Every provider of this package, by the name the catalog uses."""
-    found: dict[str, ModelProvider] = {}
+def _package_providers() -> Mapping[str, ModelProvider[Any]]:
+    found: dict[str, ModelProvider[Any]] = {}
     for module_info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{__name__}.{module_info.name}")
         provider = getattr(module, "PROVIDER", None)
@@ -40,16 +51,29 @@ def providers() -> Mapping[str, ModelProvider]:
     return found
 
 
+def providers() -> Mapping[str, ModelProvider[Any]]:
+    """Every provider, by the name the catalog uses: this package's, then those
+    registered."""
+    return {**_package_providers(), **_registered}
+
+
+def register(provider: ModelProvider[Any]) -> None:
+    """Serve ``provider.name`` with ``provider``: one that lives outside this package (in
+    a package of the app's own, say). Register before the services are built; a name
+    already taken is refused."""
+    if provider.name in providers():
+        raise ValueError(f"there is a provider '{provider.name}' already")
+    _registered[provider.name] = provider
+
+
 def _refusal(catalog: ModelCatalog, card: ModelCard, field: str, message: str) -> CatalogError:
     if catalog.source == SHORTHAND_SOURCE and field == "provider":
         field = "ModelProvider"
     return catalog.fail(message, card.alias, field)
 
 
-def check_card(catalog: ModelCatalog, card: ModelCard, *, settings_complete: bool = True) -> None:
-    """CatalogError when ``card``'s provider cannot serve it. ``settings_complete``:
-    False while the app is indexed, when an unset app setting may still be set before the
-    services are built (its fields are checked then)."""
+def _provider(catalog: ModelCatalog, card: ModelCard) -> ModelProvider[Any]:
+    """``card``'s provider, when it is one of ours and runs the card's task."""
     known = providers()
     provider = known.get(card.provider)
     if provider is None:
@@ -67,22 +91,54 @@ def check_card(catalog: ModelCatalog, card: ModelCard, *, settings_complete: boo
             f"provider '{provider.name}' runs only {', '.join(sorted(provider.tasks))}, "
             f"not '{card.task.name}'",
         )
-    for name in provider.required:
-        if getattr(card, name) is not None:
-            continue
-        if name in card.unresolved:
-            if settings_complete:
-                raise _refusal(
-                    catalog,
-                    card,
-                    name,
-                    f"%{card.unresolved[name]}% names an app setting that is not set",
-                )
-            continue
-        raise _refusal(catalog, card, name, f"provider '{provider.name}' needs {name}")
-    if provider.check is not None:
+    return provider
+
+
+def _options_problem(provider: ModelProvider[Any], error: Any) -> str:
+    """One pydantic error of an alias's options, in the catalog author's words."""
+    name = str(error["loc"][0]) if error["loc"] else ""
+    if error["type"] == "missing":
+        return f"provider '{provider.name}' needs {name}"
+    if error["type"] == "extra_forbidden":
+        known = ", ".join(provider.options.model_fields) or "none"
+        return f"provider '{provider.name}' has no option '{name}' (its options: {known})"
+    return str(error["msg"])
+
+
+def options_of(
+    catalog: ModelCatalog, card: ModelCard, *, settings_complete: bool = True
+) -> ProviderOptions | None:
+    """``card``'s options, validated by its provider's options model (CatalogError naming
+    the option). None while the app is indexed (``settings_complete`` False) and a
+    required option waits for an app setting that may still be set."""
+    provider = _provider(catalog, card)
+    try:
+        options: ProviderOptions = provider.options.model_validate(dict(card.options))
+        return options
+    except ValidationError as invalid:
+        # A misspelt option first: its name says more than the option it left missing.
+        errors = sorted(invalid.errors(), key=lambda error: error["type"] != "extra_forbidden")
+    for error in errors:
+        name = str(error["loc"][0]) if error["loc"] else ""
+        if error["type"] == "missing" and name in card.unresolved:
+            if not settings_complete:
+                continue
+            message = f"%{card.unresolved[name]}% names an app setting that is not set"
+        else:
+            message = _options_problem(provider, error)
+        raise _refusal(catalog, card, option_field(name), message)
+    return None
+
+
+def check_card(catalog: ModelCatalog, card: ModelCard, *, settings_complete: bool = True) -> None:
+    """CatalogError when ``card``'s provider cannot serve it. ``settings_complete``:
+    False while the app is indexed, when an unset app setting may still be set before the
+    services are built (its options are checked then)."""
+    options = options_of(catalog, card, settings_complete=settings_complete)
+    provider = providers()[card.provider]
+    if options is not None and provider.check is not None:
         try:
-            provider.check(card)
+            provider.check(card, options)
         except ProviderRefusal as refusal:
             raise _refusal(catalog, card, refusal.field, refusal.message) from None
 
@@ -98,8 +154,9 @@ def serve_catalog(catalog: ModelCatalog, settings: Settings) -> ServedModels:
     check_catalog(catalog)
     clients: dict[str, ModelClient] = {}
     for alias, card in catalog.cards.items():
+        options = options_of(catalog, card)
         try:
-            clients[alias] = providers()[card.provider].serve(card, settings)
+            clients[alias] = providers()[card.provider].serve(card, options, settings)
         except ProviderRefusal as refusal:
             raise _refusal(catalog, card, refusal.field, refusal.message) from None
     return ServedModels(catalog, clients)

@@ -21,9 +21,10 @@ from functools import cache
 from typing import Any
 
 from openai import AzureOpenAI
+from pydantic import Field
 
 from shared.adapters.identity import azure_credential
-from shared.adapters.models.chat_client import ChatModel
+from shared.adapters.models.chat_client import ChatModel, ChatOptions, key_in_setting
 from shared.adapters.models.provider import ModelProvider
 from shared.errors import ProviderRefusal
 from shared.inference.catalog import ModelCard
@@ -74,31 +75,30 @@ def format_for(api_version: str) -> ResponseFormat:
     return JSON_OBJECT
 
 
-def _api_key(card: ModelCard, settings: Settings) -> str | None:
-    if card.api_key_setting is None:
-        return settings.azure_openai.api_key
-    key = settings.app_setting(card.api_key_setting)
-    if key is None:
-        raise ProviderRefusal("api_key_setting", f"app setting {card.api_key_setting} holds no key")
-    return key
+class AzureOpenAIOptions(ChatOptions):
+    """An alias on an Azure OpenAI deployment: the resource is the app's
+    (``AzureOpenAI__endpoint``) unless the alias names its own."""
+
+    api_version: str | None = Field(None, min_length=1)
 
 
-def serve(card: ModelCard, settings: Settings) -> ChatModel:
-    endpoint = card.endpoint or settings.azure_openai.endpoint
+def serve(card: ModelCard, options: AzureOpenAIOptions, settings: Settings) -> ChatModel:
+    endpoint = options.endpoint or settings.azure_openai.endpoint
     if not endpoint:
         raise ProviderRefusal(
             "endpoint", "provider 'azure_openai' needs an endpoint, or AzureOpenAI__endpoint"
         )
-    api_version = card.api_version or settings.azure_openai.api_version
+    api_version = options.api_version or settings.azure_openai.api_version
+    key = key_in_setting(options, settings) if options.api_key_setting else None
     client = _shared_client(
         endpoint,
         api_version,
-        card.timeout_seconds or settings.azure_openai.timeout_seconds,
-        _api_key(card, settings),
+        options.timeout_seconds or settings.azure_openai.timeout_seconds,
+        key or settings.azure_openai.api_key,
         settings.azure_openai.client_id,
     )
-    chosen = card.response_format or format_for(api_version)
+    chosen = options.response_format or format_for(api_version)
     return ChatModel(client, card, SYSTEM, JSON_SCHEMA if chosen == JSON_SCHEMA else JSON_OBJECT)
 
 
-PROVIDER = ModelProvider("azure_openai", serve, required=("deployment",))
+PROVIDER = ModelProvider("azure_openai", AzureOpenAIOptions, serve)

@@ -20,11 +20,20 @@ retries are off: the gate and Service Bus scheduling do the retrying, visibly.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from openai import APIConnectionError, APIStatusError, BadRequestError, OpenAI
+from pydantic import Field
 
-from shared.errors import InvalidInput, PermanentError, PolicyRefusal, Throttled, TransientError
+from shared.adapters.models.provider import ProviderOptions
+from shared.errors import (
+    InvalidInput,
+    PermanentError,
+    PolicyRefusal,
+    ProviderRefusal,
+    Throttled,
+    TransientError,
+)
 from shared.inference import InferenceInput, ModelAnswer, reads_as_text
 from shared.inference.catalog import ModelCard
 from shared.inference.chat import (
@@ -34,6 +43,31 @@ from shared.inference.chat import (
     filtered_categories,
     read_completion,
 )
+from shared.settings import Settings
+
+
+class ChatOptions(ProviderOptions):
+    """The options of an alias on a chat-completions endpoint (both chat providers)."""
+
+    deployment: str = Field(min_length=1)  # the model's name on the service
+    endpoint: str | None = Field(None, min_length=1)
+    api_key_setting: str | None = Field(None, min_length=1)  # the app setting of the key
+    # How the answer's shape is asked for: a JSON Schema (structured outputs) or any JSON
+    # object (for endpoints without structured outputs). Unset: the provider decides.
+    response_format: Literal["json_schema", "json_object"] | None = None
+    timeout_seconds: float | None = Field(None, gt=0, le=3600)
+
+
+def key_in_setting(options: ChatOptions, settings: Settings) -> str | None:
+    """The key in the app setting ``api_key_setting`` names (None when it names none)."""
+    if options.api_key_setting is None:
+        return None
+    key = settings.app_setting(options.api_key_setting)
+    if key is None:
+        raise ProviderRefusal(
+            "api_key_setting", f"app setting {options.api_key_setting} holds no key"
+        )
+    return key
 
 
 def retry_after_seconds(headers: Any) -> float | None:

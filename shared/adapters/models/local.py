@@ -38,7 +38,7 @@ from shared.adapters.models.local_vocabulary import (
     STOP_WORDS,
     URGENT_TERMS,
 )
-from shared.adapters.models.provider import ModelProvider
+from shared.adapters.models.provider import ModelProvider, NoOptions
 from shared.contracts import DOCUMENT_ANALYSIS, Priority, TokenUsage
 from shared.errors import InvalidInput, PermanentError, PolicyRefusal, TransientError
 from shared.inference import InferenceInput, ModelAnswer
@@ -209,7 +209,7 @@ class LocalModel:
                 raise TransientError("injected transient model failure")
 
 
-def serve(card: ModelCard, settings: Settings) -> LocalModel:
+def serve(card: ModelCard, options: NoOptions, settings: Settings) -> LocalModel:
     return LocalModel(
         refusal_terms=settings.local_model.refusal_terms,
         latency_ms=settings.local_model.latency_ms,
@@ -218,4 +218,4 @@ def serve(card: ModelCard, settings: Settings) -> LocalModel:
     )
 
 
-PROVIDER = ModelProvider("local", serve, tasks=frozenset({DOCUMENT_ANALYSIS}))
+PROVIDER = ModelProvider("local", NoOptions, serve, tasks=frozenset({DOCUMENT_ANALYSIS}))

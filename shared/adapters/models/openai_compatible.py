@@ -19,8 +19,9 @@ from __future__ import annotations
 from functools import cache
 
 from openai import OpenAI
+from pydantic import Field
 
-from shared.adapters.models.chat_client import ChatModel
+from shared.adapters.models.chat_client import ChatModel, ChatOptions, key_in_setting
 from shared.adapters.models.provider import ModelProvider
 from shared.errors import ProviderRefusal
 from shared.inference.catalog import ModelCard
@@ -38,29 +39,25 @@ def _client(endpoint: str, api_key: str, timeout_seconds: float) -> OpenAI:
     return OpenAI(base_url=endpoint, api_key=api_key, timeout=timeout_seconds, max_retries=0)
 
 
-def serve(card: ModelCard, settings: Settings) -> ChatModel:
-    assert card.endpoint is not None  # required: checked by the registry
-    key = PLACEHOLDER_KEY
-    if card.api_key_setting is not None:
-        configured = settings.app_setting(card.api_key_setting)
-        if configured is None:
-            raise ProviderRefusal(
-                "api_key_setting", f"app setting {card.api_key_setting} holds no key"
-            )
-        key = configured
+class OpenAICompatibleOptions(ChatOptions):
+    """An alias on an OpenAI-compatible server: its base URL is required."""
+
+    endpoint: str = Field(min_length=1)
+
+
+def serve(card: ModelCard, options: OpenAICompatibleOptions, settings: Settings) -> ChatModel:
+    key = key_in_setting(options, settings) or PLACEHOLDER_KEY
     client = _client(
-        card.endpoint.rstrip("/"), key, card.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+        options.endpoint.rstrip("/"), key, options.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
     )
     return ChatModel(
-        client, card, SYSTEM, JSON_OBJECT if card.response_format == JSON_OBJECT else JSON_SCHEMA
+        client, card, SYSTEM, JSON_OBJECT if options.response_format == JSON_OBJECT else JSON_SCHEMA
     )
 
 
-def check(card: ModelCard) -> None:
-    if card.endpoint is not None and not card.endpoint.startswith(("http://", "https://")):
-        raise ProviderRefusal("endpoint", f"'{card.endpoint}' is not an http(s) URL")
+def check(card: ModelCard, options: OpenAICompatibleOptions) -> None:
+    if not options.endpoint.startswith(("http://", "https://")):
+        raise ProviderRefusal("endpoint", f"'{options.endpoint}' is not an http(s) URL")
 
 
-PROVIDER = ModelProvider(
-    "openai_compatible", serve, required=("deployment", "endpoint"), check=check
-)
+PROVIDER = ModelProvider("openai_compatible", OpenAICompatibleOptions, serve, check=check)

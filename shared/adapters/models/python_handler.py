@@ -27,7 +27,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
-from shared.adapters.models.provider import ModelProvider
+from pydantic import Field
+
+from shared.adapters.models.provider import ModelProvider, ProviderOptions
 from shared.errors import (
     InferbusError,
     InvalidInput,
@@ -129,10 +131,9 @@ class PythonHandlerModel:
 
     system = SYSTEM
 
-    def __init__(self, card: ModelCard, handler: Handler) -> None:
-        assert card.handler is not None
+    def __init__(self, card: ModelCard, spec: str, handler: Handler) -> None:
         self._card = card
-        self._spec = card.handler
+        self._spec = spec
         self._handler = handler
 
     def infer(self, request: InferenceInput) -> ModelAnswer:
@@ -156,14 +157,18 @@ class PythonHandlerModel:
         return answer_of(returned, self._spec)
 
 
-def check(card: ModelCard) -> None:
-    if card.handler is not None:
-        load_handler(card.handler)
+class PythonHandlerOptions(ProviderOptions):
+    """An alias answered by a handler of the app's own."""
+
+    handler: str = Field(min_length=1)  # package.module:name
 
 
-def serve(card: ModelCard, settings: Settings) -> PythonHandlerModel:
-    assert card.handler is not None  # required: checked by the registry
-    return PythonHandlerModel(card, load_handler(card.handler))
+def check(card: ModelCard, options: PythonHandlerOptions) -> None:
+    load_handler(options.handler)
 
 
-PROVIDER = ModelProvider("python", serve, required=("handler",), check=check)
+def serve(card: ModelCard, options: PythonHandlerOptions, settings: Settings) -> PythonHandlerModel:
+    return PythonHandlerModel(card, options.handler, load_handler(options.handler))
+
+
+PROVIDER = ModelProvider("python", PythonHandlerOptions, serve, check=check)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shared.clock import Clock
 from shared.contracts import RequestMessage
@@ -102,20 +102,25 @@ class OutcomeTable:
         self._invalid_output_retries = invalid_output_retries
 
     def settle(self, unsettled: Unsettled) -> Outcome:
-        """The first row that applies. A failure after a settlement was attempted is no
-        row's (the message may be settled already, and a retry copy would run the request
-        twice): the message is left to its redelivery, quietly when its job had ended. A
-        row that fails itself is unexpected."""
-        if unsettled.settler.settling:
-            row = JOB_ENDED_BEFORE if self._job_ended(unsettled) else SETTLEMENT_FAILED
-        else:
-            row = _row_for(unsettled)
+        """The first row that applies. A failure after a settlement was attempted, the
+        row's own included, is no row's (the message may be settled already, and a retry
+        copy would run the request twice): the message is left to its redelivery, quietly
+        when its job had ended. Any other failure of a row is unexpected."""
+        row = self._row_for(unsettled)
         try:
             return row.carry_out(self, unsettled)
-        except Exception:
+        except Exception as error:
             if row is UNEXPECTED:
                 raise
-            return self.abandon(unsettled)
+            failed = replace(unsettled, error=error)
+            if failed.settler.settling:
+                return self._row_for(failed).carry_out(self, failed)
+            return self.abandon(failed)
+
+    def _row_for(self, unsettled: Unsettled) -> Row:
+        if unsettled.settler.settling:
+            return JOB_ENDED_BEFORE if self._job_ended(unsettled) else SETTLEMENT_FAILED
+        return next((row for row in ROWS if row.applies(unsettled)), UNEXPECTED)
 
     # --- the rows ---------------------------------------------------------------------
 
@@ -460,7 +465,3 @@ ROWS: tuple[Row, ...] = (
     ),
     UNEXPECTED,
 )
-
-
-def _row_for(unsettled: Unsettled) -> Row:
-    return next((row for row in ROWS if row.applies(unsettled)), UNEXPECTED)

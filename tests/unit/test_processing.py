@@ -867,3 +867,22 @@ def test_a_failed_settlement_of_a_job_still_open_is_one_warning(
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1, warned
     assert "comes back when its lock lapses" in warned[0]
+
+
+def test_a_lost_lock_after_a_retry_copy_was_scheduled_is_one_warning(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The model throttled, the retry copy is scheduled, then completing the original
+    fails (a broker restart took its lock): the copy carries the work on, the original
+    comes back when its lock lapses. One WARNING line, no error."""
+    h.job()
+    h.model.errors = [TransientError("throttled (429)", retry_after=1)]
+    settler = LockLostSettler()
+    with caplog.at_level(logging.INFO, logger="shared.processing"):
+        outcome = h.processor.process(message(request_body(h)), settler)
+
+    assert outcome == "unsettled"
+    assert len(h.sender.sent) == 1, "the retry copy went out before the complete failed"
+    assert [a for a, *_ in settler.actions] == ["complete", "abandon"]
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1

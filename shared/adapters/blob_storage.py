@@ -26,7 +26,7 @@ from urllib3.util.retry import Retry
 
 from shared.adapters.identity import azure_credential
 from shared.errors import ConfigurationError, TransientError
-from shared.intake.claim_checks import BlobInfo
+from shared.intake.ports import BlobInfo
 from shared.settings import Settings
 
 # requests reads these when it trusts the environment (a custom CA bundle for TLS).

@@ -22,7 +22,7 @@ from shared.clock import Clock, utc_now
 from shared.documents import Document
 from shared.errors import ConcurrencyConflict, NotFound
 from shared.events.announcements import CloudEventSpec
-from shared.intake.claim_checks import BlobInfo
+from shared.intake.ports import BlobInfo
 from shared.messaging import OutgoingMessage
 from shared.processing.backlog import QueueSnapshot
 from shared.processing.dead_letters.queues import DeadLetteredMessage

@@ -24,14 +24,6 @@ from shared.settings import Settings
 
 
 @dataclass(frozen=True)
-class BlobInfo:
-    size: int
-    media_type: str
-    metadata: dict[str, str]
-    etag: str | None = None
-
-
-@dataclass(frozen=True)
 class BlobLocation:
     container: str
     name: str

@@ -11,11 +11,30 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from shared.intake.claim_checks import BlobInfo
-    from shared.intake.idempotency import IdempotencyRecord
+
+@dataclass(frozen=True)
+class BlobInfo:
+    """What ``BlobStore.info`` reports; a value of the port, so it lives beside it."""
+
+    size: int
+    media_type: str
+    metadata: dict[str, str]
+    etag: str | None = None
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    """One Idempotency-Key marker as ``IdempotencyStore`` keeps it."""
+
+    tenant_id: str
+    key_hash: str
+    request_hash: str
+    request_id: str
+    created_at: datetime
 
 
 class BacklogProbe(Protocol):

@@ -25,11 +25,13 @@ from shared.contracts import RequestMessage
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from shared.processing.backlog import QueueSnapshot
-    from shared.processing.dead_letters.queues import DeadLetteredMessage
-    from shared.processing.deferral import DeferredEntry
     from shared.processing.inbound import InboundMessage
-    from shared.processing.settlement import Outcome
+    from shared.processing.values import (
+        DeadLetteredMessage,
+        DeferredEntry,
+        Outcome,
+        QueueSnapshot,
+    )
 
 
 class BatchStaging(Protocol):

@@ -21,7 +21,7 @@ from datetime import datetime
 from shared.clock import Clock, utc_now
 from shared.documents import Document
 from shared.errors import ConcurrencyConflict, NotFound
-from shared.events.announcements import CloudEventSpec
+from shared.events.ports import CloudEventSpec
 from shared.intake.ports import BlobInfo
 from shared.messaging import OutgoingMessage
 from shared.processing.backlog import QueueSnapshot

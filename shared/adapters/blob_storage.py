@@ -25,8 +25,8 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from shared.adapters.identity import azure_credential
+from shared.blobs import BlobInfo
 from shared.errors import ConfigurationError, TransientError
-from shared.intake.ports import BlobInfo
 from shared.settings import Settings
 
 # requests reads these when it trusts the environment (a custom CA bundle for TLS).

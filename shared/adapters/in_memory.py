@@ -18,11 +18,11 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from shared.blobs import BlobInfo
 from shared.clock import Clock, utc_now
 from shared.documents import Document
 from shared.errors import ConcurrencyConflict, NotFound
 from shared.events.ports import CloudEventSpec
-from shared.intake.ports import BlobInfo
 from shared.messaging import OutgoingMessage
 from shared.processing.backlog import QueueSnapshot
 from shared.processing.dead_letters.queues import DeadLetteredMessage

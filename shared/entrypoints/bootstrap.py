@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from shared import telemetry
+from shared.blobs import BlobStore
 from shared.clock import Clock, utc_now
 from shared.documents import DocumentListing, JsonDocuments, ListedDocuments
 from shared.entrypoints.http.batches import BatchEndpoints
@@ -51,7 +52,7 @@ from shared.intake.backpressure import LaneBacklogGates
 from shared.intake.breaker import SendBreaker
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.idempotency import DocumentIdempotencyStore, IdempotencyGuard
-from shared.intake.ports import BacklogProbe, BlobStore
+from shared.intake.ports import BacklogProbe
 from shared.intake.request_rules import RequestRules
 from shared.intake.submissions import Intake
 from shared.intake.tenancy import CallerTenancy

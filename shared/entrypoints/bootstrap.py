@@ -542,7 +542,7 @@ def azure_ports(settings: Settings) -> Ports:
         subscription_observers_for,
     )
     from shared.adapters.servicebus import LazyServiceBusSender, servicebus_client
-    from shared.adapters.servicebus_deadletters import ServiceBusDeadLetterQueues
+    from shared.adapters.servicebus_dead_letters import ServiceBusDeadLetterQueues
     from shared.adapters.servicebus_inbound import deferred_source
 
     storage = blob_service_client(settings)

@@ -8,7 +8,7 @@ reason and description beside its application properties.
 
 This module has only the model (``DeadLetteredMessage``) and the port
 (``DeadLetterQueues``), so that the filters (``filters``), the operations
-(``servicebus_deadletters``) and the adapter (``adapters.servicebus_deadletters``) share
+(``servicebus_dead_letters``) and the adapter (``adapters.servicebus_dead_letters``) share
 one definition and none of them has to import another.
 """
 

@@ -25,8 +25,8 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from shared.adapters.identity import azure_credential
+from shared.blobs import BlobInfo
 from shared.errors import ConfigurationError, TransientError
-from shared.intake.claim_checks import BlobInfo
 from shared.settings import Settings
 
 # requests reads these when it trusts the environment (a custom CA bundle for TLS).
@@ -149,7 +149,7 @@ def storage_errors(what: str) -> Iterator[None]:
 
 
 class AzureBlobStore:
-    """Implements ``intake.ports.BlobStore``."""
+    """Implements ``blobs.BlobStore``."""
 
     def __init__(self, client: BlobServiceClient) -> None:
         self._client = client

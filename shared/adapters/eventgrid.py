@@ -19,7 +19,7 @@ from azure.eventgrid import EventGridPublisherClient
 
 from shared.adapters.identity import key_or_identity
 from shared.errors import ConfigurationError, PermanentError, TransientError
-from shared.events.announcements import CloudEventSpec
+from shared.events.ports import CloudEventSpec
 from shared.settings import Settings
 
 MAX_BATCH_BYTES = 900_000  # below the 1 MB request limit, leaving room for the envelope

@@ -22,7 +22,7 @@ from azure.eventgrid.models import ReleaseDelay
 
 from shared.adapters.identity import key_or_identity
 from shared.errors import ConfigurationError, TransientError
-from shared.events.pull import PulledEvent
+from shared.events.ports import PulledEvent
 from shared.settings import Settings
 
 

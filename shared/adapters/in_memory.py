@@ -18,11 +18,11 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from shared.blobs import BlobInfo
 from shared.clock import Clock, utc_now
 from shared.documents import Document
 from shared.errors import ConcurrencyConflict, NotFound
-from shared.events.announcements import CloudEventSpec
-from shared.intake.claim_checks import BlobInfo
+from shared.events.ports import CloudEventSpec
 from shared.messaging import OutgoingMessage
 from shared.processing.backlog import QueueSnapshot
 from shared.processing.dead_letters.queues import DeadLetteredMessage
@@ -46,7 +46,7 @@ class StoredBlob:
 
 
 class InMemoryBlobs:
-    """Implements ``intake.ports.BlobStore``: one storage account in memory; ``clock``
+    """Implements ``blobs.BlobStore``: one storage account in memory; ``clock``
     stamps each write's last-modified time, as the service does."""
 
     def __init__(self, account_url: str = ACCOUNT_URL, clock: Clock = utc_now) -> None:

@@ -15,13 +15,14 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from shared.blobs import BlobStore
 from shared.clock import Clock, utc_now
 from shared.documents import ListedDocuments
 from shared.events.ports import EventPublisher, EventQueue, TokenValidator
 from shared.global_batch.ports import BatchService
 from shared.inference.catalog import catalog_for
 from shared.inference.served import ServedModels
-from shared.intake.ports import BacklogProbe, BlobStore
+from shared.intake.ports import BacklogProbe
 from shared.lanes import Lane
 from shared.messaging import MessageSender
 from shared.processing.backlog import SubscriptionObservers
@@ -111,7 +112,7 @@ def azure_ports(settings: Settings) -> Ports:
         subscription_observers_for,
     )
     from shared.adapters.servicebus import LazyServiceBusSender, lane_senders, servicebus_client
-    from shared.adapters.servicebus_deadletters import ServiceBusDeadLetterQueues
+    from shared.adapters.servicebus_dead_letters import ServiceBusDeadLetterQueues
     from shared.adapters.servicebus_inbound import deferred_source
 
     storage = blob_service_client(settings)

@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from shared import telemetry
 from shared.contracts import Job, RequestMessage, ResultDocument
-from shared.events.ports import EventPublisher
+from shared.events.ports import CloudEventSpec, EventPublisher
 from shared.messaging import MessageSender, OutgoingMessage
 
 EVENT_SOURCE = "/inferbus/processor"
@@ -60,18 +60,6 @@ class Announcement:
         if self.review_required:
             types.append(CLASSIFIED_FOR_REVIEW)
         return types
-
-
-@dataclass(frozen=True)
-class CloudEventSpec:
-    """A CloudEvent 1.0 described without the SDK."""
-
-    id: str
-    type: str
-    source: str
-    subject: str
-    data: dict[str, Any]
-    extensions: dict[str, str] = field(default_factory=dict)
 
 
 def event_id(request_id: str, event_type: str) -> str:

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from shared.blobs import BlobStore
 from shared.clock import Clock, utc_now
 from shared.contracts import Door
 from shared.errors import InvalidInput
 from shared.events.incoming import IncomingEvent, event_from_cloudevent, event_from_eventgrid
 from shared.events.intake import EventIntake, EventOutcome
-from shared.intake.ports import BlobStore
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from shared.blobs import BlobStore
 from shared.contracts import (
     BlobReferenceInput,
     DocumentId,
@@ -37,7 +38,6 @@ from shared.errors import FieldError, InvalidInput, NotOurs, PayloadTooLarge
 from shared.events.incoming import BLOB_CREATED, INFERENCE_REQUESTED, IncomingEvent
 from shared.events.webhook_tenancy import UNRESTRICTED, TenantScope
 from shared.intake.claim_checks import ClaimChecks
-from shared.intake.ports import BlobStore
 from shared.intake.submissions import Accepted, BlobReference, InlineContent, Intake, Submission
 from shared.intake.tenancy import TENANT_ID_PATTERN
 from shared.redaction import redact_text, redact_url

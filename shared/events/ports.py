@@ -8,11 +8,29 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from shared.events.announcements import CloudEventSpec
-    from shared.events.pull import PulledEvent
+
+@dataclass(frozen=True)
+class CloudEventSpec:
+    """A CloudEvent 1.0 described without the SDK."""
+
+    id: str
+    type: str
+    source: str
+    subject: str
+    data: dict[str, Any]
+    extensions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PulledEvent:
+    """One received event: its lock token, delivery count and the raw CloudEvent."""
+
+    lock_token: str
+    delivery_count: int
+    cloud_event: object
 
 
 class EventPublisher(Protocol):

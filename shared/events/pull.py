@@ -42,21 +42,12 @@ from shared.contracts import Door
 from shared.errors import Conflict, InvalidInput, TransientError
 from shared.events.incoming import IncomingEvent, event_from_cloudevent
 from shared.events.intake import EventIntake
-from shared.events.ports import EventQueue
+from shared.events.ports import EventQueue, PulledEvent
 
 log = logging.getLogger(__name__)
 
 # The delays Event Grid accepts for a release, in seconds (ReleaseDelay).
 RELEASE_DELAYS = (10, 60, 600, 3600)
-
-
-@dataclass(frozen=True)
-class PulledEvent:
-    """One received event: its lock token, delivery count and the raw CloudEvent."""
-
-    lock_token: str
-    delivery_count: int
-    cloud_event: object
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
+from shared.blobs import BlobStore
 from shared.documents import ListedDocuments
 from shared.errors import PermanentError
 from shared.global_batch.records import LedgerEntry, MemberFacts, PendingRequest, Submission
-from shared.intake.ports import BlobStore
 
 JSONL = "application/jsonl"
 # Documents read (or jobs changed) at once when a run needs many (a planned file, a join):

@@ -47,7 +47,9 @@ WINDOW_SECONDS: Final = 10.0
 DEFAULT_ANSWER_TOKENS: Final = 512
 RANK: Final = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
 
-Clock = Callable[[], float]
+MonotonicClock = Callable[[], float]
+"""Seconds on a clock that never goes back (``time.monotonic``): the gate measures
+windows with it, unlike ``shared.clock.Clock``, which tells the wall-clock time."""
 
 
 @dataclass
@@ -113,7 +115,7 @@ class DeploymentGate:
         capacity: Capacity,
         *,
         instances: Callable[[], int] = lambda: 1,
-        clock: Clock = time.monotonic,
+        clock: MonotonicClock = time.monotonic,
         max_wait: float = 300.0,
     ) -> None:
         self.name = name

@@ -17,18 +17,10 @@ import hashlib
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+from shared.blobs import BlobStore
 from shared.contracts import ClaimCheck
 from shared.errors import ClaimCheckInvalid, FieldError, InvalidInput, PayloadTooLarge
-from shared.intake.ports import BlobStore
 from shared.settings import Settings
-
-
-@dataclass(frozen=True)
-class BlobInfo:
-    size: int
-    media_type: str
-    metadata: dict[str, str]
-    etag: str | None = None
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from shared.clock import Clock, utc_now
 from shared.contracts import Job
 from shared.documents import JsonDocuments
 from shared.errors import ConcurrencyConflict, Conflict, FieldError, InvalidInput
-from shared.intake.ports import IdempotencyStore
+from shared.intake.ports import IdempotencyRecord, IdempotencyStore
 from shared.request_ids import new_request_id
 
 IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
@@ -42,15 +42,6 @@ IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
 # input upload and a send within their timeouts), and a caller whose intake crashed
 # waits that long at most instead of minutes.
 STALE_CLAIM_SECONDS = 30.0
-
-
-@dataclass(frozen=True)
-class IdempotencyRecord:
-    tenant_id: str
-    key_hash: str
-    request_hash: str
-    request_id: str
-    created_at: datetime
 
 
 class DocumentIdempotencyStore:

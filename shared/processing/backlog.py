@@ -17,30 +17,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 
 from shared.clock import Clock, utc_now
 from shared.processing.ports import QueueObserver
+from shared.processing.values import QueueSnapshot as QueueSnapshot
 
 log = logging.getLogger(__name__)
 
 REPORT_PREFIX = "inferbus.backlog"
-
-
-@dataclass(frozen=True)
-class QueueSnapshot:
-    """One entity's counts; None where the source does not tell (a subscription's
-    scheduled messages live on its topic; the management API counts no deferred ones)."""
-
-    active: int
-    dead_lettered: int
-    scheduled: int | None
-    deferred: int | None
-    oldest_active_enqueued_at: datetime | None
-    # False where the oldest message cannot be seen (a subscription in Azure is not peeked):
-    # its age is then unknown, not zero.
-    oldest_known: bool = True
 
 
 def report_line(queue: str, snapshot: QueueSnapshot, now: datetime) -> str:

@@ -27,21 +27,10 @@ from shared.contracts import JobStatus
 from shared.documents import Document, JsonDocuments
 from shared.processing.endings import DEFERRED_MESSAGE_LOST, Ending, JobEndings
 from shared.processing.ports import DeferralLedger, DeferredSource, MessageHandler
-from shared.processing.settlement import Outcome
+from shared.processing.values import DeferredEntry as DeferredEntry
+from shared.processing.values import Outcome
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class DeferredEntry:
-    queue: str
-    sequence_number: int
-    tenant_id: str
-    request_id: str
-    due_at: datetime
-    reason: str
-    recorded_at: datetime
-    missing_attempts: int = 0  # sweeps that found its message missing so far
 
 
 def _document(entry: DeferredEntry) -> Document:

@@ -9,7 +9,7 @@ capabilities) implement for it, so that processing imports none of them.
   batch and the deferred sweeper (``pipeline.MessageProcessor``).
 - ``QueueObserver``: a queue's or subscription's counts (``adapters.queue_counts``).
 - ``DeadLetterQueues``, ``DeadLetterPages``: the dead-letter sub-queues, peeked whole or a
-  page at a time (``adapters.servicebus_deadletters``).
+  page at a time (``adapters.servicebus_dead_letters``).
 - ``BatchStaging``: how the pipeline hands a batch-mode request to the Global Batch lane
   (``global_batch.staging.BatchStager``; the rings test keeps processing from importing
   ``global_batch``; ``entrypoints.bootstrap`` wires it).
@@ -25,11 +25,13 @@ from shared.contracts import RequestMessage
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from shared.processing.backlog import QueueSnapshot
-    from shared.processing.dead_letters.queues import DeadLetteredMessage
-    from shared.processing.deferral import DeferredEntry
     from shared.processing.inbound import InboundMessage
-    from shared.processing.settlement import Outcome
+    from shared.processing.values import (
+        DeadLetteredMessage,
+        DeferredEntry,
+        Outcome,
+        QueueSnapshot,
+    )
 
 
 class BatchStaging(Protocol):
@@ -102,7 +104,7 @@ class QueueObserver(Protocol):
 
 
 class DeadLetterQueues(Protocol):
-    """The dead-letter sub-queues (adapter: ``adapters.servicebus_deadletters``)."""
+    """The dead-letter sub-queues (adapter: ``adapters.servicebus_dead_letters``)."""
 
     def peek(self, queue: str) -> list[DeadLetteredMessage]:
         """Every message in ``queue``'s dead-letter sub-queue, in sequence order; peek
@@ -118,7 +120,7 @@ class DeadLetterQueues(Protocol):
 @runtime_checkable
 class DeadLetterPages(Protocol):
     """A dead-letter sub-queue read a page at a time (adapter: ``adapters.
-    servicebus_deadletters``), so a reader's cost does not grow with what it holds."""
+    servicebus_dead_letters``), so a reader's cost does not grow with what it holds."""
 
     def peek_page(
         self, queue: str, from_sequence_number: int, max_count: int

@@ -11,6 +11,7 @@ from enum import StrEnum
 
 from shared.processing.inbound import InboundMessage
 from shared.processing.ports import Settler
+from shared.processing.values import Outcome as Outcome
 
 
 class DeadLetterReason(StrEnum):
@@ -20,27 +21,6 @@ class DeadLetterReason(StrEnum):
     PERMANENT_FAILURE = "PermanentFailure"
     # A direct producer named a tenant ProducerTenants does not list (no job is kept).
     TENANT_NOT_ALLOWED = "TenantNotAllowed"
-
-
-class Outcome(StrEnum):
-    """What became of one message (``Processor.process``): the rows of the outcome table,
-    counted in ``inferbus.messages.settled`` and logged as ``message <id> -> <outcome>``."""
-
-    COMPLETED = "completed"
-    # A content-filter refusal: a result, not a failure (the message is completed).
-    REFUSED = "refused"
-    DEAD_LETTERED = "dead-lettered"
-    ABANDONED = "abandoned"
-    RETRY_SCHEDULED = "retry-scheduled"
-    DEFERRED = "deferred"
-    # No model capacity within the wait: a copy comes back when the deployment has room.
-    CAPACITY_WAIT = "capacity-wait"
-    DUPLICATE = "duplicate"
-    EXPIRED = "expired"
-    STAGED = "staged"
-    # Its job had ended, and settling the message failed (a lock lost to a broker restart):
-    # the broker delivers it again, and that delivery completes as a duplicate.
-    UNSETTLED = "unsettled"
 
 
 # Service Bus limits the dead-letter description; keep ours well inside it.

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 
+from shared.blobs import BlobStore
 from shared.clock import Clock, utc_now
 from shared.contracts import BlobReferenceInput, ClaimCheck
 from shared.errors import (
@@ -32,7 +33,6 @@ from shared.errors import (
     TransientError,
 )
 from shared.intake.claim_checks import ClaimChecks
-from shared.intake.ports import BlobStore
 from shared.producer.batching import QueueBatcher
 from shared.producer.lines import LineRefusal, ParsedLine, RequestLine
 from shared.producer.planning import TEXT_MEDIA_TYPE, Planned, Planner

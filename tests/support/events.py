@@ -6,7 +6,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.intake.ports import BlobStore
+from shared.blobs import BlobStore
 
 STORAGE_TOPIC = (
     "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg"

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.contracts import Door
-from shared.events.pull import PullDoor, PulledEvent, PullPolicy, release_delay
+from shared.events.ports import PulledEvent
+from shared.events.pull import PullDoor, PullPolicy, release_delay
 from tests.fakes import broker_down
 from tests.support.events import requested_event
 from tests.support.wiring import Wired, wire

@@ -122,6 +122,53 @@ def test_the_rule_sees_an_upward_import() -> None:
     assert upward([Arrow("shared.entrypoints.bootstrap", "shared.processing", 1)]) == []
 
 
+def circle(found: list[Arrow]) -> list[str]:
+    """One import circle among the modules (a module importing itself counts), as the
+    modules met in order; empty when every import points one way. Imports under
+    ``TYPE_CHECKING`` count: they tie the modules together for a reader all the same."""
+    after: dict[str, set[str]] = {}
+    for arrow in found:
+        after.setdefault(arrow.importer, set()).add(arrow.imported)
+    done: set[str] = set()
+
+    def walk(module: str, path: list[str]) -> list[str]:
+        if module in path:
+            return [*path[path.index(module) :], module]
+        if module in done:
+            return []
+        for imported in sorted(after.get(module, ())):
+            if found_circle := walk(imported, [*path, module]):
+                return found_circle
+        done.add(module)
+        return []
+
+    for module in sorted(after):
+        if found_circle := walk(module, []):
+            return found_circle
+    return []
+
+
+def test_no_import_circle_inside_shared() -> None:
+    found = arrows()
+    assert len(found) > 100, "the reader found too few imports to judge"
+    assert circle(found) == [], "an import circle: " + " -> ".join(circle(found))
+
+
+def test_the_circle_rule_sees_a_circle_through_a_type_only_import() -> None:
+    """The check is not vacuous: ports naming a value of the module that uses them is caught."""
+    planted = [
+        Arrow("shared.intake.claim_checks", "shared.intake.ports", 1),
+        Arrow("shared.intake.ports", "shared.intake.claim_checks", 2),
+        Arrow("shared.intake.claim_checks", "shared.errors", 3),
+    ]
+    assert circle(planted) == [
+        "shared.intake.claim_checks",
+        "shared.intake.ports",
+        "shared.intake.claim_checks",
+    ]
+    assert circle(planted[:1] + planted[2:]) == []
+
+
 def test_every_exception_class_is_in_the_one_tree() -> None:
     """Each exception class ``shared`` defines derives from ``InferbusError`` (drawn at the
     top of ``errors.py``), so every door maps it to an answer."""

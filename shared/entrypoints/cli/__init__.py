@@ -1,4 +1,4 @@
 """The command lines: the operators' ``python -m shared.ops`` (``ops``, with its areas
-``servicebus_deadletters``, ``eventgrid_deadletters`` and ``usage``) and the producer's
+``servicebus_dead_letters``, ``eventgrid_dead_letters`` and ``usage``) and the producer's
 ``python -m shared.producer`` (``producer``). ``shared/ops`` and ``shared/producer`` keep
 the command names and hand over to these."""

@@ -10,8 +10,8 @@
     python -m shared.ops usage [--day D | --since D [--until D]] [--tenant T] [--json]
 
 ``deadletters`` (alias ``eventgrid-deadletters``) reads Event Grid's dead-letter blobs
-(commands in ``eventgrid_deadletters``), ``sb-deadletters`` (alias ``servicebus-deadletters``) the
-dead-letter queues of the request queues (commands in ``servicebus_deadletters``), ``usage`` the
+(commands in ``eventgrid_dead_letters``), ``sb-deadletters`` (alias ``servicebus-deadletters``) the
+dead-letter queues of the request queues (commands in ``servicebus_dead_letters``), ``usage`` the
 tokens used per day, tenant, model and lane (``usage``). This module
 assembles their parsers and is the command line's wiring: from the app's services it
 builds what each area's commands use (the ``DeadLetterReplay``; the ``DeadLetterScope`` and
@@ -36,8 +36,8 @@ from datetime import timedelta
 
 from shared.accounting.usage_report import UsageReader
 from shared.entrypoints.bootstrap import Services, ServicesProvider, get_services
-from shared.entrypoints.cli.eventgrid_deadletters import add_eventgrid_commands
-from shared.entrypoints.cli.servicebus_deadletters import DeadLetterScope, add_servicebus_commands
+from shared.entrypoints.cli.eventgrid_dead_letters import add_eventgrid_commands
+from shared.entrypoints.cli.servicebus_dead_letters import DeadLetterScope, add_servicebus_commands
 from shared.entrypoints.cli.usage import add_usage_command
 from shared.errors import ConfigurationError, TransientError
 from shared.lanes import LaneQueues
@@ -49,7 +49,7 @@ OperationsFactory = Callable[[Services], AbstractContextManager[DeadLetterOperat
 @contextmanager
 def servicebus_operations(services: Services) -> Iterator[DeadLetterOperations]:
     """The dead-letter operations over azure-servicebus (one client, closed afterwards)."""
-    from shared.adapters.servicebus_deadletters import dead_letter_tools
+    from shared.adapters.servicebus_dead_letters import dead_letter_tools
 
     settings = services.settings
     with dead_letter_tools(settings) as (queues, sender_for):

@@ -2,7 +2,7 @@
 
 One row per message for ``list`` and ``purge --dry-run``, one JSON document per message
 for ``list --json`` and ``show``, one line per replay outcome. Kept apart from the
-commands (``servicebus_deadletters``) so that the command flow reads without the formatting, and
+commands (``servicebus_dead_letters``) so that the command flow reads without the formatting, and
 every command prints a message the same way. Descriptions, properties and bodies pass
 through ``shared.redaction`` first: nothing printed here carries a credential.
 """

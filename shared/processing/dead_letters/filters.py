@@ -4,8 +4,8 @@ The operator's filters (``--reason``, ``--tenant``, ``--older-than`` ...) become
 ``Selection``; ``find`` resolves the argument of ``show``; ``summarise`` counts what
 ``list`` prints. They are pure functions of the peeked messages and a clock reading, so
 they live apart from the operations that read the broker and write the markers
-(``servicebus_deadletters``) and from the command line that prints them
-(``entrypoints.cli.servicebus_deadletters``).
+(``servicebus_dead_letters``) and from the command line that prints them
+(``entrypoints.cli.servicebus_dead_letters``).
 """
 
 from __future__ import annotations

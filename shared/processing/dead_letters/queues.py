@@ -8,17 +8,14 @@ reason and description beside its application properties.
 
 This module has only the model (``DeadLetteredMessage``) and the port
 (``DeadLetterQueues``), so that the filters (``filters``), the operations
-(``servicebus_deadletters``) and the adapter (``adapters.servicebus_deadletters``) share
+(``servicebus_dead_letters``) and the adapter (``adapters.servicebus_dead_letters``) share
 one definition and none of them has to import another.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-
-from shared.processing.inbound import PropertyValue
 from shared.processing.ports import DeadLetterPages, DeadLetterQueues
+from shared.processing.values import DeadLetteredMessage as DeadLetteredMessage
 
 # A topic subscription's entity path, as Service Bus writes it (``<topic>/subscriptions/<s>``):
 # where the dead-letter tools name a queue, they also take a subscription of the results
@@ -38,39 +35,6 @@ def topic_subscription(entity: str) -> tuple[str, str] | None:
 
 # The broker puts these beside the application properties; they are not the sender's.
 DEAD_LETTER_PROPERTIES = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})
-
-
-@dataclass(frozen=True)
-class DeadLetteredMessage:
-    queue: str  # the entity whose dead-letter sub-queue holds it (a queue or a subscription)
-    sequence_number: int
-    message_id: str | None
-    enqueued_time: datetime | None
-    delivery_count: int
-    reason: str
-    description: str
-    source: str | None  # the entity it was dead-lettered from, when the broker says
-    body: bytes
-    correlation_id: str | None = None
-    session_id: str | None = None
-    subject: str | None = None
-    content_type: str | None = None
-    application_properties: dict[str, PropertyValue] = field(default_factory=dict)
-
-    def _property(self, name: str) -> str | None:
-        value = self.application_properties.get(name)
-        return value if isinstance(value, str) and value else None
-
-    @property
-    def tenant(self) -> str | None:
-        return self._property("tenant")
-
-    @property
-    def model(self) -> str | None:
-        return self._property("model_name")
-
-    def age(self, now: datetime) -> timedelta | None:
-        return None if self.enqueued_time is None else max(now - self.enqueued_time, timedelta())
 
 
 class _SlicedPages:

@@ -24,9 +24,8 @@ from shared.documents import Document
 from shared.errors import ConcurrencyConflict, NotFound
 from shared.events.ports import CloudEventSpec
 from shared.messaging import OutgoingMessage
-from shared.processing.backlog import QueueSnapshot
-from shared.processing.dead_letters.queues import DeadLetteredMessage
 from shared.processing.inbound import InboundMessage
+from shared.processing.values import DeadLetteredMessage, QueueSnapshot
 
 ACCOUNT_URL = "https://acct.blob.core.windows.net"
 _etags = itertools.count(1)

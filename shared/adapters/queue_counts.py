@@ -28,8 +28,9 @@ from shared.errors import ConfigurationError
 from shared.intake.backpressure import lane_backlog_limits
 from shared.intake.ports import BacklogProbe
 from shared.lanes import Lane, LaneQueues
-from shared.processing.backlog import QueueSnapshot, SubscriptionObservers
+from shared.processing.backlog import SubscriptionObservers
 from shared.processing.ports import QueueObserver
+from shared.processing.values import QueueSnapshot
 from shared.settings import Settings
 
 SUBSCRIPTIONS = "/Subscriptions/"  # the middle of a subscription's entity path

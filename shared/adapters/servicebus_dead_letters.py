@@ -34,11 +34,8 @@ from azure.servicebus import (
 from shared.adapters.servicebus import LazyServiceBusSender, servicebus_client, servicebus_errors
 from shared.adapters.servicebus_inbound import from_sdk
 from shared.messaging import MessageSender
-from shared.processing.dead_letters.queues import (
-    DEAD_LETTER_PROPERTIES,
-    DeadLetteredMessage,
-    topic_subscription,
-)
+from shared.processing.dead_letters.queues import DEAD_LETTER_PROPERTIES, topic_subscription
+from shared.processing.values import DeadLetteredMessage
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)

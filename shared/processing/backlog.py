@@ -21,7 +21,7 @@ from datetime import datetime
 
 from shared.clock import Clock, utc_now
 from shared.processing.ports import QueueObserver
-from shared.processing.values import QueueSnapshot as QueueSnapshot
+from shared.processing.values import QueueSnapshot
 
 log = logging.getLogger(__name__)
 

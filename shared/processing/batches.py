@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from shared import telemetry
 from shared.processing.inbound import InboundMessage
 from shared.processing.ports import MessageHandler, Settler
-from shared.processing.settlement import Outcome
+from shared.processing.values import Outcome
 
 log = logging.getLogger(__name__)
 

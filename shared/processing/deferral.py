@@ -27,8 +27,7 @@ from shared.contracts import JobStatus
 from shared.documents import Document, JsonDocuments
 from shared.processing.endings import DEFERRED_MESSAGE_LOST, Ending, JobEndings
 from shared.processing.ports import DeferralLedger, DeferredSource, MessageHandler
-from shared.processing.values import DeferredEntry as DeferredEntry
-from shared.processing.values import Outcome
+from shared.processing.values import DeferredEntry, Outcome
 
 log = logging.getLogger(__name__)
 

@@ -40,12 +40,8 @@ from shared.jobs import JobRepository, fail
 from shared.processing.adopted_jobs import INVALID_REQUEST, job_from_message
 from shared.processing.inbound import InboundMessage
 from shared.processing.retries import Retries
-from shared.processing.settlement import (
-    MAX_DESCRIPTION_CHARS,
-    DeadLetterReason,
-    NotedSettler,
-    Outcome,
-)
+from shared.processing.settlement import MAX_DESCRIPTION_CHARS, DeadLetterReason, NotedSettler
+from shared.processing.values import Outcome
 
 log = logging.getLogger(__name__)
 

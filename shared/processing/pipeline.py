@@ -37,14 +37,14 @@ from shared.inference.served import ServedModels
 from shared.intake.claim_checks import ClaimChecks
 from shared.jobs import JobRepository, Versioned, held_by_a_delivery, transition
 from shared.processing.adopted_jobs import JobAdoption
-from shared.processing.deferral import DeferredEntry
 from shared.processing.inbound import InboundMessage
 from shared.processing.outcomes import OutcomeTable, Unsettled
 from shared.processing.policy import ProcessingPolicy
 from shared.processing.ports import BatchStaging, DeferralLedger, Settler
 from shared.processing.request_parsing import parse_request
 from shared.processing.retries import Retries
-from shared.processing.settlement import NotedSettler, Outcome
+from shared.processing.settlement import NotedSettler
+from shared.processing.values import DeferredEntry, Outcome
 from shared.results import run_model
 
 log = logging.getLogger(__name__)

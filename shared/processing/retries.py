@@ -23,7 +23,7 @@ from shared.processing.backoff import retry_delay
 from shared.processing.inbound import OUTAGE_RETRY_COUNT, OUTAGE_SINCE, InboundMessage
 from shared.processing.policy import ProcessingPolicy
 from shared.processing.ports import Settler
-from shared.processing.settlement import Outcome
+from shared.processing.values import Outcome
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,6 @@ from enum import StrEnum
 
 from shared.processing.inbound import InboundMessage
 from shared.processing.ports import Settler
-from shared.processing.values import Outcome as Outcome
 
 
 class DeadLetterReason(StrEnum):

@@ -25,7 +25,8 @@ from shared.entrypoints.bootstrap import Services
 from shared.errors import TransientError
 from shared.events.announcements import FAILED
 from shared.lanes import Lane
-from shared.processing.deferral import DeferredEntry, DeferredSweeper, DocumentDeferralLedger
+from shared.processing.deferral import DeferredSweeper, DocumentDeferralLedger
+from shared.processing.values import DeferredEntry
 from tests.fixtures.servicebus_emulator import DEFAULT_CONFIG, ServiceBusEmulator
 from tests.integration.conftest import InstallServices
 from tests.support.servicebus import QueueRecorder, connect, drain

@@ -35,7 +35,7 @@ from shared.global_batch.control_plane import ControlPolicy, GlobalBatchControlP
 from shared.global_batch.ports import BatchService, RemoteBatch
 from shared.lanes import Lane
 from shared.processing.endings import JobEndings
-from shared.processing.settlement import Outcome
+from shared.processing.values import Outcome
 from shared.settings import Settings
 from tests.support.wiring import delivered
 

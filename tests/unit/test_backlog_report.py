@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.processing.backlog import QueueSnapshot, report_backlog, report_line
+from shared.processing.backlog import report_backlog, report_line
+from shared.processing.values import QueueSnapshot
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -18,7 +18,7 @@ from shared.entrypoints.cli.ops import main
 from shared.errors import TransientError
 from shared.processing.dead_letters.deadlines import DeadlineExtension, parse_duration
 from shared.processing.dead_letters.operations import DeadLetterOperations
-from shared.processing.dead_letters.queues import DeadLetteredMessage
+from shared.processing.values import DeadLetteredMessage
 from tests.support.wiring import wire
 from tests.unit.test_servicebus_deadletters import NOW, QUEUE, Harness, harness, item, request
 

@@ -12,10 +12,10 @@ from shared.contracts import Job, JobStatus
 from shared.events.announcements import FAILED
 from shared.lanes import Lane
 from shared.processing.batches import BatchProcessor
-from shared.processing.deferral import DeferredEntry, DeferredSweeper, DocumentDeferralLedger
+from shared.processing.deferral import DeferredSweeper, DocumentDeferralLedger
 from shared.processing.inbound import InboundMessage
 from shared.processing.ports import Settler
-from shared.processing.settlement import Outcome
+from shared.processing.values import DeferredEntry, Outcome
 from tests.fakes import ManualClock
 from tests.support.wiring import Wired, wire
 

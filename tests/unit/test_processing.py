@@ -34,11 +34,12 @@ from shared.intake.request_rules import RequestRules
 from shared.jobs import DocumentJobStore, JobRepository, Versioned
 from shared.processing.assembly import lane_processor
 from shared.processing.backoff import retry_delay
-from shared.processing.deferral import DeferredEntry, DocumentDeferralLedger
+from shared.processing.deferral import DocumentDeferralLedger
 from shared.processing.inbound import InboundMessage
 from shared.processing.outcomes import Unsettled
 from shared.processing.policy import ProcessingPolicy
 from shared.processing.settlement import NotedSettler
+from shared.processing.values import DeferredEntry
 from shared.settings import Settings
 from tests.fakes import broker_down
 from tests.support.catalogs import local_catalog, served_models

@@ -13,13 +13,13 @@ from shared.contracts import InlineText, Job, JobStatus, RequestMessage
 from shared.errors import TransientError
 from shared.jobs import reopen
 from shared.processing.dead_letters.operations import replay_generation
-from shared.processing.dead_letters.queues import DeadLetteredMessage
 from shared.processing.dead_letters.reconciliation import (
     CHECKPOINT_PREFIX,
     DeadLetterReconciler,
     error_code,
     request_of,
 )
+from shared.processing.values import DeadLetteredMessage
 from tests.fakes import ManualClock
 from tests.support.wiring import Wired, wire
 

@@ -12,12 +12,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.contracts import Job, JobStatus
-from shared.processing.dead_letters.queues import DeadLetteredMessage
 from shared.processing.dead_letters.reconciliation import (
     CHECKPOINT_PREFIX,
     Checkpoint,
     DeadLetterReconciler,
 )
+from shared.processing.values import DeadLetteredMessage
 from tests.fakes import ManualClock
 from tests.support.wiring import Wired, wire
 

@@ -25,7 +25,7 @@ from shared.processing.dead_letters.operations import (
     replay_copy,
     replay_message_id,
 )
-from shared.processing.dead_letters.queues import DeadLetteredMessage
+from shared.processing.values import DeadLetteredMessage
 from shared.redaction import body_preview, is_sensitive_key, mask_credentials, redact
 from tests.support.wiring import wire
 

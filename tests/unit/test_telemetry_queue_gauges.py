@@ -15,8 +15,9 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from shared import telemetry
-from shared.processing.backlog import QueueSnapshot, entity_readers, gauge_values
+from shared.processing.backlog import entity_readers, gauge_values
 from shared.processing.ports import QueueObserver
+from shared.processing.values import QueueSnapshot
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 QUEUES = ("inference-requests", "inference-priority", "inference-ordered")

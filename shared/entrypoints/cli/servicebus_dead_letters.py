@@ -45,10 +45,10 @@ from shared.processing.dead_letters.filters import Selection, find, parse_age, s
 from shared.processing.dead_letters.operations import DeadLetterOperations, ReplayOutcome
 from shared.processing.dead_letters.queues import (
     SUBSCRIPTIONS,
-    DeadLetteredMessage,
     subscription_path,
     topic_subscription,
 )
+from shared.processing.values import DeadLetteredMessage
 
 
 @dataclass(frozen=True)

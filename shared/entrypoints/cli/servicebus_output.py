@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from shared.documents import Document
 from shared.processing.dead_letters.operations import ReplayOutcome
-from shared.processing.dead_letters.queues import DeadLetteredMessage
+from shared.processing.values import DeadLetteredMessage
 from shared.redaction import body_preview, mask_credentials, redact
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from shared.processing.dead_letters.queues import DeadLetteredMessage
+from shared.processing.values import DeadLetteredMessage
 
 AGE_BUCKETS = (
     (timedelta(hours=1), "< 1h"),

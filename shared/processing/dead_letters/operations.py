@@ -41,15 +41,12 @@ from shared.jobs import REOPENABLE, JobRepository, Versioned, reopen
 from shared.messaging import MessageSender, OutgoingMessage
 from shared.processing.adopted_jobs import INVALID_REQUEST
 from shared.processing.dead_letters.deadlines import DeadlineExtension, NewDeadline
-from shared.processing.dead_letters.queues import (
-    DEAD_LETTER_PROPERTIES,
-    DeadLetteredMessage,
-    topic_subscription,
-)
+from shared.processing.dead_letters.queues import DEAD_LETTER_PROPERTIES, topic_subscription
 from shared.processing.dead_letters.subscriptions import result_copy
 from shared.processing.inbound import OUTAGE_RETRY_COUNT, OUTAGE_SINCE, InboundMessage
 from shared.processing.ports import DeadLetterQueues
 from shared.processing.request_parsing import parse_request
+from shared.processing.values import DeadLetteredMessage
 from shared.redaction import mask_credentials
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ one definition and none of them has to import another.
 from __future__ import annotations
 
 from shared.processing.ports import DeadLetterPages, DeadLetterQueues
-from shared.processing.values import DeadLetteredMessage as DeadLetteredMessage
+from shared.processing.values import DeadLetteredMessage
 
 # A topic subscription's entity path, as Service Bus writes it (``<topic>/subscriptions/<s>``):
 # where the dead-letter tools name a queue, they also take a subscription of the results

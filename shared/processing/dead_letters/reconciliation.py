@@ -66,7 +66,7 @@ from shared.processing.dead_letters.operations import (
     replay_generation,
     replay_marker,
 )
-from shared.processing.dead_letters.queues import DeadLetteredMessage, pages_of
+from shared.processing.dead_letters.queues import pages_of
 from shared.processing.endings import (
     DEADLINE_EXCEEDED,
     MESSAGE_EXPIRED,
@@ -75,6 +75,7 @@ from shared.processing.endings import (
 )
 from shared.processing.ports import DeadLetterQueues
 from shared.processing.settlement import DeadLetterReason
+from shared.processing.values import DeadLetteredMessage
 
 log = logging.getLogger(__name__)
 

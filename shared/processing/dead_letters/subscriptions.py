@@ -19,11 +19,8 @@ the copy too; results messages carry deterministic event ids, so consumers drop 
 from __future__ import annotations
 
 from shared.messaging import OutgoingMessage
-from shared.processing.dead_letters.queues import (
-    DEAD_LETTER_PROPERTIES,
-    DeadLetteredMessage,
-    topic_subscription,
-)
+from shared.processing.dead_letters.queues import DEAD_LETTER_PROPERTIES, topic_subscription
+from shared.processing.values import DeadLetteredMessage
 
 REPLAY_SUBSCRIPTION = "replay_subscription"
 

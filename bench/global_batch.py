@@ -81,7 +81,7 @@ from shared.global_batch.control_plane import GlobalBatchControlPlane
 from shared.global_batch.files import encoded
 from shared.global_batch.records import Submission
 from shared.global_batch.store import BatchRecords
-from shared.lanes import Lane as RequestLane
+from shared.lanes import Lane
 from shared.messaging import request_envelope
 from shared.request_ids import new_request_id
 from shared.settings import Settings
@@ -98,7 +98,7 @@ METERED = ("bench client", "azurite", "emulator")
 
 
 @dataclass(frozen=True)
-class Lane:
+class GlobalBatchLane:
     services: Services
     records: BatchRecords
     control: GlobalBatchControlPlane
@@ -143,7 +143,7 @@ def lane_settings(storage: str, emulator: OpenAIEmulator, **overrides: str) -> S
     return Settings.model_validate(values | overrides)
 
 
-def build_lane(settings: Settings) -> Lane:
+def build_lane(settings: Settings) -> GlobalBatchLane:
     AzureBlobStore(blob_service_client(settings)).ensure_containers(settings.containers.names())
     events, topic = RecordingPublisher(), RecordingSender()
     ports = replaced(
@@ -152,7 +152,9 @@ def build_lane(settings: Settings) -> Lane:
     services = build_services(settings, ports)
     if services.http.batches.records is None or services.global_batch is None:
         raise RuntimeError("the Global Batch lane is not configured")
-    return Lane(services, services.http.batches.records, services.global_batch, events, topic)
+    return GlobalBatchLane(
+        services, services.http.batches.records, services.global_batch, events, topic
+    )
 
 
 def in_parallel(work: Callable[[int], Any], count: int) -> list[Any]:
@@ -169,7 +171,7 @@ def timed(meter: CpuMeter, work: Callable[[], object]) -> Phase:
     return Phase(wall, {name: used[name] for name in METERED})
 
 
-def stage(lane: Lane, count: int) -> tuple[list[str], float, float]:
+def stage(lane: GlobalBatchLane, count: int) -> tuple[list[str], float, float]:
     """``count`` batch-mode requests: their jobs created, then staged; (ids, seconds of
     creating the jobs, seconds of staging)."""
     now = datetime.now(UTC)
@@ -191,7 +193,7 @@ def stage(lane: Lane, count: int) -> tuple[list[str], float, float]:
     jobs_seconds = time.perf_counter() - began
     if any(job is None for job in created):
         raise RuntimeError("a job existed already (request ids collided)")
-    stager = lane.services.lanes[RequestLane.STANDARD].stager  # the processors' own
+    stager = lane.services.lanes[Lane.STANDARD].stager  # the processors' own
     assert stager is not None
 
     def stage_one(number: int) -> bool:
@@ -223,7 +225,7 @@ def stage(lane: Lane, count: int) -> tuple[list[str], float, float]:
     return [job.id for job in jobs], jobs_seconds, staging_seconds
 
 
-def submissions(lane: Lane) -> list[Submission]:
+def submissions(lane: GlobalBatchLane) -> list[Submission]:
     names = lane.services.ports.documents.list_names(lane.records.container, "submissions/")
     found = []
     for name in names:
@@ -233,7 +235,7 @@ def submissions(lane: Lane) -> list[Submission]:
     return found
 
 
-def completion(lane: Lane, ids: list[str], files: Iterable[Submission]) -> str:
+def completion(lane: GlobalBatchLane, ids: list[str], files: Iterable[Submission]) -> str:
     """ "" when every request completed, was announced once on each channel and counted
     in its submission's outcomes; else what was not."""
     statuses = Counter(

@@ -29,7 +29,7 @@ from shared.global_batch.quota import (
 )
 from shared.global_batch.records import Submission, SubmissionState
 from shared.inference.capacity import DEFAULT_ANSWER_TOKENS, estimated_tokens
-from shared.lanes import Lane as RequestLane
+from shared.lanes import Lane
 from shared.processing.endings import JobEndings
 from shared.request_ids import new_request_id
 from tests.fakes import ManualClock
@@ -102,7 +102,7 @@ class QuotaService:
 
 
 @dataclass
-class Lane:
+class GlobalBatchLane:
     wired: Wired
     clock: ManualClock
     service: QuotaService
@@ -140,7 +140,7 @@ class Lane:
             mode=ProcessingMode.BATCH,
         )
         assert self.wired.services.jobs.create(job) is not None
-        stager = self.wired.services.lanes[RequestLane.STANDARD].stager
+        stager = self.wired.services.lanes[Lane.STANDARD].stager
         assert stager is not None
         assert stager.stage(request, request.request_id, text.encode(), "text/plain", {})
         return request.request_id
@@ -212,10 +212,12 @@ class Lane:
 
 
 @pytest.fixture
-def lane() -> Lane:
+def lane() -> GlobalBatchLane:
     clock = ManualClock(START)
     service = QuotaService()
-    return Lane(wire(clock, {"batch_service": service}, settings=SETTINGS), clock, service)
+    return GlobalBatchLane(
+        wire(clock, {"batch_service": service}, settings=SETTINGS), clock, service
+    )
 
 
 @pytest.fixture
@@ -226,7 +228,9 @@ def endings(monkeypatch: pytest.MonkeyPatch) -> BatchEndings:
 # --- the estimate ------------------------------------------------------------------------------
 
 
-def test_a_line_is_estimated_as_the_capacity_gate_estimates_the_same_call(lane: Lane) -> None:
+def test_a_line_is_estimated_as_the_capacity_gate_estimates_the_same_call(
+    lane: GlobalBatchLane,
+) -> None:
     plain = lane.line_of(lane.submit("x" * 400))
     bounded = lane.line_of(lane.submit("x" * 400, parameters={"max_tokens": 50}))
     system, user = (m["content"] for m in plain["body"]["messages"])
@@ -243,7 +247,7 @@ def test_a_line_with_text_parts_counts_their_text() -> None:
 # --- planning splits at the quota ---------------------------------------------------------------
 
 
-def test_a_file_over_the_quota_is_split_so_that_each_file_fits(lane: Lane) -> None:
+def test_a_file_over_the_quota_is_split_so_that_each_file_fits(lane: GlobalBatchLane) -> None:
     ids = []
     for n in range(5):
         ids.append(lane.submit(f"Document {n}.", parameters={"max_tokens": 1000}))
@@ -263,7 +267,7 @@ def test_a_file_over_the_quota_is_split_so_that_each_file_fits(lane: Lane) -> No
     assert all(lane.status(i) is JobStatus.RUNNING for i in ids)
 
 
-def test_without_a_quota_files_are_split_by_lines_and_bytes_only(lane: Lane) -> None:
+def test_without_a_quota_files_are_split_by_lines_and_bytes_only(lane: GlobalBatchLane) -> None:
     for n in range(3):
         lane.submit(f"Document {n}.", parameters={"max_tokens": 16_000})
     lane.control_plane(None).run()
@@ -273,7 +277,7 @@ def test_without_a_quota_files_are_split_by_lines_and_bytes_only(lane: Lane) -> 
 
 
 def test_a_line_larger_than_the_quota_fails_at_once_and_the_others_go_out(
-    lane: Lane, endings: BatchEndings
+    lane: GlobalBatchLane, endings: BatchEndings
 ) -> None:
     small = [lane.submit(f"Note {n}.", parameters={"max_tokens": 100}) for n in range(2)]
     large = lane.submit("A long report. " * 200, parameters={"max_tokens": 4000})
@@ -300,13 +304,13 @@ def test_a_line_larger_than_the_quota_fails_at_once_and_the_others_go_out(
 # --- a refusal waits, within bounds ---------------------------------------------------------------
 
 
-def refused_submission(lane: Lane) -> Submission:
+def refused_submission(lane: GlobalBatchLane) -> Submission:
     (submission,) = lane.submissions()
     return submission
 
 
 def test_a_refused_batch_waits_doubling_and_its_members_fail_past_the_wait_limit(
-    lane: Lane, endings: BatchEndings, caplog: pytest.LogCaptureFixture
+    lane: GlobalBatchLane, endings: BatchEndings, caplog: pytest.LogCaptureFixture
 ) -> None:
     ids = [lane.submit(f"Document {n}.") for n in range(2)]
     control_plane = lane.control_plane(None, retry=60, retry_max=240, wait_limit=600)
@@ -343,7 +347,7 @@ def test_a_refused_batch_waits_doubling_and_its_members_fail_past_the_wait_limit
 
 
 def test_a_refused_batch_waits_no_longer_than_its_members_earliest_deadline(
-    lane: Lane, endings: BatchEndings
+    lane: GlobalBatchLane, endings: BatchEndings
 ) -> None:
     early = lane.submit("Due soon.", deadline_seconds=100)
     late = lane.submit("Due later.", deadline_seconds=10_000)
@@ -370,7 +374,7 @@ def test_a_refused_batch_waits_no_longer_than_its_members_earliest_deadline(
     assert endings.counted() == {(BATCH_QUOTA_EXCEEDED, DEPLOYMENT): 1}
 
 
-def test_a_batch_that_is_let_in_after_a_refusal_runs_on(lane: Lane) -> None:
+def test_a_batch_that_is_let_in_after_a_refusal_runs_on(lane: GlobalBatchLane) -> None:
     ids = [lane.submit("Document.")]
     control_plane = lane.control_plane(None, retry=60, retry_max=240, wait_limit=600)
     control_plane.run()

@@ -413,10 +413,13 @@ def _parameters(alias: str, model: ModelEntry) -> ParameterDeclaration:
 
 
 def _resolve_options(
-    options: Mapping[str, Any], lookup: Lookup, fail: Callable[[str, str], CatalogError]
+    options: Mapping[str, Any],
+    lookup: Lookup,
+    fail: Callable[[str, str], CatalogError],
+    where: Callable[[str], str] = option_field,
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The options with ``%Name%`` resolved in their text values, and those left unset
-    (option -> the unset setting that left it so)."""
+    """The values with ``%Name%`` resolved in their text, and those left unset (name ->
+    the unset setting that left it so); ``where`` names a value's field in a refusal."""
     resolved: dict[str, Any] = {}
     unresolved: dict[str, str] = {}
     for name, raw in options.items():
@@ -427,7 +430,7 @@ def _resolve_options(
             value, missing = _resolve_text(raw, lookup)
         except KeyError as setting:
             raise fail(
-                option_field(name), f"{raw} names app setting {setting}, which is not set"
+                where(name), f"{raw} names app setting {setting}, which is not set"
             ) from None
         if missing:
             unresolved[name] = missing
@@ -449,7 +452,7 @@ def resolve_catalog(document: CatalogDocument, source: str, lookup: Lookup) -> M
             return CatalogError(message, file=source, entry=f"model '{alias}'", field=field)
 
         given = {"batch_deployment": model.batch_deployment} if model.batch_deployment else {}
-        resolved, unresolved = _resolve_options(given, lookup, fail)
+        resolved, unresolved = _resolve_options(given, lookup, fail, where=str)
         options, unset_options = _resolve_options(model.options, lookup, fail)
         cards[alias] = ModelCard(
             alias=alias,

@@ -219,6 +219,13 @@ def test_an_unset_setting_inside_a_value_is_refused() -> None:
     assert "names app setting 'Host', which is not set" in str(refused.value)
 
 
+def test_an_unset_setting_inside_batch_deployment_names_the_alias_field() -> None:
+    """batch_deployment is every alias's own field, not one of its provider's options."""
+    with pytest.raises(CatalogError) as refused:
+        catalog(models(a={"provider": "local", "batch_deployment": "gpt-%Suffix%"}))
+    assert (refused.value.entry, refused.value.field) == ("model 'a'", "batch_deployment")
+
+
 def test_a_capacity_reference_must_be_a_whole_number() -> None:
     with pytest.raises(CatalogError, match=r"capacity\.tokens_per_minute") as refused:
         catalog(

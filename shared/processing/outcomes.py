@@ -142,11 +142,7 @@ class OutcomeTable:
         if self._retries.in_place:
             return self.retry(unsettled)
         message, request, error = _parts(unsettled)
-        outcome = self._retries.outage_copy(
-            message, request, unsettled.settler, _transient(error), until_deadline=True
-        )
-        assert outcome is not None  # a copy due by the deadline always has a time
-        return outcome
+        return self._retries.capacity_copy(message, request, unsettled.settler, _transient(error))
 
     def wait_out_outage(self, unsettled: Unsettled) -> Outcome:
         """Storage or the broker, the platform's own dependencies, failed: a copy that
@@ -159,10 +155,8 @@ class OutcomeTable:
         log.warning("message %s: storage or the broker failed (%s); waiting it out",
                     message.message_id, error)  # fmt: skip
         if self._retries.in_place:
-            return self._try_again(unsettled, error.cause)
-        outcome = self._retries.outage_copy(
-            message, request, unsettled.settler, error.cause, until_deadline=False
-        )
+            return self.retry(unsettled)
+        outcome = self._retries.outage_copy(message, request, unsettled.settler, error.cause)
         if outcome is not None:
             return outcome
         why = f"storage or the broker stayed unavailable past the deadline; last error: {error}"

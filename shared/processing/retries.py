@@ -139,40 +139,56 @@ class Retries:
         settler.complete(message)
         return Outcome.RETRY_SCHEDULED
 
-    def outage_copy(
-        self,
-        message: InboundMessage,
-        request: RequestMessage,
-        settler: Settler,
+    def capacity_copy(
+        self, message: InboundMessage, request: RequestMessage, settler: Settler,
         error: TransientError,
-        *,
-        until_deadline: bool,
-    ) -> Outcome | None:
-        """A copy that keeps ``retry_count`` (the model's budget) and counts
-        ``outage_retry_count``, carrying when the first such wait began (``outage_since``):
-        the deployment's or the platform's state is not the request's fault. The
-        deadline (the request's own, or DefaultDeadlineSeconds after the wait began)
-        bounds it: ``until_deadline`` brings the copy back no later than the deadline,
-        else None says the deadline has passed."""
-        now, outages = self._clock(), message.outage_retry_count
-        since = message.outage_since or now
-        deadline = self._deadline_of(request, since)
-        due = now + timedelta(seconds=self._delay(outages, error))
-        if until_deadline:
-            due = min(due, max(deadline, now))
-        elif deadline <= now:
-            return None
-        copy = retry_copy(
-            message, message.retry_count, due, request.deadline, now,
-            outage_retry_count=outages + 1, outage_since=since,
-        )  # fmt: skip
-        if not self._sent(message, settler, copy):
+    ) -> Outcome:  # fmt: skip
+        """The deployment had no capacity: a copy that keeps the model's budget, back
+        after the backoff but no later than the deadline (where it ends ``expired``)."""
+        now, deadline = self._clock(), self._wait_deadline(message, request)
+        due = min(now + self._outage_delay(message, error), max(deadline, now))
+        if not self._sent(message, settler, self._budget_kept_copy(message, request, due)):
             return Outcome.ABANDONED
-        if until_deadline:
-            wait = (due - now).total_seconds()
-            self._note(request, error, f"waiting for model capacity, again in {wait:.1f}s")
+        wait = (due - now).total_seconds()
+        self._note(request, error, f"waiting for model capacity, again in {wait:.1f}s")
         settler.complete(message)
-        return Outcome.CAPACITY_WAIT if until_deadline else Outcome.RETRY_SCHEDULED
+        return Outcome.CAPACITY_WAIT
+
+    def outage_copy(
+        self, message: InboundMessage, request: RequestMessage, settler: Settler,
+        error: TransientError,
+    ) -> Outcome | None:  # fmt: skip
+        """Storage or the broker failed: a copy that keeps the model's budget, back after
+        the backoff; None once the deadline has passed (there is no waiting on)."""
+        now = self._clock()
+        if self._wait_deadline(message, request) <= now:
+            return None
+        due = now + self._outage_delay(message, error)
+        if not self._sent(message, settler, self._budget_kept_copy(message, request, due)):
+            return Outcome.ABANDONED
+        settler.complete(message)
+        return Outcome.RETRY_SCHEDULED
+
+    def _wait_deadline(self, message: InboundMessage, request: RequestMessage) -> datetime:
+        """What bounds a wait that keeps the model's budget: the request's deadline, or
+        DefaultDeadlineSeconds after the first such wait began (``outage_since``)."""
+        return self._deadline_of(request, message.outage_since or self._clock())
+
+    def _outage_delay(self, message: InboundMessage, error: TransientError) -> timedelta:
+        return timedelta(seconds=self._delay(message.outage_retry_count, error))
+
+    def _budget_kept_copy(
+        self, message: InboundMessage, request: RequestMessage, due: datetime
+    ) -> OutgoingMessage:
+        """A copy due at ``due`` that keeps ``retry_count`` (the model's budget) and counts
+        ``outage_retry_count``, carrying when the first such wait began: the deployment's
+        or the platform's state is not the request's fault."""
+        now = self._clock()
+        return retry_copy(
+            message, message.retry_count, due, request.deadline, now,
+            outage_retry_count=message.outage_retry_count + 1,
+            outage_since=message.outage_since or now,
+        )  # fmt: skip
 
     def _delay(self, attempts: int, error: TransientError) -> float:
         """The backoff before try ``attempts + 1``, never earlier than a Retry-After."""

@@ -105,13 +105,12 @@ def _options_problem(provider: ModelProvider[Any], error: Any) -> str:
     return str(error["msg"])
 
 
-def options_of(
-    catalog: ModelCatalog, card: ModelCard, *, settings_complete: bool = True
+def _options(
+    provider: ModelProvider[Any], catalog: ModelCatalog, card: ModelCard, settings_complete: bool
 ) -> ProviderOptions | None:
     """``card``'s options, validated by its provider's options model (CatalogError naming
     the option). None while the app is indexed (``settings_complete`` False) and a
     required option waits for an app setting that may still be set."""
-    provider = _provider(catalog, card)
     try:
         options: ProviderOptions = provider.options.model_validate(dict(card.options))
         return options
@@ -130,17 +129,21 @@ def options_of(
     return None
 
 
-def check_card(catalog: ModelCatalog, card: ModelCard, *, settings_complete: bool = True) -> None:
-    """CatalogError when ``card``'s provider cannot serve it. ``settings_complete``:
-    False while the app is indexed, when an unset app setting may still be set before the
-    services are built (its options are checked then)."""
-    options = options_of(catalog, card, settings_complete=settings_complete)
-    provider = providers()[card.provider]
+def check_card(
+    catalog: ModelCatalog, card: ModelCard, *, settings_complete: bool = True
+) -> ProviderOptions | None:
+    """``card``'s options, validated, when its provider can serve it; CatalogError when
+    it cannot. ``settings_complete``: False while the app is indexed, when an unset app
+    setting may still be set before the services are built (its options are checked
+    then, and None is returned meanwhile)."""
+    provider = _provider(catalog, card)
+    options = _options(provider, catalog, card, settings_complete)
     if options is not None and provider.check is not None:
         try:
             provider.check(card, options)
         except ProviderRefusal as refusal:
             raise _refusal(catalog, card, refusal.field, refusal.message) from None
+    return options
 
 
 def check_catalog(catalog: ModelCatalog, *, settings_complete: bool = True) -> None:
@@ -151,10 +154,10 @@ def check_catalog(catalog: ModelCatalog, *, settings_complete: bool = True) -> N
 
 def serve_catalog(catalog: ModelCatalog, settings: Settings) -> ServedModels:
     """The client of every alias (checked first: the settings are complete now)."""
-    check_catalog(catalog)
+    checked = {alias: check_card(catalog, card) for alias, card in catalog.cards.items()}
     clients: dict[str, ModelClient] = {}
     for alias, card in catalog.cards.items():
-        options = options_of(catalog, card)
+        options = checked[alias]
         try:
             clients[alias] = providers()[card.provider].serve(card, options, settings)
         except ProviderRefusal as refusal:

@@ -27,27 +27,18 @@ CODES = "\x1b[31mred\x00\x01\x1f\x7f\x85\u2028end"
 RAW_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
-class Records:
-    """The records of the test's own phase (pytest keeps one list per phase)."""
-
-    def __init__(self, caplog: pytest.LogCaptureFixture) -> None:
-        self._caplog = caplog
-
-    def __iter__(self) -> Iterator[logging.LogRecord]:
-        return iter(self._caplog.records)
-
-
 @pytest.fixture
-def records(caplog: pytest.LogCaptureFixture) -> Iterator[Records]:
+def records(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """The records of the test, with the app's one-line records installed."""
     install_one_line_records()
     with caplog.at_level(logging.DEBUG):
-        yield Records(caplog)
+        yield caplog
 
 
-def assert_one_line_each(records: Records, *, escaped: str) -> None:
+def assert_one_line_each(records: pytest.LogCaptureFixture, *, escaped: str) -> None:
     """No record's message holds a raw control character, and the caller's text was
     logged, escaped (so the door does log it: the check is not vacuous)."""
-    messages = [record.getMessage() for record in records]
+    messages = [record.getMessage() for record in records.records]
     raw = [m for m in messages if RAW_CONTROL.search(m)]
     assert raw == [], raw
     assert any(escaped in m for m in messages), messages
@@ -65,7 +56,7 @@ def test_one_line_writes_every_control_character_visibly() -> None:
 
 
 def test_the_forged_request_leaves_one_line_with_its_cr_lf_escaped(
-    wired: Wired, records: Records
+    wired: Wired, records: pytest.LogCaptureFixture
 ) -> None:
     document = {"model": "local-analyzer", "input": {"text": "x"}, "after": FORGED}
     request = api_request("POST", "/v1/requests", body=document, tenant=TENANT)
@@ -73,24 +64,26 @@ def test_the_forged_request_leaves_one_line_with_its_cr_lf_escaped(
 
     assert response.status == 400
     assert FORGED in json.loads(response.body)["detail"], "the answer keeps the caller's text"
-    forged = [r for r in records if "injected.line" in r.getMessage()]
+    forged = [r for r in records.records if "injected.line" in r.getMessage()]
     assert len(forged) == 1
     assert "zz\\r\\n2026-12-04 00:00:00,000 ERROR injected.line: FAKE" in forged[0].getMessage()
 
 
-def test_http_routes_and_query_values(wired: Wired, records: Records) -> None:
+def test_http_routes_and_query_values(wired: Wired, records: pytest.LogCaptureFixture) -> None:
     job_id = f"id{CODES}"
     lookup = api_request(
         "GET", f"/v1/requests/{job_id}", route_params={"id": job_id}, tenant=TENANT
     )
     wired.call(wired.http.requests.status, lookup)
-    listing = api_request("POST", "/v1/requests", params={"model": CODES}, body=b"raw",
+    upload = api_request("POST", "/v1/requests", params={"model": CODES}, body=b"raw",
                           headers={"content-type": "text/plain"}, tenant=TENANT)  # fmt: skip
-    wired.call(wired.http.requests.submit, listing)
+    wired.call(wired.http.requests.submit, upload)
     assert_one_line_each(records, escaped="\\x1b[31mred")
 
 
-def test_the_webhook_and_the_event_grid_trigger(wired: Wired, records: Records) -> None:
+def test_the_webhook_and_the_event_grid_trigger(
+    wired: Wired, records: pytest.LogCaptureFixture
+) -> None:
     event = requested_event(TENANT, f"ev{CODES}")
     event["data"]["priority"] = FORGED
     request = api_request(
@@ -104,10 +97,10 @@ def test_the_webhook_and_the_event_grid_trigger(wired: Wired, records: Records) 
                       data={"tenant_id": TENANT}, schema="eventgrid"),
     )  # fmt: skip
     assert_one_line_each(records, escaped="ev\\x1b[31mred")
-    assert any("eg\\x1b[31mred" in r.getMessage() for r in records)
+    assert any("eg\\x1b[31mred" in r.getMessage() for r in records.records)
 
 
-def test_blob_names(wired: Wired, records: Records) -> None:
+def test_blob_names(wired: Wired, records: pytest.LogCaptureFixture) -> None:
     name = f"{TENANT}/scan{CODES}.txt"
     wired.blobs.upload("incoming", name, b"a scanned letter", "text/plain", {})
     content = iter([b"a scanned letter", b""])
@@ -115,7 +108,7 @@ def test_blob_names(wired: Wired, records: Records) -> None:
     assert_one_line_each(records, escaped="scan\\x1b[31mred")
 
 
-def test_producer_messages(wired: Wired, records: Records) -> None:
+def test_producer_messages(wired: Wired, records: pytest.LogCaptureFixture) -> None:
     body: dict[str, Any] = {"schema": "inferbus.request/v1", "request_id": FORGED}
     message = InboundMessage(
         body=json.dumps(body).encode(), message_id=f"m{CODES}", sequence_number=1,

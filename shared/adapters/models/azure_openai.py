@@ -89,7 +89,7 @@ def serve(card: ModelCard, options: AzureOpenAIOptions, settings: Settings) -> C
             "endpoint", "provider 'azure_openai' needs an endpoint, or AzureOpenAI__endpoint"
         )
     api_version = options.api_version or settings.azure_openai.api_version
-    key = key_in_setting(options, settings) if options.api_key_setting else None
+    key = key_in_setting(options, settings)
     client = _shared_client(
         endpoint,
         api_version,

@@ -473,7 +473,7 @@ class MaintenanceSettings(SettingsGroup):
     )
     # The dead-letter reconciler reads the dead-letter queues this many messages a page,
     # from a checkpoint, instead of peeking all of them every run.
-    deadletter_reconcile_page_size: int = Field(
+    dead_letter_reconcile_page_size: int = Field(
         100, ge=1, le=1000, alias="DeadLetterReconcilePageSize"
     )
 

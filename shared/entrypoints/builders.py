@@ -280,7 +280,7 @@ def reconciler(settings: Settings, ports: Ports, shared: Commons) -> DeadLetterR
         jobs=shared.jobs,
         endings=shared.endings,
         clock=ports.clock,
-        page_size=settings.maintenance.deadletter_reconcile_page_size,
+        page_size=settings.maintenance.dead_letter_reconcile_page_size,
     )
 
 

@@ -167,7 +167,7 @@ def test_the_new_groups_read_their_flat_names_and_check_their_own_settings(
     assert settings.queues.requests == "q"
     assert settings.containers.batches == "b"
     assert settings.processing.model_concurrency == 3
-    assert settings.maintenance.deadletter_reconcile_page_size == 9
+    assert settings.maintenance.dead_letter_reconcile_page_size == 9
     assert settings.tenancy.producer_tenants == ("contoso",)
     assert settings.models.uses_shorthand is True
     assert Settings().models.uses_shorthand is False

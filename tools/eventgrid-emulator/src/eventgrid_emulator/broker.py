@@ -15,7 +15,7 @@ from typing import Any
 
 from .clock import Clock, utcnow
 from .config import NamespaceConfig
-from .deadletter import DeadLetterSink
+from .dead_letter import DeadLetterSink
 from .entries import Entry
 from .errors import bad_request, not_found
 from .pull import PullSubscription, Settled

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 from .clock import Clock, utcnow
 from .config import SubscriptionConfig
-from .deadletter import (
+from .dead_letter import (
     MAX_DELIVERY_EXCEEDED,
     NOT_SETTLED,
     REJECTED,

@@ -21,7 +21,7 @@ from typing import Any
 
 from .clock import Clock, utcnow
 from .config import SubscriptionConfig
-from .deadletter import (
+from .dead_letter import (
     CLIENT_ERROR,
     DESTINATION_ERROR,
     MAX_DELIVERY_EXCEEDED,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .broker import Broker
 from .clock import Clock
 from .config import NamespaceConfig
-from .deadletter import BlobDeadLetterWriter, DeadLetterSink, DroppingSink
+from .dead_letter import BlobDeadLetterWriter, DeadLetterSink, DroppingSink
 from .http_api import ApiServer
 from .webhook import WebhookClient
 

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from .clock import Clock, service_timestamp, utcnow
 from .entries import Entry
 
-log = logging.getLogger("eventgrid_emulator.deadletter")
+log = logging.getLogger("eventgrid_emulator.dead_letter")
 
 # The first two reasons and the lock-expiry result are the service's documented texts; the
 # others are the emulator's, in the same style.

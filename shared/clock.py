@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 Clock = Callable[[], datetime]
 
+MonotonicClock = Callable[[], float]
+"""Seconds on a clock that never goes back (``time.monotonic``): for measuring how long
+something took or may take, unlike ``Clock``, which tells the wall-clock time."""
+
 
 def utc_now() -> datetime:
     """The current time, always timezone-aware UTC."""
     return datetime.now(UTC)
+
+
+def monotonic_now() -> float:
+    """Seconds on the monotonic clock (``MonotonicClock``)."""
+    return time.monotonic()

@@ -8,6 +8,11 @@ on Blob storage's conditional requests for their guarantees:
   version loses with ``ConcurrencyConflict`` and re-reads;
 - ``delete`` with an ETag deletes only the version that was read.
 
+A document can carry index tags (Blob index tags), written by the same request as the
+document itself, so a document and its tags never disagree, and found again by a tag
+query (Find Blobs by Tags) without listing the container: the job store tags each job so
+the periodic jobs find the few they need among every job retained (``jobs.JobIndex``).
+
 Adapters: ``adapters.blob_documents.BlobJsonDocuments`` (azure-storage-blob) and
 ``adapters.in_memory.InMemoryDocuments`` (the same rules, in memory, for tests and
 benchmarks).
@@ -15,23 +20,77 @@ benchmarks).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 Document = dict[str, Any]
+Tags = Mapping[str, str]
+Comparison = Literal["=", ">", ">=", "<", "<="]
+
+
+@dataclass(frozen=True)
+class TagCondition:
+    """One comparison of a tag query; values compare as strings, as Blob storage does."""
+
+    key: str
+    comparison: Comparison
+    value: str
+
+    def holds(self, tags: Tags) -> bool:
+        found = tags.get(self.key)
+        if found is None:
+            return False
+        match self.comparison:
+            case "=":
+                return found == self.value
+            case ">":
+                return found > self.value
+            case ">=":
+                return found >= self.value
+            case "<":
+                return found < self.value
+            case "<=":
+                return found <= self.value
+
+
+@dataclass(frozen=True)
+class TagQuery:
+    """Conditions that must all hold (Find Blobs by Tags' ``AND``)."""
+
+    conditions: tuple[TagCondition, ...]
+
+    def expression(self) -> str:
+        """The query in Find Blobs by Tags' syntax: ``"key" >= 'value' AND ...``."""
+        return " AND ".join(f"\"{c.key}\" {c.comparison} '{c.value}'" for c in self.conditions)
+
+    def matches(self, tags: Tags) -> bool:
+        return all(condition.holds(tags) for condition in self.conditions)
+
+    def shown(self, tags: Tags) -> dict[str, str]:
+        """The tags a match returns: those the query names (as Blob storage returns)."""
+        named = {c.key for c in self.conditions}
+        return {key: value for key, value in tags.items() if key in named}
 
 
 class JsonDocuments(Protocol):
-    def create(self, container: str, name: str, document: Document) -> str | None:
-        """Create only if absent; the new ETag, or None when the name is taken."""
+    def create(
+        self, container: str, name: str, document: Document, tags: Tags | None = None
+    ) -> str | None:
+        """Create only if absent, with ``tags``; the new ETag, or None when the name is
+        taken."""
         ...
 
     def load(self, container: str, name: str) -> tuple[Document, str] | None:
         """The document and its ETag, or None when it does not exist."""
         ...
 
-    def replace(self, container: str, name: str, document: Document, etag: str) -> str:
-        """Overwrite only if unchanged since ``etag`` was read; the new ETag.
+    def replace(
+        self, container: str, name: str, document: Document, etag: str, tags: Tags | None = None
+    ) -> str:
+        """Overwrite (document and tags: no tags clears them) only if unchanged since
+        ``etag`` was read; the new ETag.
 
         ConcurrencyConflict when the document changed or no longer exists.
         """
@@ -62,6 +121,16 @@ class DocumentListing(Protocol):
     def list_modified(self, container: str, prefix: str) -> list[tuple[str, datetime]]: ...
 
 
+class TaggedDocuments(Protocol):
+    """Documents found by their index tags instead of by listing the container."""
+
+    def find_tagged(self, container: str, query: TagQuery) -> list[tuple[str, dict[str, str]]]:
+        """The names in ``container`` whose tags match ``query``, in name order, each with
+        the tags the query names. Blob storage updates its tag index shortly after a
+        write: a document written a moment ago may be missing, or found by its old tags."""
+        ...
+
+
 @runtime_checkable
-class ListedDocuments(JsonDocuments, DocumentListing, Protocol):
-    """Documents whose listing carries last-modified times."""
+class ListedDocuments(JsonDocuments, DocumentListing, TaggedDocuments, Protocol):
+    """Documents whose listing carries last-modified times and that tags can find."""

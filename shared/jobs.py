@@ -20,6 +20,7 @@ from shared.clock import Clock, utc_now
 from shared.contracts import Job, JobError, JobStatus
 from shared.documents import JsonDocuments
 from shared.errors import ConcurrencyConflict, Conflict, NotFound, PermanentError
+from shared.job_index import index_tags, job_name
 
 log = logging.getLogger(__name__)
 
@@ -141,25 +142,23 @@ class DocumentJobStore:
     """Implements ``JobStore`` as ``<JobsContainer>/<tenant>/<request_id>.json`` documents.
 
     The tenant prefix keeps tenants apart by construction and lets lifecycle rules or
-    operators act per tenant.
+    operators act per tenant. Every write carries the job's index tags (``job_index``),
+    in the same request.
     """
 
     def __init__(self, documents: JsonDocuments, container: str) -> None:
         self._documents = documents
         self._container = container
 
-    @staticmethod
-    def _name(tenant_id: str, job_id: str) -> str:
-        return f"{tenant_id}/{job_id}.json"
-
     def create(self, job: Job) -> str | None:
         document = job.model_dump(mode="json", by_alias=True)
-        return self._documents.create(self._container, self._name(job.tenant_id, job.id), document)
+        name = job_name(job.tenant_id, job.id)
+        return self._documents.create(self._container, name, document, index_tags(job))
 
     def load(self, tenant_id: str, job_id: str) -> Versioned | None:
         if not job_id or "/" in job_id or job_id in (".", ".."):
             return None
-        found = self._documents.load(self._container, self._name(tenant_id, job_id))
+        found = self._documents.load(self._container, job_name(tenant_id, job_id))
         if found is None:
             return None
         document, etag = found
@@ -169,8 +168,8 @@ class DocumentJobStore:
 
     def replace(self, job: Job, etag: str) -> str:
         document = job.model_dump(mode="json", by_alias=True)
-        name = self._name(job.tenant_id, job.id)
-        return self._documents.replace(self._container, name, document, etag)
+        name = job_name(job.tenant_id, job.id)
+        return self._documents.replace(self._container, name, document, etag, index_tags(job))
 
 
 class JobRepository:

@@ -137,6 +137,9 @@ class JobSettings(SettingsGroup):
     # A job without a deadline that has not changed for this long cannot end by itself
     # any more (the request queues' message time to live is one day).
     watchdog_stale_seconds: float = Field(90_000.0, gt=0, alias="JobWatchdogStaleSeconds")
+    # How long one watchdog run may read jobs before it saves its checkpoint and leaves
+    # the rest to the next run (well inside the schedule's period and the function timeout).
+    watchdog_max_run_seconds: float = Field(240.0, gt=0, alias="JobWatchdogMaxRunSeconds")
 
 
 class JobResendSettings(SettingsGroup):

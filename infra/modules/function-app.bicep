@@ -336,6 +336,7 @@ var appSettings = {
   JobWatchdogSchedule: '45 */5 * * * *'
   JobWatchdogGraceSeconds: '900'
   JobWatchdogStaleSeconds: '90000'
+  JobWatchdogMaxRunSeconds: '240'
   // A job left accepted with no live message is sent again from its record, boundedly.
   JobResend__afterSeconds: '1200'
   JobResend__maxAttempts: '2'

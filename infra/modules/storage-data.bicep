@@ -11,6 +11,11 @@
 // this account, where the blobs extension creates its poison queue (webjobs-blobtrigger-poison)
 // on demand. Receipts and the trigger's own work queue live in the host account.
 //
+// The jobs container is indexed by Blob index tags written with each job (shared/job_index.py):
+// writing tags (blobs/tags/write) and finding blobs by them (blobs/filter/action) are data
+// actions of Storage Blob Data Owner, not Contributor, so the app is Owner of that container
+// alone. https://learn.microsoft.com/azure/storage/blobs/storage-manage-find-blobs
+//
 // Retention: every container that accumulates has a lifecycle delete rule (below), its days
 // a parameter. Rules run about once a day, so a blob goes a day or two after its limit.
 // https://learn.microsoft.com/azure/storage/blobs/lifecycle-management-overview
@@ -106,6 +111,12 @@ resource appContainers 'Microsoft.Storage/storageAccounts/blobServices/container
     }
   }
 ]
+
+// The container of job documents and their index tags, created by appContainers above.
+resource jobsContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2026-04-01' existing = {
+  parent: blobService
+  name: dataContainers.jobs
+}
 
 // The container the blob trigger watches, created by appContainers above.
 resource incomingContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2026-04-01' existing = {
@@ -306,6 +317,21 @@ resource appContainerContributor 'Microsoft.Authorization/roleAssignments@2022-0
 resource blobTriggerOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(incomingContainer.id, appPrincipalId, roleDefinitionIds.storageBlobDataOwner)
   scope: incomingContainer
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleDefinitionIds.storageBlobDataOwner)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+  dependsOn: [
+    appContainers
+  ]
+}
+
+// The job index (blob index tags on the jobs container): set with every job write, queried by
+// the watchdog and the usage report instead of listing every retained job.
+resource jobIndexOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(jobsContainer.id, appPrincipalId, roleDefinitionIds.storageBlobDataOwner)
+  scope: jobsContainer
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleDefinitionIds.storageBlobDataOwner)
     principalId: appPrincipalId

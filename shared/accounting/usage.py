@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, fields
 from datetime import UTC, date, datetime, time, timedelta
 
 from shared.contracts import Job, ProcessingMode, TokenUsage
+from shared.job_index import as_utc, finished_at
 
 
 @dataclass(frozen=True)
@@ -60,13 +61,6 @@ class DayRange:
         if self.first == self.last:
             return self.first.isoformat()
         return f"{self.first.isoformat()} to {self.last.isoformat()}"
-
-
-def as_utc(moment: datetime) -> datetime:
-    """``moment`` in UTC; a naive time is taken as UTC (how the app writes every time)."""
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
 
 
 @dataclass(frozen=True, order=True)
@@ -121,19 +115,6 @@ class UsageRow:
             "mode": self.key.mode.value,
             **self.counts.as_json(),
         }
-
-
-def finished_at(job: Job) -> datetime:
-    """When ``job`` ended: ``completed_at``, set by every terminal transition; a document
-    written without it falls back to its result's time, then to its last change."""
-    if job.completed_at is not None:
-        return as_utc(job.completed_at)
-    if job.result is not None:
-        try:
-            return as_utc(datetime.fromisoformat(job.result.completed_at))
-        except ValueError:
-            pass
-    return as_utc(job.updated_at)
 
 
 def reported_usage(job: Job) -> TokenUsage | None:

@@ -1,41 +1,35 @@
-"""Read the stored jobs that can have finished in a day range and sum their usage.
+"""Read the stored jobs that ended in a day range and sum their usage.
 
-Jobs are documents ``<JobsContainer>/<tenant>/<id>.json`` and there is no index of them
-by day (one written at intake would cost every accepted request a storage operation).
-The listing, though, carries each document's last-modified time without reading it
-(``documents.DocumentListing``), and a job's last write is the one that finished it: a
-document last modified before the range starts cannot hold a job that finished in the
-range, so it is not read. ``CLOCK_SKEW`` widens that cut, because the app stamps
-``completed_at`` with its own clock and storage stamps the write with its own.
+Jobs are documents ``<JobsContainer>/<tenant>/<id>.json``, each stored with index tags
+(``job_index``) that name the UTC day it ended and its tenant. One tag query (Find Blobs
+by Tags: one call per 5,000 matches) names the jobs that ended in the range, so a report
+reads that range's jobs and nothing else, however many are retained. The tag's day is
+``finished_at``, the same instant the ledger counts by.
 
-The rest are read concurrently (``READERS`` at a time). A document can vanish between
-listing and reading (the retention rule deletes old jobs) and the container can hold
+The jobs are read concurrently (``READERS`` at a time). A document can vanish between
+finding and reading (the retention rule deletes old jobs) and the container can hold
 something that is not a job: both are counted and named in the report, never fatal, so
-one stray blob does not hide every tenant's usage. A job that has not finished yet is
-counted as unfinished. A storage outage stops the report (``TransientError``): a partial
-sum would read as a complete one.
+one stray blob does not hide every tenant's usage. A storage outage stops the report
+(``TransientError``): a partial sum would read as a complete one.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
 
 from pydantic import ValidationError
 
-from shared.accounting.usage import DayRange, UsageCounts, UsageLedger, UsageRow, as_utc
+from shared.accounting.usage import DayRange, UsageCounts, UsageLedger, UsageRow
 from shared.contracts import JOB_SCHEMA, Job
-from shared.documents import DocumentListing, JsonDocuments
+from shared.documents import JsonDocuments
+from shared.job_index import JobIndex, job_ids
 
-CLOCK_SKEW = timedelta(minutes=5)
 # The Storage client keeps 10 HTTP connections per host (azure-core's requests transport):
 # more readers than that would open connections only to discard them.
 READERS = 10
-JOB_NAME = re.compile(r"^[^/]+/[^/]+\.json$")
 
 
 @dataclass(frozen=True)
@@ -46,10 +40,9 @@ class NotAJob:
 
 @dataclass
 class DocumentTally:
-    """What the report did with the documents it listed."""
+    """What the report did with the documents the index named."""
 
     listed: int = 0
-    skipped_by_last_modified: int = 0
     read: int = 0
     unfinished: int = 0
     ended_without_result: int = 0
@@ -91,14 +84,14 @@ class UsageReader:
     def __init__(
         self,
         documents: JsonDocuments,
-        listing: DocumentListing,
+        index: JobIndex,
         container: str,
         readers: int = READERS,
     ) -> None:
         if readers < 1:
             raise ValueError(f"readers must be at least 1, not {readers}")
         self._documents = documents
-        self._listing = listing
+        self._index = index
         self._container = container
         self._readers = readers
 
@@ -108,15 +101,10 @@ class UsageReader:
             raise ValueError(f"not a tenant id: {tenant!r}")
         tally = DocumentTally()
         ledger = UsageLedger(days, tenant)
-        cut = days.start - CLOCK_SKEW
         to_read: list[str] = []
-        for name, modified in self._listing.list_modified(
-            self._container, f"{tenant}/" if tenant else ""
-        ):
+        for name in self._index.ended_on(days.first, days.last, tenant):
             tally.listed += 1
-            if as_utc(modified) < cut:
-                tally.skipped_by_last_modified += 1
-            elif not JOB_NAME.fullmatch(name):
+            if job_ids(name) is None:
                 tally.not_jobs.append(NotAJob(name, "not named <tenant>/<id>.json"))
             else:
                 to_read.append(name)

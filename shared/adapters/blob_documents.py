@@ -21,7 +21,7 @@ from azure.core.exceptions import (
 from azure.storage.blob import BlobServiceClient, ContentSettings
 
 from shared.adapters.blob_storage import storage_errors
-from shared.documents import Document
+from shared.documents import Document, TagQuery, Tags
 from shared.errors import ConcurrencyConflict
 
 JSON_CONTENT = ContentSettings(content_type="application/json")
@@ -37,11 +37,16 @@ class BlobJsonDocuments:
     def __init__(self, client: BlobServiceClient) -> None:
         self._client = client
 
-    def create(self, container: str, name: str, document: Document) -> str | None:
+    def create(
+        self, container: str, name: str, document: Document, tags: Tags | None = None
+    ) -> str | None:
         try:
             with storage_errors(f"creating {container}/{name}"):
                 result = self._client.get_blob_client(container, name).upload_blob(
-                    _encode(document), overwrite=False, content_settings=JSON_CONTENT
+                    _encode(document),
+                    overwrite=False,
+                    content_settings=JSON_CONTENT,
+                    tags=dict(tags) if tags else None,
                 )
         except ResourceExistsError:
             return None
@@ -56,13 +61,16 @@ class BlobJsonDocuments:
             return None
         return json.loads(content), str(downloader.properties.etag)
 
-    def replace(self, container: str, name: str, document: Document, etag: str) -> str:
+    def replace(
+        self, container: str, name: str, document: Document, etag: str, tags: Tags | None = None
+    ) -> str:
         try:
             with storage_errors(f"updating {container}/{name}"):
                 result = self._client.get_blob_client(container, name).upload_blob(
                     _encode(document),
                     overwrite=True,
                     content_settings=JSON_CONTENT,
+                    tags=dict(tags) if tags else None,
                     etag=etag,
                     match_condition=MatchConditions.IfNotModified,
                 )
@@ -101,3 +109,14 @@ class BlobJsonDocuments:
                 (blob.name, blob.last_modified)
                 for blob in client.list_blobs(name_starts_with=prefix)
             ]
+
+    def find_tagged(self, container: str, query: TagQuery) -> list[tuple[str, dict[str, str]]]:
+        """Find Blobs by Tags in Container: one call per 5,000 matches, whatever else the
+        container holds (``documents.TaggedDocuments``)."""
+        with storage_errors(f"finding {container} by tags"):
+            client = self._client.get_container_client(container)
+            found = [
+                (blob.name, dict(blob.tags or {}))
+                for blob in client.find_blobs_by_tags(query.expression())
+            ]
+        return sorted(found)

@@ -20,7 +20,7 @@ from datetime import datetime
 
 from shared.blobs import BlobInfo
 from shared.clock import Clock, utc_now
-from shared.documents import Document
+from shared.documents import Document, TagQuery, Tags
 from shared.errors import ConcurrencyConflict, NotFound
 from shared.events.ports import CloudEventSpec
 from shared.messaging import OutgoingMessage
@@ -52,15 +52,27 @@ class InMemoryBlobs:
         self.account_url = account_url
         self.clock = clock
         self.stored: dict[tuple[str, str], StoredBlob] = {}
+        # Blob index tags by blob; every write replaces them, as a Put Blob does.
+        self.tags: dict[tuple[str, str], dict[str, str]] = {}
         self.lock = threading.RLock()
 
     def write(
-        self, container: str, name: str, data: bytes, media_type: str, metadata: dict[str, str]
+        self,
+        container: str,
+        name: str,
+        data: bytes,
+        media_type: str,
+        metadata: dict[str, str],
+        tags: Tags | None = None,
     ) -> str:
         etag = _next_etag()
         blob = StoredBlob(data, media_type, dict(metadata), etag, self.clock())
         with self.lock:
             self.stored[(container, name)] = blob
+            if tags:
+                self.tags[(container, name)] = dict(tags)
+            else:
+                self.tags.pop((container, name), None)
         return etag
 
     def upload(
@@ -92,6 +104,7 @@ class InMemoryBlobs:
     def delete(self, container: str, name: str) -> None:
         with self.lock:
             self.stored.pop((container, name), None)
+            self.tags.pop((container, name), None)
 
 
 class InMemoryDocuments:
@@ -101,15 +114,19 @@ class InMemoryDocuments:
     def __init__(self, blobs: InMemoryBlobs | None = None) -> None:
         self.blobs = blobs if blobs is not None else InMemoryBlobs()
 
-    def _write(self, container: str, name: str, document: Document) -> str:
+    def _write(
+        self, container: str, name: str, document: Document, tags: Tags | None = None
+    ) -> str:
         data = json.dumps(document).encode("utf-8")
-        return self.blobs.write(container, name, data, "application/json", {})
+        return self.blobs.write(container, name, data, "application/json", {}, tags)
 
-    def create(self, container: str, name: str, document: Document) -> str | None:
+    def create(
+        self, container: str, name: str, document: Document, tags: Tags | None = None
+    ) -> str | None:
         with self.blobs.lock:
             if (container, name) in self.blobs.stored:
                 return None
-            return self._write(container, name, document)
+            return self._write(container, name, document, tags)
 
     def load(self, container: str, name: str) -> tuple[Document, str] | None:
         found = self.blobs.stored.get((container, name))
@@ -118,12 +135,14 @@ class InMemoryDocuments:
         document: Document = json.loads(found.data)
         return document, found.etag
 
-    def replace(self, container: str, name: str, document: Document, etag: str) -> str:
+    def replace(
+        self, container: str, name: str, document: Document, etag: str, tags: Tags | None = None
+    ) -> str:
         with self.blobs.lock:
             found = self.blobs.stored.get((container, name))
             if found is None or found.etag != etag:
                 raise ConcurrencyConflict(f"{container}/{name} changed since it was read")
-            return self._write(container, name, document)
+            return self._write(container, name, document, tags)
 
     def put(self, container: str, name: str, document: Document) -> str:
         return self._write(container, name, document)
@@ -147,6 +166,15 @@ class InMemoryDocuments:
                 (name, blob.modified)
                 for (c, name), blob in self.blobs.stored.items()
                 if c == container and name.startswith(prefix)
+            )
+
+    def find_tagged(self, container: str, query: TagQuery) -> list[tuple[str, dict[str, str]]]:
+        """Implements ``documents.TaggedDocuments`` (the index is never behind here)."""
+        with self.blobs.lock:
+            return sorted(
+                (name, query.shown(tags))
+                for (c, name), tags in self.blobs.tags.items()
+                if c == container and query.matches(tags)
             )
 
 

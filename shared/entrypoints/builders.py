@@ -41,6 +41,7 @@ from shared.intake.idempotency import DocumentIdempotencyStore, IdempotencyGuard
 from shared.intake.request_rules import RequestRules
 from shared.intake.submissions import Intake
 from shared.intake.tenancy import CallerTenancy
+from shared.job_index import JobIndex
 from shared.jobs import DocumentJobStore, JobRepository
 from shared.lanes import Lane, LaneQueues
 from shared.processing.assembly import lane_processor
@@ -287,15 +288,15 @@ def reconciler(settings: Settings, ports: Ports, shared: Commons) -> DeadLetterR
 def watchdog(settings: Settings, ports: Ports, shared: Commons) -> JobWatchdog:
     """The job watchdog: stuck and overdue jobs end, lost messages are sent again."""
     return JobWatchdog(
-        listing=ports.documents,
+        index=JobIndex(ports.documents, settings.containers.jobs),
         documents=ports.documents,
-        jobs_container=settings.containers.jobs,
         checkpoint_container=settings.containers.ledgers,
         jobs=shared.jobs,
         endings=shared.endings,
         policy=WatchdogPolicy(
             grace=timedelta(seconds=settings.jobs.watchdog_grace_seconds),
             stale=timedelta(seconds=settings.jobs.watchdog_stale_seconds),
+            max_run=timedelta(seconds=settings.jobs.watchdog_max_run_seconds),
         ),
         clock=ports.clock,
         resender=JobResender(

@@ -142,7 +142,7 @@ def watch_jobs(provider: ServicesProvider) -> None:
 
     def watch(services: Services) -> None:
         if services.watchdog is None:
-            log.debug("no job listing configured")
+            log.debug("no job watchdog configured")
             return
         services.watchdog.watch()
 

@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from shared.clock import MonotonicClock
 from shared.contracts import Priority
 from shared.errors import CapacityExhausted, Throttled
 from shared.inference import InferenceInput, ModelAnswer, ModelClient, reads_as_text
@@ -46,10 +47,6 @@ from shared.inference.catalog import Capacity, ModelCard
 WINDOW_SECONDS: Final = 10.0
 DEFAULT_ANSWER_TOKENS: Final = 512
 RANK: Final = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
-
-MonotonicClock = Callable[[], float]
-"""Seconds on a clock that never goes back (``time.monotonic``): the gate measures
-windows with it, unlike ``shared.clock.Clock``, which tells the wall-clock time."""
 
 
 @dataclass

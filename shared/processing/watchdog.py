@@ -22,14 +22,19 @@ and a job written within the grace period is someone's current work: it is not e
 read. The ending itself is a compare-and-swap whose change re-checks both rules on the
 fresh document, so a processor that moves the job meanwhile wins.
 
-Finding candidates without reading every job on every run: a job is read when its blob
-was written since the last run (Blob listing returns each blob's last-modified time, so
-the listing itself reads no job), and a job found unfinished is remembered with the time
-it becomes due in a checkpoint document (``<LedgerContainer>/watchdog/checkpoint.json``),
-so it is read again only then. Finished jobs are read once after their last write and
-never again. The listing is one call per 5,000 jobs; intake writes nothing extra (an index
-written at intake would add a storage operation to every accepted request). Timer
-triggers run as a singleton, so the checkpoint has one writer.
+Finding candidates costs what is open, never what is retained: the job index
+(``job_index``: tags written with each job) names every open job with its last change,
+one call per 5,000 open jobs, however many finished jobs are kept. A job is read when it
+has been unchanged for the grace period and is not yet remembered; a job found unfinished
+is remembered with the time it becomes due in a checkpoint document
+(``<LedgerContainer>/watchdog/checkpoint.json``), so it is read again only then; a job
+that leaves the open set (ended, deleted, or gone into a Global Batch submission) is
+forgotten. The checkpoint is written as the run goes (every ``SAVE_EVERY`` reads, and
+when a run fails) and a run stops by itself when its time is up
+(``JobWatchdogMaxRunSeconds``), so a run cut short leaves its progress and the next one
+continues. A first run, or one after the
+checkpoint was lost, reads the open jobs once. Timer triggers run as a singleton, so the
+checkpoint has one writer.
 """
 
 from __future__ import annotations
@@ -40,9 +45,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from shared.clock import Clock, utc_now
-from shared.contracts import Job, JobStatus, ProcessingMode
-from shared.documents import DocumentListing, JsonDocuments
+from shared.clock import Clock, MonotonicClock, monotonic_now, utc_now
+from shared.contracts import Job, JobStatus
+from shared.documents import JsonDocuments
+from shared.job_index import JobIndex, in_a_global_batch, job_ids
 from shared.jobs import JobRepository, Versioned
 from shared.processing.endings import DEADLINE_EXCEEDED, STALE_JOB, Ending, JobEndings
 from shared.processing.resends import JobResender, resend_due_at
@@ -51,25 +57,16 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT = "watchdog/checkpoint.json"
 SETTLEMENT = "ended by the job watchdog"
+# Reads between two checkpoint writes: a run cut short repeats at most this many.
+SAVE_EVERY = 100
 
 
 @dataclass(frozen=True)
 class WatchdogPolicy:
     grace: timedelta
     stale: timedelta
-
-
-def in_a_global_batch(job: Job) -> bool:
-    """A job in a submission of the Global Batch lane: that submission's control plane
-    ends it (answered, resubmitted, failed, expired or cancelled), whatever its batch and
-    the enqueued-token quota take, which can be days; so the watchdog leaves it alone."""
-    membership = job.batch
-    return (
-        job.mode is ProcessingMode.BATCH
-        and job.status is JobStatus.RUNNING
-        and membership is not None
-        and membership.submission_id is not None
-    )
+    # How long one run may read before it saves and leaves the rest to the next run.
+    max_run: timedelta = timedelta(minutes=4)
 
 
 def due_at(job: Job, policy: WatchdogPolicy) -> datetime:
@@ -115,72 +112,112 @@ NOTEWORTHY = (WatchOutcome.ENDED, WatchOutcome.ANNOUNCE_FAILED, WatchOutcome.RES
 
 @dataclass
 class WatchReport:
+    # Open jobs the index named, jobs read, and whether the run ended before its time.
+    open: int = 0
     read: int = 0
+    finished: bool = True
     outcomes: Counter[WatchOutcome] = field(default_factory=Counter)
+
+
+@dataclass
+class Checkpoint:
+    """What one run leaves the next: each remembered job's due time, the jobs whose end
+    is still to be announced, and each job's resends so far."""
+
+    pending: dict[str, datetime] = field(default_factory=dict)
+    unannounced: list[str] = field(default_factory=list)
+    resent: dict[str, int] = field(default_factory=dict)
+
+    def forget_all_but(self, open_names: set[str]) -> None:
+        """Forget the jobs no longer open (ended, deleted, or in a Global Batch)."""
+        self.pending = {n: when for n, when in self.pending.items() if n in open_names}
+        self.resent = {n: count for n, count in self.resent.items() if n in open_names}
 
 
 class JobWatchdog:
     def __init__(
         self,
         *,
-        listing: DocumentListing,
+        index: JobIndex,
         documents: JsonDocuments,
-        jobs_container: str,
         checkpoint_container: str,
         jobs: JobRepository,
         endings: JobEndings,
         policy: WatchdogPolicy,
         clock: Clock = utc_now,
         resender: JobResender | None = None,
+        elapsed: MonotonicClock = monotonic_now,
     ) -> None:
         self._resender = resender
-        self._listing = listing
+        self._index = index
         self._documents = documents
-        self._jobs_container = jobs_container
         self._checkpoints = checkpoint_container
+        self._elapsed = elapsed
         self._jobs = jobs
         self._endings = endings
         self._policy = policy
         self._clock = clock
 
     def watch(self) -> WatchReport:
+        started = self._elapsed()
         now = self._clock()
         horizon = now - self._policy.grace
-        through, pending, unannounced, resent = self._load_checkpoint()
+        checkpoint = self._load_checkpoint()
         report = WatchReport()
-        unannounced = [name for name in unannounced if not self._announce_again(name, report)]
-        written = [
-            name
-            for name, modified in self._listing.list_modified(self._jobs_container, "")
-            if (through is None or modified > through) and modified <= horizon
+        checkpoint.unannounced = [
+            name for name in checkpoint.unannounced if not self._announce_again(name, report)
         ]
-        due = [name for name, when in pending.items() if when <= now]
-        for name in sorted(set(written) | set(due)):
-            report.read += 1
-            outcome, still_due_at = self._examine(name, now, resent)
-            report.outcomes[outcome] += 1
-            if outcome is WatchOutcome.ANNOUNCE_FAILED:
-                unannounced.append(name)
-            if still_due_at is None:
-                pending.pop(name, None)
-                resent.pop(name, None)
-            else:
-                pending[name] = still_due_at
-        self._save_checkpoint(horizon, pending, unannounced, resent)
+        open_jobs = self._index.open_jobs()
+        report.open = len(open_jobs)
+        checkpoint.forget_all_but({name for name, _ in open_jobs})
+        # Jobs never read first, then the longest due: a run cut short by its time (say,
+        # resends failing while the broker is away) still gets to every job in turn.
+        never = datetime.min.replace(tzinfo=now.tzinfo)
+        to_read = sorted(
+            (
+                name
+                for name, changed in open_jobs
+                if changed <= horizon and checkpoint.pending.get(name, now) <= now
+            ),
+            key=lambda name: (checkpoint.pending.get(name, never), name),
+        )
+        try:
+            for count, name in enumerate(to_read, start=1):
+                if self._elapsed() - started > self._policy.max_run.total_seconds():
+                    report.finished = False
+                    log.warning(
+                        "job watchdog: out of time after %d of %d jobs; the next run continues",
+                        count - 1,
+                        len(to_read),
+                    )
+                    break
+                self._watch_one(name, now, checkpoint, report)
+                if count % SAVE_EVERY == 0:
+                    self._save_checkpoint(checkpoint)
+        finally:
+            # Also after a failure (storage gone mid-run): what was done is not redone.
+            self._save_checkpoint(checkpoint)
         if any(report.outcomes.get(o) for o in NOTEWORTHY):
             log.warning("job watchdog: %s", {str(o): n for o, n in report.outcomes.items()})
         return report
 
-    @staticmethod
-    def _ids(name: str) -> tuple[str, str] | None:
-        tenant, _, file_name = name.rpartition("/")
-        if not tenant or not file_name.endswith(".json"):
-            return None
-        return tenant, file_name.removesuffix(".json")
+    def _watch_one(
+        self, name: str, now: datetime, checkpoint: Checkpoint, report: WatchReport
+    ) -> None:
+        report.read += 1
+        outcome, still_due_at = self._examine(name, now, checkpoint.resent)
+        report.outcomes[outcome] += 1
+        if outcome is WatchOutcome.ANNOUNCE_FAILED:
+            checkpoint.unannounced.append(name)
+        if still_due_at is None:
+            checkpoint.pending.pop(name, None)
+            checkpoint.resent.pop(name, None)
+        else:
+            checkpoint.pending[name] = still_due_at
 
     def _announce_again(self, name: str, report: WatchReport) -> bool:
         """Announce a job this watchdog ended when announcing failed; True once done."""
-        ids = self._ids(name)
+        ids = job_ids(name)
         job = self._jobs.find(*ids) if ids else None
         if job is None or job.settlement != SETTLEMENT:
             return True
@@ -197,7 +234,7 @@ class JobWatchdog:
     ) -> tuple[WatchOutcome, datetime | None]:
         """What became of the job in blob ``name``, and when to look again (None: never);
         ``resent`` counts each job's resends (updated here)."""
-        ids = self._ids(name)
+        ids = job_ids(name)
         if ids is None:
             return WatchOutcome.NOT_A_JOB, None
         current = self._jobs.load(*ids)
@@ -249,34 +286,27 @@ class JobWatchdog:
         resent[name] = attempts + 1
         return WatchOutcome.RESENT, min(ending_due, now + resender.policy.after)
 
-    def _load_checkpoint(
-        self,
-    ) -> tuple[datetime | None, dict[str, datetime], list[str], dict[str, int]]:
+    def _load_checkpoint(self) -> Checkpoint:
+        """The last run's checkpoint (one written before the job index had a ``through``
+        time too, which nothing needs now)."""
         found = self._documents.load(self._checkpoints, CHECKPOINT)
         if found is None:
-            return None, {}, [], {}
+            return Checkpoint()
         document = found[0]
-        through = document.get("through")
         pending = document.get("pending") or {}
         resent = document.get("resent") or {}
-        return (
-            datetime.fromisoformat(through) if isinstance(through, str) else None,
+        return Checkpoint(
             {str(k): datetime.fromisoformat(str(v)) for k, v in pending.items()},
             [str(name) for name in document.get("unannounced") or []],
             {str(k): int(v) for k, v in resent.items()},
         )
 
-    def _save_checkpoint(
-        self,
-        through: datetime,
-        pending: dict[str, datetime],
-        unannounced: list[str],
-        resent: dict[str, int],
-    ) -> None:
+    def _save_checkpoint(self, checkpoint: Checkpoint) -> None:
         document = {
-            "through": through.isoformat(),
-            "pending": {name: when.isoformat() for name, when in sorted(pending.items())},
-            "unannounced": sorted(set(unannounced)),
-            "resent": dict(sorted(resent.items())),
+            "pending": {
+                name: when.isoformat() for name, when in sorted(checkpoint.pending.items())
+            },
+            "unannounced": sorted(set(checkpoint.unannounced)),
+            "resent": dict(sorted(checkpoint.resent.items())),
         }
         self._documents.put(self._checkpoints, CHECKPOINT, document)

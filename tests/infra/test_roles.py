@@ -185,19 +185,27 @@ def _grants(constant: str) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def test_blob_data_owner_on_the_host_account_and_the_trigger_container_only() -> None:
-    """Owner where the Functions host needs it, and where the blob trigger reads.
+def test_blob_data_owner_on_the_host_account_and_two_data_containers_only() -> None:
+    """Owner where the Functions host needs it, where the blob trigger reads, and where
+    the job index's tags are written and found.
 
     Microsoft documents Storage Blob Data Owner for an identity-based blob trigger; the
-    trigger reads one container of the data account, so the grant stops there.
+    trigger reads one container of the data account, so the grant stops there. Blob index
+    tags (``blobs/tags/write``, ``blobs/filter/action``) are Owner's data actions, not
+    Contributor's: the jobs container alone gets them.
     """
     owners = sorted((name, scope["type"]) for name, scope in _grants("storageBlobDataOwner"))
+    container = "Microsoft.Storage/storageAccounts/blobServices/containers"
     assert owners == [
-        ("storage-data.bicep", "Microsoft.Storage/storageAccounts/blobServices/containers"),
+        ("storage-data.bicep", container),
+        ("storage-data.bicep", container),
         ("storage-host.bicep", "Microsoft.Storage/storageAccounts"),
     ]
-    (data_scope,) = [scope for name, scope in _grants("storageBlobDataOwner") if "data" in name]
-    assert render(resource_body(data_scope)["name"]) == "dataContainers.incoming"
+    data_scopes = [scope for name, scope in _grants("storageBlobDataOwner") if "data" in name]
+    assert sorted(render(resource_body(scope)["name"]) for scope in data_scopes) == [
+        "dataContainers.incoming",
+        "dataContainers.jobs",
+    ]
 
 
 def test_queue_data_contributor_on_both_accounts_for_the_host_and_the_blob_trigger() -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from shared.adapters.in_memory import RecordingPublisher
 from shared.contracts import JobStatus
-from shared.documents import Document
+from shared.documents import Document, Tags
 from shared.errors import TransientError
 from shared.events.announcements import Announcer
 from shared.global_batch.conclusion import Conclusion, ConclusionPolicy
@@ -146,10 +146,12 @@ class TickingDocuments(CrashingDocuments):
 
     clock: list[float] = field(default_factory=lambda: [0.0])
 
-    def replace(self, container: str, name: str, document: Document, etag: str) -> str:
+    def replace(
+        self, container: str, name: str, document: Document, etag: str, tags: Tags | None = None
+    ) -> str:
         if name.startswith("submissions/"):
             self.clock[0] += 1.0
-        return super().replace(container, name, document, etag)
+        return super().replace(container, name, document, etag, tags)
 
 
 def test_a_run_stops_when_its_time_is_up_and_the_next_goes_on(

@@ -21,8 +21,8 @@ from azure.servicebus import ServiceBusClient, ServiceBusReceiver
 
 from shared.adapters.blob_storage import AzureBlobStore
 from shared.contracts import JobStatus
-from shared.documents import DocumentListing
 from shared.events.announcements import Announcer
+from shared.job_index import JobIndex
 from shared.processing.endings import JobEndings
 from shared.processing.resends import RESENT_SETTLEMENT, JobResender, ResendPolicy
 from shared.processing.watchdog import JobWatchdog, WatchdogPolicy
@@ -112,11 +112,9 @@ def test_a_lost_message_is_resent_from_the_job_and_the_request_completes(
     counted: list[str] = []
     settings = services.settings
     documents = services.ports.documents
-    assert isinstance(documents, DocumentListing)
     watchdog = JobWatchdog(
-        listing=documents,
+        index=JobIndex(documents, jobs_container),
         documents=documents,
-        jobs_container=jobs_container,
         checkpoint_container=ledger,
         jobs=services.jobs,
         endings=JobEndings(services.jobs, Announcer(None, None), ahead),

@@ -1,20 +1,23 @@
-"""The ``usage`` ops command against Azurite: jobs written by the app's job store, read
-back through ``BlobJsonDocuments`` (its listing with last-modified times and concurrent
-reads), printed as JSON.
+"""The ``usage`` ops command against Azurite: jobs written by the app's job store (with
+their index tags), found by a tag query and read back through ``BlobJsonDocuments``
+(concurrent reads), printed as JSON.
 
-Each test has its own jobs container, so the command sees only the test's documents.
+Each test has its own jobs container, so the command sees only the test's documents; the
+documents port notes every document read, so a test can tell what the report read.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import pytest
 
-from shared.adapters.blob_storage import AzureBlobStore
+from shared.adapters.blob_documents import BlobJsonDocuments
+from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
 from shared.contracts import (
     InferenceResult,
     InlineText,
@@ -24,9 +27,11 @@ from shared.contracts import (
     ResultDocument,
     TokenUsage,
 )
+from shared.documents import Document
 from shared.entrypoints.bootstrap import Services, build_services
 from shared.entrypoints.cli.ops import main
-from shared.entrypoints.port_sets import azure_ports
+from shared.entrypoints.port_sets import azure_ports, replaced
+from shared.job_index import index_tags
 from shared.jobs import transition
 from tests.fixtures.azurite import Azurite
 from tests.integration.conftest import make_settings
@@ -34,14 +39,36 @@ from tests.integration.conftest import make_settings
 pytestmark = pytest.mark.integration
 
 
+class ReadCounting(BlobJsonDocuments):
+    """The app's documents on Azurite, noting the name of every document read."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.read_names: list[str] = []
+        self._noting = threading.Lock()
+
+    def load(self, container: str, name: str) -> tuple[Document, str] | None:
+        with self._noting:
+            self.read_names.append(name)
+        return super().load(container, name)
+
+
 @pytest.fixture
 def services(azurite: Azurite, storage: AzureBlobStore) -> Services:
     """The app's services over Azurite with a fresh jobs container (no Service Bus is
-    opened: the command only reads storage)."""
+    opened: the command only reads storage); its documents note their reads (``reads``)."""
     jobs = f"jobs-{uuid.uuid4().hex[:10]}"
     storage.ensure_containers([jobs])
     settings = make_settings(azurite, JobsContainer=jobs)
-    return build_services(settings, azure_ports(settings))
+    documents = ReadCounting(blob_service_client(settings))
+    return build_services(settings, replaced(azure_ports(settings), documents=documents))
+
+
+def reads(services: Services) -> list[str]:
+    """The names of the documents read so far, in name order."""
+    documents = services.ports.documents
+    assert isinstance(documents, ReadCounting)
+    return sorted(documents.read_names)
 
 
 @pytest.fixture
@@ -57,7 +84,7 @@ def record(
     *,
     mode: ProcessingMode = ProcessingMode.QUEUE,
     outcome: str = "completed",
-) -> None:
+) -> Job:
     """A job written by the app's job store; finished (with a result) when ``finished``."""
     created = (finished or datetime.now(UTC)) - timedelta(minutes=3)
     job = Job(
@@ -87,6 +114,11 @@ def record(
         )
         job = transition(job, JobStatus.COMPLETED, lambda: finished, result=result)
     assert services.jobs.create(job) is not None
+    return job
+
+
+def name_of(job: Job) -> str:
+    return f"{job.tenant_id}/{job.id}.json"
 
 
 def usage(input_tokens: int, output_tokens: int) -> TokenUsage:
@@ -108,19 +140,34 @@ def printed_json(
 
 
 def test_usage_per_tenant_and_mode_is_read_back_from_blob_storage(
-    services: Services, storage: AzureBlobStore, today: date, capsys: pytest.CaptureFixture[str]
+    services: Services, today: date, capsys: pytest.CaptureFixture[str]
 ) -> None:
     start = datetime.combine(today, time(), UTC)
-    record(services, "acme", start + timedelta(seconds=1), usage(120, 30))
-    record(services, "acme", start + timedelta(hours=1), usage(80, 20))
-    record(services, "acme", start + timedelta(hours=2), usage(500, 100), mode=ProcessingMode.BATCH)
-    record(services, "acme", start + timedelta(hours=3), usage(9, 1), outcome="refused")
-    record(services, "globex", start + timedelta(hours=4), None)
+    on_the_day = [
+        record(services, "acme", start + timedelta(seconds=1), usage(120, 30)),
+        record(services, "acme", start + timedelta(hours=1), usage(80, 20)),
+        record(
+            services, "acme", start + timedelta(hours=2), usage(500, 100), mode=ProcessingMode.BATCH
+        ),
+        record(services, "acme", start + timedelta(hours=3), usage(9, 1), outcome="refused"),
+        record(services, "globex", start + timedelta(hours=4), None),
+    ]
+    ended_today = index_tags(on_the_day[-1])
     record(services, "globex", start - timedelta(seconds=1), usage(7000, 7000))  # yesterday
     record(services, "globex", None, None)  # still running
     container = services.settings.containers.jobs
-    services.ports.documents.put(container, "acme/idempotency.json", {"schema": "other/v1"})
-    storage.upload(container, "globex/torn.json", b'{"schema": "inferb', "application/json", {})
+    # Documents that are no jobs but carry the tags of a job that ended today.
+    assert services.ports.documents.create(
+        container,
+        "acme/idempotency.json",
+        {"schema": "other/v1"},
+        {**ended_today, "tenant": "acme"},
+    )
+    blob_service_client(services.settings).get_blob_client(
+        container, "globex/torn.json"
+    ).upload_blob(b'{"schema": "inferb', tags=ended_today)
+    # A document without tags is not in the index, whatever it holds.
+    services.ports.documents.put(container, "acme/untagged.json", {"schema": "other/v1"})
 
     document = printed_json(services, capsys, "--day", today.isoformat())
 
@@ -141,11 +188,15 @@ def test_usage_per_tenant_and_mode_is_read_back_from_blob_storage(
         "requests_without_usage": 1,
     }
     read = document["documents"]
-    assert (read["listed"], read["read"], read["unfinished"]) == (9, 9, 1)
+    assert (read["listed"], read["read"], read["unfinished"]) == (7, 7, 0)
     assert {item["name"] for item in read["not_jobs"]} == {
         "acme/idempotency.json",
         "globex/torn.json",
     }
+    # Yesterday's job, the running one and the untagged document were not read.
+    assert reads(services) == sorted(
+        [*map(name_of, on_the_day), "acme/idempotency.json", "globex/torn.json"]
+    )
 
 
 def test_one_tenant_over_a_range_lists_only_its_own_jobs(
@@ -168,17 +219,25 @@ def test_one_tenant_over_a_range_lists_only_its_own_jobs(
         (today.isoformat(), "batch", 7),
     ]
     assert document["documents"]["listed"] == 2
+    assert len(reads(services)) == 2
 
 
-def test_jobs_written_before_the_range_are_skipped_by_their_listing(
+def test_the_report_reads_only_the_jobs_the_index_names_as_ended_in_the_range(
     services: Services, today: date, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for _ in range(3):
-        record(services, "acme", datetime.now(UTC), usage(1, 1))
+    start = datetime.combine(today, time(), UTC)
+    for hours in (1, 30):  # yesterday and the day before
+        record(services, "acme", start - timedelta(hours=hours), usage(1, 1))
+    ended_today = record(services, "acme", start + timedelta(minutes=1), usage(2, 2))
+    record(services, "acme", None, None)  # still running
     later = today + timedelta(days=2)
 
-    document = printed_json(services, capsys, "--day", later.isoformat())
+    nothing = printed_json(services, capsys, "--day", later.isoformat())
+    assert reads(services) == []
+    found = printed_json(services, capsys, "--day", today.isoformat())
 
-    assert document["rows"] == []
-    read = document["documents"]
-    assert (read["listed"], read["skipped_by_last_modified"], read["read"]) == (3, 3, 0)
+    assert nothing["rows"] == []
+    assert (nothing["documents"]["listed"], nothing["documents"]["read"]) == (0, 0)
+    assert found["totals"]["total_tokens"] == 4
+    assert (found["documents"]["listed"], found["documents"]["read"]) == (1, 1)
+    assert reads(services) == [name_of(ended_today)]

@@ -1,8 +1,10 @@
-"""The job watchdog against Azurite: real listings, real ETags, the results topic.
+"""The job watchdog against Azurite: the job index (Find Blobs by Tags), real ETags, the
+results topic.
 
-The app's clock runs twenty minutes ahead of Azurite's, so jobs written now are past
-the grace period for the watchdog without waiting; each test has its own job and ledger
-containers, so the watchdog sees only its jobs and its checkpoint.
+The watchdog decides by each job's own last change (``updated_at``, its ``changed`` tag),
+and its clock runs twenty minutes ahead, so the jobs recorded here with a past
+``updated_at`` are past the grace period without waiting; each test has its own job and
+ledger containers, so the watchdog sees only its jobs and its checkpoint.
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ def test_a_stale_job_expires_and_one_being_processed_is_left_alone(
 
     assert services.watchdog is not None
     again = services.watchdog.watch()
+    assert again.open == 1, "the index names only the job still running"
     assert again.read == 0, "nothing was written since, and nothing is due yet"
     assert announced_failures(bus) == {}
 

@@ -25,7 +25,7 @@ from shared import telemetry
 from shared.adapters.in_memory import RecordingPublisher, RecordingSender, RecordingSettler
 from shared.clock import Clock
 from shared.contracts import Job, JobStatus
-from shared.documents import Document, JsonDocuments
+from shared.documents import Document, JsonDocuments, Tags
 from shared.entrypoints.bootstrap import Services, build_services, use_services
 from shared.entrypoints.builders import global_batch_policy
 from shared.entrypoints.port_sets import replaced
@@ -127,16 +127,20 @@ class CrashingDocuments:
     after_state: str
     crashed: bool = False
 
-    def replace(self, container: str, name: str, document: Document, etag: str) -> str:
-        etag = str(self.real.replace(container, name, document, etag))
+    def replace(
+        self, container: str, name: str, document: Document, etag: str, tags: Tags | None = None
+    ) -> str:
+        etag = str(self.real.replace(container, name, document, etag, tags))
         saved = name.startswith("submissions/") and document.get("state") == self.after_state
         if saved and not self.crashed:
             self.crashed = True
             raise Crash(f"after saving a submission {self.after_state}")
         return etag
 
-    def create(self, container: str, name: str, document: Document) -> str | None:
-        return self.real.create(container, name, document)  # type: ignore[no-any-return]
+    def create(
+        self, container: str, name: str, document: Document, tags: Tags | None = None
+    ) -> str | None:
+        return self.real.create(container, name, document, tags)  # type: ignore[no-any-return]
 
     def load(self, container: str, name: str) -> tuple[Document, str] | None:
         return self.real.load(container, name)  # type: ignore[no-any-return]

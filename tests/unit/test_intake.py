@@ -9,7 +9,7 @@ import pytest
 
 from shared.adapters.in_memory import FixedBacklog, InMemoryDocuments, RecordingSender
 from shared.contracts import JobStatus
-from shared.documents import Document
+from shared.documents import Document, Tags
 from shared.errors import (
     Conflict,
     InvalidInput,
@@ -244,10 +244,12 @@ class JobsAtSend(RecordingSender):
 
 
 class JobWritesFail(InMemoryDocuments):
-    def create(self, container: str, name: str, document: Document) -> str | None:
+    def create(
+        self, container: str, name: str, document: Document, tags: Tags | None = None
+    ) -> str | None:
         if container == "jobs":
             raise TransientError("storage is unavailable")
-        return super().create(container, name, document)
+        return super().create(container, name, document, tags)
 
 
 def test_the_message_is_sent_before_the_job_is_recorded() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any, Literal
@@ -13,6 +14,7 @@ import pytest
 
 from shared.accounting.usage import DayRange, UsageCounts, UsageKey, account
 from shared.accounting.usage_report import UsageReader
+from shared.adapters.in_memory import InMemoryDocuments
 from shared.contracts import (
     InferenceResult,
     InlineText,
@@ -22,10 +24,11 @@ from shared.contracts import (
     ResultDocument,
     TokenUsage,
 )
-from shared.documents import Document
+from shared.documents import Document, TaggedDocuments, TagQuery
 from shared.entrypoints.cli.ops import main
 from shared.errors import TransientError
-from shared.jobs import DocumentJobStore, transition
+from shared.job_index import JobIndex, index_tags
+from shared.jobs import DocumentJobStore, JobRepository, reopen, transition
 from tests.fakes import ManualClock
 from tests.support.wiring import Wired, wire
 
@@ -193,19 +196,43 @@ def test_a_range_that_ends_before_it_starts_is_refused() -> None:
 # --- reading the jobs through the document ports -------------------------------------------
 
 
+class ReadCounting(InMemoryDocuments):
+    """The in-memory documents, noting the name of every document read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read_names: list[str] = []
+        self._noting = threading.Lock()
+
+    def load(self, container: str, name: str) -> tuple[Document, str] | None:
+        with self._noting:
+            self.read_names.append(name)
+        return super().load(container, name)
+
+
 @dataclass
-class Listed:
-    """A listing taken earlier: what ``list_modified`` said before documents changed."""
+class IndexBehind:
+    """The tag index as it was when taken: Blob storage updates its index shortly after
+    a write, so a query can still name a document deleted or changed since."""
 
-    names: list[tuple[str, datetime]]
+    tags: dict[tuple[str, str], dict[str, str]]
 
-    def list_modified(self, container: str, prefix: str) -> list[tuple[str, datetime]]:
-        return [(name, when) for name, when in self.names if name.startswith(prefix)]
+    @classmethod
+    def of(cls, documents: InMemoryDocuments) -> IndexBehind:
+        return cls({key: dict(tags) for key, tags in documents.blobs.tags.items()})
+
+    def find_tagged(self, container: str, query: TagQuery) -> list[tuple[str, dict[str, str]]]:
+        return sorted(
+            (name, query.shown(tags))
+            for (c, name), tags in self.tags.items()
+            if c == container and query.matches(tags)
+        )
 
 
 def stored(jobs: list[Job], clock: ManualClock) -> Wired:
-    """The jobs written through the app's job store, each at the time it finished."""
-    wired = wire(clock=clock)
+    """The jobs written through the app's job store (with their index tags), each at the
+    time it finished; the documents port notes every read (``reads``)."""
+    wired = wire(clock=clock, ports={"documents": ReadCounting()})
     store = DocumentJobStore(wired.documents, CONTAINER)
     for job in jobs:
         clock.now = job.completed_at or job.updated_at
@@ -213,30 +240,55 @@ def stored(jobs: list[Job], clock: ManualClock) -> Wired:
     return wired
 
 
-def test_the_report_reads_only_what_can_have_finished_in_range_and_names_strays() -> None:
+def reads(wired: Wired) -> list[str]:
+    """The names of the documents read so far, in name order."""
+    documents = wired.documents
+    assert isinstance(documents, ReadCounting)
+    return sorted(documents.read_names)
+
+
+def reader(wired: Wired, index: TaggedDocuments | None = None, readers: int = 10) -> UsageReader:
+    """The report's reader over the wired documents; ``index`` answers the tag queries
+    (the documents' own index unless given)."""
+    documents = wired.documents
+    found_by = JobIndex(index if index is not None else documents, CONTAINER)
+    return UsageReader(documents, found_by, CONTAINER, readers=readers)
+
+
+def name_of(job: Job) -> str:
+    return f"{job.tenant_id}/{job.id}.json"
+
+
+def test_the_report_reads_only_the_jobs_the_index_names_and_names_strays() -> None:
     clock = ManualClock(NOON)
     yesterday = NOON - timedelta(days=1)
+    queued, batched = (
+        finished("acme", NOON, usage(10, 1)),
+        finished("acme", NOON, usage(20, 2), mode=BATCH),
+    )
+    earlier = finished("acme", yesterday, usage(1000, 1000))
     running = accepted("acme", NOON, "local-analyzer", QUEUE)
     failed = transition(
         accepted("acme", NOON, "local-analyzer", QUEUE), JobStatus.FAILED, lambda: NOON
     )
-    wired = stored(
-        [
-            finished("acme", NOON, usage(10, 1)),
-            finished("acme", NOON, usage(20, 2), mode=BATCH),
-            finished("acme", yesterday, usage(1000, 1000)),
-            running,
-            failed,
-        ],
-        clock,
-    )
+    wired = stored([queued, batched, earlier, running, failed], clock)
     documents = wired.documents
-    documents.put(CONTAINER, "acme/not-a-job.json", {"schema": "inferbus.idempotency/v1"})
-    documents.put(CONTAINER, "acme/broken.json", {"schema": "inferbus.job/v1", "id": 1})
+    # Documents that are no jobs but carry the tags of an acme job that ended on DAY.
+    ended_today = index_tags(finished("acme", NOON, None))
+    assert documents.create(
+        CONTAINER, "acme/not-a-job.json", {"schema": "inferbus.idempotency/v1"}, ended_today
+    )
+    assert documents.create(
+        CONTAINER, "acme/broken.json", {"schema": "inferbus.job/v1", "id": 1}, ended_today
+    )
     documents.blobs.write(CONTAINER, "acme/garbage.json", b"\xff{", "application/json", {})
-    documents.put(CONTAINER, "stray.json", {"hello": "world"})
+    documents.blobs.tags[(CONTAINER, "acme/garbage.json")] = dict(ended_today)  # the index names it
+    assert documents.create(CONTAINER, "stray.json", {"hello": "world"}, ended_today)
+    # A job that ended on DAY, written without tags: the index does not name it.
+    untagged = finished("acme", NOON, usage(7, 7))
+    documents.put(CONTAINER, name_of(untagged), untagged.model_dump(mode="json", by_alias=True))
 
-    report = UsageReader(documents, documents, CONTAINER).report(DayRange.single(DAY))
+    report = reader(wired).report(DayRange.single(DAY))
 
     assert counts(report.rows) == {
         UsageKey(DAY, "acme", "local-analyzer", QUEUE): UsageCounts(1, 10, 1, 11, 0),
@@ -244,8 +296,20 @@ def test_the_report_reads_only_what_can_have_finished_in_range_and_names_strays(
     }
     assert report.totals == UsageCounts(2, 30, 3, 33, 0)
     tally = report.documents
-    assert (tally.listed, tally.skipped_by_last_modified, tally.read) == (9, 1, 7)
-    assert (tally.unfinished, tally.ended_without_result) == (1, 1)
+    assert (tally.listed, tally.read) == (7, 6)
+    assert (tally.unfinished, tally.ended_without_result) == (0, 1)
+    # Only what the index named was read: not yesterday's job, not the running one, not
+    # the untagged one, and not the stray whose name is no job's.
+    assert reads(wired) == sorted(
+        [
+            name_of(queued),
+            name_of(batched),
+            name_of(failed),
+            "acme/not-a-job.json",
+            "acme/broken.json",
+            "acme/garbage.json",
+        ]
+    )
     reasons = {item.name: item.reason for item in tally.not_jobs}
     assert reasons["stray.json"] == "not named <tenant>/<id>.json"
     assert reasons["acme/not-a-job.json"].startswith("schema 'inferbus.idempotency/v1'")
@@ -254,17 +318,84 @@ def test_the_report_reads_only_what_can_have_finished_in_range_and_names_strays(
     assert len(reasons) == 4
 
 
-def test_a_job_that_vanished_after_the_listing_is_named_and_the_rest_still_counted() -> None:
+def test_jobs_that_ended_on_other_days_are_not_read_at_all() -> None:
+    clock = ManualClock(NOON)
+    jobs = [
+        finished("acme", NOON - timedelta(days=2), usage(1, 1)),
+        finished("acme", NOON - timedelta(days=1), usage(2, 2)),
+        finished("acme", NOON + timedelta(days=1), usage(4, 4)),
+    ]
+    wired = stored(jobs, clock)
+
+    report = reader(wired).report(DayRange.single(DAY))
+    between = reader(wired).report(DayRange(date(2026, 11, 29), DAY))
+
+    assert report.rows == []
+    assert (report.documents.listed, report.documents.read) == (0, 0)
+    assert between.totals == UsageCounts(1, 2, 2, 4, 0)
+    assert (between.documents.listed, between.documents.read) == (1, 1)
+    assert reads(wired) == [name_of(jobs[1])]
+
+
+def test_a_job_is_found_on_the_utc_day_it_finished_whenever_it_was_written() -> None:
+    clock = ManualClock(NOON)
+    last_instant = datetime(2026, 11, 29, 23, 59, 59, 999999, tzinfo=UTC)
+    # 00:30 in UTC+2 is 22:30 UTC on DAY.
+    early_east = datetime(2026, 12, 1, 0, 30, tzinfo=timezone(timedelta(hours=2)))
+    day_before, on_the_day = (
+        finished("acme", last_instant, usage(1, 1)),
+        finished("acme", early_east, usage(2, 2)),
+    )
+    wired = wire(clock=clock, ports={"documents": ReadCounting()})
+    store = DocumentJobStore(wired.documents, CONTAINER)
+    clock.now = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)  # both written a day late
+    assert store.create(day_before) is not None
+    assert store.create(on_the_day) is not None
+
+    report = reader(wired).report(DayRange.single(DAY))
+    before = reader(wired).report(DayRange.single(date(2026, 11, 29)))
+
+    assert counts(report.rows) == {
+        UsageKey(DAY, "acme", "local-analyzer", QUEUE): UsageCounts(1, 2, 2, 4, 0)
+    }
+    assert counts(before.rows) == {
+        UsageKey(date(2026, 11, 29), "acme", "local-analyzer", QUEUE): UsageCounts(1, 1, 1, 2, 0)
+    }
+    assert (report.documents.listed, before.documents.listed) == (1, 1)
+
+
+def test_a_job_that_vanished_after_the_index_named_it_is_named_and_the_rest_counted() -> None:
     clock = ManualClock(NOON)
     kept, deleted = finished("acme", NOON, usage(5, 5)), finished("acme", NOON, usage(7, 7))
     wired = stored([kept, deleted], clock)
-    listing = Listed(wired.documents.list_modified(CONTAINER, ""))
-    wired.documents.delete(CONTAINER, f"acme/{deleted.id}.json")
+    behind = IndexBehind.of(wired.documents)
+    wired.documents.delete(CONTAINER, name_of(deleted))
 
-    report = UsageReader(wired.documents, listing, CONTAINER).report(DayRange.single(DAY))
+    report = reader(wired, behind).report(DayRange.single(DAY))
 
     assert report.totals == UsageCounts(1, 5, 5, 10, 0)
-    assert report.documents.vanished == [f"acme/{deleted.id}.json"]
+    assert report.documents.vanished == [name_of(deleted)]
+    assert (report.documents.listed, report.documents.read) == (2, 1)
+
+
+def test_a_job_reopened_after_the_index_named_it_is_unfinished_and_not_counted() -> None:
+    clock = ManualClock(NOON)
+    done = finished("acme", NOON, usage(5, 5))
+    failed = transition(
+        accepted("acme", NOON, "local-analyzer", QUEUE), JobStatus.FAILED, lambda: NOON
+    )
+    wired = stored([done, failed], clock)
+    behind = IndexBehind.of(wired.documents)
+    jobs = JobRepository(DocumentJobStore(wired.documents, CONTAINER), clock)
+    jobs.update("acme", failed.id, lambda job: reopen(job, "replayed by an operator"))
+
+    lagging = reader(wired, behind).report(DayRange.single(DAY))
+    current = reader(wired).report(DayRange.single(DAY))
+
+    assert lagging.totals == current.totals == UsageCounts(1, 5, 5, 10, 0)
+    assert (lagging.documents.listed, lagging.documents.read) == (2, 2)
+    assert (lagging.documents.unfinished, lagging.documents.ended_without_result) == (1, 0)
+    assert (current.documents.listed, current.documents.unfinished) == (1, 0)
 
 
 def test_many_jobs_read_concurrently_sum_to_the_same_totals() -> None:
@@ -275,13 +406,12 @@ def test_many_jobs_read_concurrently_sum_to_the_same_totals() -> None:
     ]
     wired = stored(jobs, clock)
 
-    report = UsageReader(wired.documents, wired.documents, CONTAINER, readers=16).report(
-        DayRange.single(DAY)
-    )
+    report = reader(wired, readers=16).report(DayRange.single(DAY))
 
     assert report.totals == UsageCounts(60, sum(range(60)), 60, sum(range(60)) + 60, 0)
     assert len(report.rows) == 6
     assert report.documents.read == 60
+    assert reads(wired) == sorted(name_of(job) for job in jobs)
 
 
 class FailingDocuments:
@@ -294,8 +424,8 @@ class FailingDocuments:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._documents, name)
 
-    def list_modified(self, container: str, prefix: str) -> list[tuple[str, datetime]]:
-        return self._documents.list_modified(container, prefix)
+    def find_tagged(self, container: str, query: TagQuery) -> list[tuple[str, dict[str, str]]]:
+        return self._documents.find_tagged(container, query)
 
     def load(self, container: str, name: str) -> tuple[Document, str] | None:
         if name == self._failing:
@@ -309,7 +439,7 @@ def test_a_storage_outage_stops_the_report_instead_of_giving_a_partial_sum(
     clock = ManualClock(NOON)
     jobs = [finished("acme", NOON, usage(1, 1)) for _ in range(5)]
     wired = stored(jobs, clock)
-    failing = FailingDocuments(wired, f"acme/{jobs[2].id}.json")
+    failing = FailingDocuments(wired, name_of(jobs[2]))
     services = wire(clock=clock, ports={"documents": failing}).services
 
     code = main(["usage", "--json"], lambda: services)
@@ -317,7 +447,7 @@ def test_a_storage_outage_stops_the_report_instead_of_giving_a_partial_sum(
     assert code == 3
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert "unavailable: reading jobs/acme/" in captured.err
+    assert f"unavailable: reading jobs/{name_of(jobs[2])}" in captured.err
 
 
 # --- the ops command ------------------------------------------------------------------------
@@ -355,7 +485,11 @@ def test_the_command_prints_today_by_default_as_a_table_with_totals(
     assert len({len(line) for line in lines[1:]}) == 1  # the counts are right-aligned
     assert lines[4].split() == ["total", "2", "1,200", "34", "1,234", "1"]
     assert len(lines) == 5
-    assert "read 2 of 3 job documents listed (1 last written before the range)" in err
+    assert (
+        "read 2 of 2 job documents the index names as ended in the range; "
+        "0 unfinished again, 0 ended without a result"
+    ) in err
+    assert len(reads(wired)) == 2
 
 
 def test_the_command_prints_json_for_a_range_and_one_tenant(
@@ -416,6 +550,7 @@ def test_the_command_prints_json_for_a_range_and_one_tenant(
     ]
     assert document["totals"]["total_tokens"] == 18
     assert document["documents"]["listed"] == 2
+    assert len(reads(wired)) == 2
 
 
 def test_since_alone_runs_to_today(capsys: pytest.CaptureFixture[str]) -> None:

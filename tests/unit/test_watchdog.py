@@ -1,4 +1,8 @@
-"""The job watchdog's decisions, over the in-memory ports (the blobs' clock is the test's)."""
+"""The job watchdog's decisions, over the in-memory ports (the jobs' clock is the test's).
+
+The watchdog finds the open jobs through the job index (their ``updated_at``), so what
+counts is each job's own last change, and a finished job is never read.
+"""
 
 from __future__ import annotations
 
@@ -103,14 +107,16 @@ def test_an_unfinished_job_is_read_again_only_when_due(setup: Setup) -> None:
     assert setup.watchdog.watch().outcomes == {"ended": 1}
 
 
-def test_finished_jobs_are_read_once(setup: Setup) -> None:
+def test_finished_jobs_are_never_read(setup: Setup) -> None:
     setup.job(status=JobStatus.COMPLETED)
     setup.later(minutes=16)
 
-    assert setup.watchdog.watch().outcomes == {"finished": 1}
+    first = setup.watchdog.watch()
+    assert (first.open, first.read, first.outcomes) == (0, 0, {}), "not open: not read"
     setup.later(hours=5)
     assert setup.watchdog.watch().read == 0
     assert setup.stored().status is JobStatus.COMPLETED
+    assert setup.failures_published == []
 
 
 def test_a_job_the_processor_finishes_leaves_the_watch(setup: Setup) -> None:
@@ -122,9 +128,11 @@ def test_a_job_the_processor_finishes_leaves_the_watch(setup: Setup) -> None:
     )
     setup.later(minutes=16)
 
-    assert setup.watchdog.watch().outcomes == {"finished": 1}
+    after = setup.watchdog.watch()
+    assert (after.open, after.read, after.outcomes) == (0, 0, {}), "it left the open set"
     setup.later(hours=2)
     assert setup.watchdog.watch().read == 0
+    assert setup.stored().status is JobStatus.COMPLETED
     assert setup.failures_published == []
 
 
@@ -190,7 +198,9 @@ def test_a_job_in_a_global_batch_submission_is_left_to_its_control_plane(setup: 
               batch=BatchMembership(deployment="d"))  # fmt: skip
     setup.later(days=3)  # a quota wait and two expired 24-hour windows
 
-    assert setup.watchdog.watch().outcomes == {"in-a-batch": 1, "ended": 1}
+    report = setup.watchdog.watch()
+    assert (report.open, report.read) == (1, 1), "the submitted job is not even read"
+    assert report.outcomes == {"ended": 1}
     assert setup.stored("batched").status is JobStatus.RUNNING
     waiting = setup.stored("waiting")  # staged, never submitted: the watch still applies
     assert waiting.status is JobStatus.FAILED

@@ -15,6 +15,7 @@ import pytest
 
 from shared.contracts import BatchMembership, ClaimCheck, Job, JobStatus, ProcessingMode
 from shared.events.announcements import Announcer
+from shared.job_index import JobIndex
 from shared.jobs import transition
 from shared.lanes import Lane
 from shared.messaging import OutgoingMessage
@@ -44,9 +45,8 @@ class Setup:
             clock=self.clock,
         )
         self.watchdog = JobWatchdog(
-            listing=self.wired.documents,
+            index=JobIndex(self.wired.documents, self.wired.settings.containers.jobs),
             documents=self.wired.documents,
-            jobs_container=self.wired.settings.containers.jobs,
             checkpoint_container=self.wired.settings.containers.ledgers,
             jobs=services.jobs,
             endings=JobEndings(services.jobs, Announcer(None, None), self.clock),

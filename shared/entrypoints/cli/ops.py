@@ -8,21 +8,24 @@
     python -m shared.ops sb-deadletters replay|purge (--all | FILTERS) [--queue Q ...]
                                                       [--dry-run] [--yes]
     python -m shared.ops usage [--day D | --since D [--until D]] [--tenant T] [--json]
+    python -m shared.ops jobs reindex [--dry-run] [--json]
 
 ``deadletters`` (alias ``eventgrid-deadletters``) reads Event Grid's dead-letter blobs
 (commands in ``eventgrid_dead_letters``), ``sb-deadletters`` (alias ``servicebus-deadletters``) the
 dead-letter queues of the request queues (commands in ``servicebus_dead_letters``), ``usage`` the
-tokens used per day, tenant, model and lane (``usage``). This module
+tokens used per day, tenant, model and lane (``usage``), ``jobs reindex`` tags the jobs an
+earlier version stored without the job index's tags (``jobs``). This module
 assembles their parsers and is the command line's wiring: from the app's services it
 builds what each area's commands use (the ``DeadLetterReplay``; the ``DeadLetterScope`` and
 the ``DeadLetterOperations`` over azure-servicebus, imported lazily so that the other
 areas, and callers that pass their own operations (the unit tests), do not load the SDK;
-a ``UsageReader`` and the clock), so the commands never see the settings. The exit codes
-and the handling of configuration and availability errors are the same for every area.
-Settings come from the environment and ``local.settings.json`` like the app's. Exit
-codes: 0 done, 1 some were rejected or refused (also: ``show`` found nothing, the
-operator did not confirm), 2 usage or configuration error, 3 a dependency was
-unavailable (the replay stopped; run it again to continue where it stopped).
+a ``UsageReader`` and the clock; a ``JobReindexer``), so the commands never see the
+settings. The exit codes and the handling of configuration and availability errors are
+the same for every area. Settings come from the environment and ``local.settings.json``
+like the app's. Exit codes: 0 done, 1 some were rejected or refused (also: ``show``
+found nothing, the operator did not confirm), 2 usage or configuration error, 3 a
+dependency was unavailable (the replay stopped; run it again to continue where it
+stopped).
 """
 
 from __future__ import annotations
@@ -37,9 +40,12 @@ from datetime import timedelta
 from shared.accounting.usage_report import UsageReader
 from shared.entrypoints.bootstrap import Services, ServicesProvider, get_services
 from shared.entrypoints.cli.eventgrid_dead_letters import add_eventgrid_commands
+from shared.entrypoints.cli.jobs import add_jobs_commands
 from shared.entrypoints.cli.servicebus_dead_letters import DeadLetterScope, add_servicebus_commands
 from shared.entrypoints.cli.usage import add_usage_command
 from shared.errors import ConfigurationError, TransientError
+from shared.job_index import JobIndex
+from shared.job_reindex import JobReindexer
 from shared.lanes import LaneQueues
 from shared.processing.dead_letters.operations import DeadLetterOperations
 
@@ -74,9 +80,10 @@ def dead_letter_scope(services: Services) -> DeadLetterScope:
 
 
 def usage_reader(services: Services) -> UsageReader:
-    """The job store's reader (its listing carries last-modified times)."""
+    """The job store's reader: the job index finds the jobs, the documents are read."""
     documents = services.ports.documents
-    return UsageReader(documents, documents, services.settings.containers.jobs)
+    container = services.settings.containers.jobs
+    return UsageReader(documents, JobIndex(documents, container), container)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -85,6 +92,7 @@ def parser() -> argparse.ArgumentParser:
     add_eventgrid_commands(commands)
     add_servicebus_commands(commands)
     add_usage_command(commands)
+    add_jobs_commands(commands)
     return root
 
 
@@ -96,6 +104,9 @@ def _run(args: argparse.Namespace, services: Services, servicebus: OperationsFac
             return run(args, dead_letter_scope(services), operations)
     if args.tools == "usage":
         return run(args, usage_reader(services), services.ports.clock)
+    if args.tools == "jobs":
+        documents = services.ports.documents
+        return run(args, JobReindexer(documents, services.settings.containers.jobs))
     return run(args, services.dead_letters)
 
 

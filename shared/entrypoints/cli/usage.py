@@ -22,10 +22,11 @@ import sys
 from datetime import date
 from typing import Any
 
-from shared.accounting.usage import DayRange, UsageCounts, UsageRow, as_utc
+from shared.accounting.usage import DayRange, UsageCounts, UsageRow
 from shared.accounting.usage_report import UsageReader, UsageReport
 from shared.clock import Clock
 from shared.intake.tenancy import TENANT_ID_PATTERN
+from shared.job_index import as_utc
 
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 COLUMNS = ("day", "tenant", "model", "mode", "requests", "input", "output", "total", "no usage")
@@ -101,10 +102,9 @@ def table(report: UsageReport) -> list[str]:
 def notes(report: UsageReport) -> list[str]:
     tally = report.documents
     told = [
-        f"read {tally.read} of {tally.listed} job documents listed "
-        f"({tally.skipped_by_last_modified} last written before the range); "
-        f"{tally.unfinished} still unfinished, {tally.ended_without_result} ended without "
-        "a result"
+        f"read {tally.read} of {tally.listed} job documents the index names as ended in "
+        f"the range; {tally.unfinished} unfinished again, {tally.ended_without_result} "
+        "ended without a result"
     ]
     if tally.vanished:
         told.append(f"{len(tally.vanished)} vanished while being read: {', '.join(tally.vanished)}")

@@ -32,9 +32,8 @@ that leaves the open set (ended, deleted, or gone into a Global Batch submission
 forgotten. The checkpoint is written as the run goes (every ``SAVE_EVERY`` reads, and
 when a run fails) and a run stops by itself when its time is up
 (``JobWatchdogMaxRunSeconds``), so a run cut short leaves its progress and the next one
-continues. A first run, or one after the
-checkpoint was lost, reads the open jobs once. Timer triggers run as a singleton, so the
-checkpoint has one writer.
+continues. A first run, or one after the checkpoint was lost, reads the open jobs once.
+Timer triggers run as a singleton, so the checkpoint has one writer.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, Final
 
 from opentelemetry import context as otel_context
@@ -447,3 +448,69 @@ def install_log_dimensions() -> None:
         return record
 
     logging.setLogRecordFactory(factory)
+
+
+@dataclass
+class MessageProcessing:
+    """One message's ``process <queue>`` span, told how the message was settled."""
+
+    span: Span
+    outcome: str | None = None
+
+    def settled(self, outcome: str, dead_letter_reason: str | None, failed: bool) -> None:
+        """The outcome on the span (failed for a dead letter or an abandon), counted in
+        ``inferbus.messages.settled`` once the span ends."""
+        self.outcome = outcome
+        self.span.set_attribute("inferbus.outcome", outcome)
+        if dead_letter_reason:
+            self.span.set_attribute("inferbus.dead_letter_reason", dead_letter_reason)
+        if failed:
+            fail(self.span, outcome)
+
+
+@contextmanager
+def processing(
+    *,
+    queue: str,
+    lane: str,
+    message_id: str | None,
+    correlation_id: str | None,
+    delivery_count: int | None,
+    retry_count: int,
+    properties: Mapping[str, Any],
+    invocation: str | None,
+) -> Iterator[MessageProcessing]:
+    """The block that processes one Service Bus message: its ``process <queue>`` span, a
+    child of the trace the message carries (``Diagnostic-Id``, else ``traceparent``) and
+    linked to the invocation that received it (``invocation``, a traceparent: a batch
+    holds messages of many traces), in a context of its own, with the message's ids on
+    every log record; the outcome given to ``settled`` is counted when the block ends."""
+    carried = properties.get("Diagnostic-Id") or properties.get("traceparent")
+    tenant = properties.get("tenant")
+    attributes = {
+        "messaging.system": "servicebus",
+        "messaging.operation.type": "process",
+        "messaging.destination.name": queue,
+        "messaging.message.id": message_id,
+        "messaging.message.delivery_count": delivery_count,
+        "inferbus.retry_count": retry_count,
+    }
+    with (
+        detached(),
+        span(
+            f"{SPAN_PROCESS} {queue}",
+            kind=CONSUMER,
+            parent=carried if isinstance(carried, str) else None,
+            links=[invocation] if invocation else (),
+            attributes=attributes,
+        ) as current,
+        log_dimensions(
+            message_id=message_id,
+            correlation_id=correlation_id,
+            tenant_id=tenant if isinstance(tenant, str) else None,
+        ),
+    ):
+        processed = MessageProcessing(current)
+        yield processed
+    if processed.outcome is not None:
+        count_settled(lane, processed.outcome)

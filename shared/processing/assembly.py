@@ -1,9 +1,9 @@
-"""One lane's processor, assembled: the happy path, the outcome table, the retries and
-the job adoption it is given.
+"""One lane's processor, assembled: its admission and execution, the outcome table, the
+retries and the job adoption they are given.
 
-``MessageProcessor`` builds none of its collaborators, so that a test can give it other
-ones; this is the one place that puts the usual ones together, for the wiring and the
-tests alike.
+``MessageProcessor`` and its parts build none of their collaborators, so that a test can
+give them other ones; this is the one place that puts the usual ones together, for the
+wiring and the tests alike.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from shared.intake.claim_checks import ClaimChecks
 from shared.intake.request_rules import RequestRules
 from shared.jobs import JobRepository
 from shared.messaging import MessageSender
+from shared.processing.admission import Admission
 from shared.processing.adopted_jobs import JobAdoption
+from shared.processing.execution import Execution
 from shared.processing.outcomes import OutcomeTable
 from shared.processing.pipeline import MessageProcessor
 from shared.processing.policy import ProcessingPolicy
@@ -63,16 +65,24 @@ def lane_processor(
     adoption = JobAdoption(
         jobs=jobs, rules=rules, claim_checks=claim_checks, clock=clock, sleep=sleep
     )
-    return MessageProcessor(
+    admission = Admission(
         policy=policy,
         jobs=jobs,
         claim_checks=claim_checks,
-        models=models,
         announcer=announcer,
         ledger=ledger,
         adoption=adoption,
         outcomes=outcomes,
-        retries=retries,
         clock=clock,
         stager=stager,
     )
+    execution = Execution(
+        policy=policy,
+        jobs=jobs,
+        models=models,
+        announcer=announcer,
+        outcomes=outcomes,
+        retries=retries,
+        clock=clock,
+    )
+    return MessageProcessor(policy=policy, admission=admission, execution=execution)

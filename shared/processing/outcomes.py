@@ -1,8 +1,9 @@
 """The outcome table (docs/processing.md): every message the happy path could not settle,
 settled by one table keyed by the exception it met.
 
-``MessageProcessor`` (``pipeline``) runs the happy path and settles what goes as planned
-(a result, a duplicate, a deferral, an expiry, a staged line). Whatever else it meets
+``MessageProcessor`` (``pipeline``) runs the happy path, ``admission`` then
+``execution``, which settle what goes as planned (a result, a duplicate, a deferral, an
+expiry, a staged line). Whatever else it meets
 comes here as the exception it is, and ``OutcomeTable.settle`` carries out the first row
 whose exception type matches, most specific first, as a retry middleware decides once
 after processing instead of an except-arm per failure in the pipeline. The ordered lane's
@@ -15,7 +16,8 @@ cannot be lost.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from shared.clock import Clock
@@ -44,6 +46,18 @@ from shared.processing.settlement import MAX_DESCRIPTION_CHARS, DeadLetterReason
 from shared.processing.values import Outcome
 
 log = logging.getLogger(__name__)
+
+
+@contextmanager
+def platform_call() -> Iterator[None]:
+    """Storage or the broker failing here is an outage (``PlatformUnavailable``), told
+    apart from the model's own transient failures, which spend the request's retries."""
+    try:
+        yield
+    except (PlatformUnavailable, ResultNotAnnounced):
+        raise
+    except TransientError as error:
+        raise PlatformUnavailable(error) from error
 
 
 def clip(text: str) -> str:

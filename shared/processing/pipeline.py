@@ -1,57 +1,28 @@
-"""The happy path of one request message; the outcome table settles the rest.
+"""One request message from its receipt to its settlement: admitted, then run.
 
-``MessageProcessor`` reads the message, finds (or adopts) its job and settles what goes
-as planned: a result, a duplicate, a deferral, an expiry, a line staged for Global
-Batch. Whatever else it meets it hands, as the exception it is, to ``OutcomeTable``
-(``outcomes``), which carries out every unhappy row of docs/processing.md's table in one
-place. Nothing one message does can touch another: errors are contained per message.
+``MessageProcessor`` opens the message's span and hands it to ``admission``, which reads
+it, finds (or adopts) its job and settles the happy rows that need no model (a duplicate,
+a deferral, an expiry, a line staged for Global Batch), then to ``execution``, which runs
+the model, stores the result and announces it. Whatever either meets goes, as the
+exception it is, to the outcome table (``outcomes``), which carries out every unhappy row
+of docs/processing.md's table in one place. Nothing one message does can touch another:
+errors are contained per message.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import datetime, timedelta
-
 from shared import telemetry
-from shared.clock import Clock, utc_now
-from shared.contracts import (
-    ClaimCheck,
-    Job,
-    JobStatus,
-    ProcessingMode,
-    RequestMessage,
-)
-from shared.errors import (
-    Conflict,
-    OrderedWaitRefused,
-    PermanentError,
-    PlatformUnavailable,
-    PrerequisiteFailed,
-    ResultNotAnnounced,
-    TransientError,
-)
-from shared.events.announcements import Announcer, result_announcement
-from shared.inference.served import ServedModels
-from shared.intake.claim_checks import ClaimChecks
-from shared.jobs import JobRepository, Versioned, held_by_a_delivery, transition
-from shared.processing.adopted_jobs import JobAdoption
+from shared.processing.admission import Admission
+from shared.processing.execution import Execution
 from shared.processing.inbound import InboundMessage
-from shared.processing.outcomes import OutcomeTable, Unsettled
 from shared.processing.policy import ProcessingPolicy
-from shared.processing.ports import BatchStaging, DeferralLedger, Settler
-from shared.processing.request_parsing import parse_request
-from shared.processing.retries import Retries
+from shared.processing.ports import Settler
 from shared.processing.settlement import NotedSettler
-from shared.processing.values import DeferredEntry, Outcome
-from shared.results import run_model
+from shared.processing.values import Outcome
 
-log = logging.getLogger(__name__)
-
-PREREQUISITE_RECHECK = timedelta(seconds=30)
 # The situations of docs/processing.md's outcome table that the happy path settles
-# itself; ``outcomes.ROWS`` carries out the others (a test holds both against the page).
+# itself (``admission`` and ``execution``); ``outcomes.ROWS`` carries out the others (a
+# test holds both against the page).
 SETTLED_ON_THE_HAPPY_PATH = (
     "no job yet (intake is a step behind, or a direct producer)",
     "job already finished (duplicate delivery)",
@@ -63,300 +34,38 @@ SETTLED_ON_THE_HAPPY_PATH = (
 )
 
 
-@contextmanager
-def platform_call() -> Iterator[None]:
-    """Storage or the broker failing here is an outage (``PlatformUnavailable``), told
-    apart from the model's own transient failures, which spend the request's retries."""
-    try:
-        yield
-    except (PlatformUnavailable, ResultNotAnnounced):
-        raise
-    except TransientError as error:
-        raise PlatformUnavailable(error) from error
-
-
 class MessageProcessor:
-    """Processes one lane's messages: the happy path here, the rest by ``outcomes``."""
+    """Processes one lane's messages: admitted, then run (see the module doc)."""
 
     def __init__(
-        self,
-        *,
-        policy: ProcessingPolicy,
-        jobs: JobRepository,
-        claim_checks: ClaimChecks,
-        models: ServedModels,
-        announcer: Announcer,
-        ledger: DeferralLedger,
-        adoption: JobAdoption,
-        outcomes: OutcomeTable,
-        retries: Retries,
-        clock: Clock = utc_now,
-        stager: BatchStaging | None = None,
+        self, *, policy: ProcessingPolicy, admission: Admission, execution: Execution
     ) -> None:
         self._policy = policy
-        self._stager = stager
-        self._jobs = jobs
-        self._claim_checks = claim_checks
-        self._models = models
-        self._announcer = announcer
-        self._ledger = ledger
-        self._adoption = adoption
-        self._outcomes = outcomes
-        self._retries = retries
-        self._clock = clock
+        self._admission = admission
+        self._execution = execution
 
     def process(
         self, message: InboundMessage, settler: Settler, invocation: str | None = None
     ) -> Outcome:
         """Process and settle one message; returns the outcome (for logs and reports).
-
-        One ``process <queue>`` span per message, a child of the trace the message carries
-        (``Diagnostic-Id``, else ``traceparent``) and linked to the invocation that received
-        it (``invocation``, a traceparent): a batch holds messages of many traces.
-        """
-        properties = message.application_properties
-        carried = properties.get("Diagnostic-Id") or properties.get("traceparent")
-        attributes = {
-            "messaging.system": "servicebus",
-            "messaging.operation.type": "process",
-            "messaging.destination.name": self._policy.queue_name,
-            "messaging.message.id": message.message_id,
-            "messaging.message.delivery_count": message.delivery_count,
-            "inferbus.retry_count": message.retry_count,
-        }
-        name = f"{telemetry.SPAN_PROCESS} {self._policy.queue_name}"
-        tenant = properties.get("tenant")
-        with (
-            telemetry.detached(),
-            telemetry.span(
-                name,
-                kind=telemetry.CONSUMER,
-                parent=carried if isinstance(carried, str) else None,
-                links=[invocation] if invocation else (),
-                attributes=attributes,
-            ) as span,
-            telemetry.log_dimensions(
-                message_id=message.message_id,
-                correlation_id=message.correlation_id,
-                tenant_id=tenant if isinstance(tenant, str) else None,
-            ),
-        ):
-            noted = NotedSettler(settler)
-            outcome = self._settle(message, noted)
-            span.set_attribute("inferbus.outcome", outcome)
-            if noted.dead_letter_reason:
-                span.set_attribute("inferbus.dead_letter_reason", noted.dead_letter_reason)
-            if outcome in (Outcome.DEAD_LETTERED, Outcome.ABANDONED):
-                telemetry.fail(span, outcome)
-        telemetry.count_settled(self._policy.lane, outcome)
+        ``invocation`` is the traceparent of the invocation that received it, which its
+        span links to (``telemetry.processing``)."""
+        noted = NotedSettler(settler)
+        with telemetry.processing(
+            queue=self._policy.queue_name,
+            lane=self._policy.lane,
+            message_id=message.message_id,
+            correlation_id=message.correlation_id,
+            delivery_count=message.delivery_count,
+            retry_count=message.retry_count,
+            properties=message.application_properties,
+            invocation=invocation,
+        ) as processing:
+            admitted = self._admission.admit(message, noted)
+            if isinstance(admitted, Outcome):
+                outcome = admitted
+            else:
+                outcome = self._execution.run(message, admitted, noted)
+            failed = outcome in (Outcome.DEAD_LETTERED, Outcome.ABANDONED)
+            processing.settled(outcome, noted.dead_letter_reason, failed)
         return outcome
-
-    def _settle(self, message: InboundMessage, settler: NotedSettler) -> Outcome:
-        """The happy path's outcome, or the outcome table's for what it met instead."""
-        try:
-            request = parse_request(message, self._policy.aliases)
-        except Exception as error:
-            outcome = self._outcomes.settle(Unsettled(message, settler, error))
-            log.info("message %s -> %s", message.message_id, outcome)
-            return outcome
-        with telemetry.log_dimensions(request_id=request.request_id, tenant_id=request.tenant_id):
-            try:
-                outcome = self._route(message, request, settler)
-            except Exception as error:
-                outcome = self._outcomes.settle(Unsettled(message, settler, error, request))
-            log.info("message %s -> %s", message.message_id, outcome)
-            return outcome
-
-    def _route(self, message: InboundMessage, request: RequestMessage, settler: Settler) -> Outcome:
-        """The happy row a readable request falls into; storage or the broker failing on
-        the way is an outage (``platform_call``), the model's failures are its own."""
-        with platform_call():
-            current = self._jobs.load(request.tenant_id, request.request_id)
-            if current is None:
-                current = self._adoption.adopt(message, request)
-            ready = self._ready(message, request, settler, current)
-            if isinstance(ready, Outcome):
-                return ready
-            running = self._jobs.advance(
-                ready,
-                lambda job: transition(
-                    job, JobStatus.RUNNING, attempts=job.attempts + 1, settlement=None
-                ),
-            )
-            content, media_type = self._read_input(request)
-        return self._run(message, request, settler, running, content, media_type)
-
-    def _ready(
-        self, message: InboundMessage, request: RequestMessage, settler: Settler, current: Versioned
-    ) -> Outcome | Versioned:
-        """The job to run, or the outcome of a message that must not run now."""
-        job = current.job
-        if job.status.is_terminal:
-            return self._ended_already(message, request, settler, job)
-        now = self._clock()
-        # A first delivery that meets its job running and recently changed is a second
-        # message for work another delivery is doing (the watchdog resends a job whose
-        # message seemed lost, with the same message id): running it too would pay for the
-        # model twice. A redelivery or a retry copy is the same work coming back (a lost
-        # lock, an abandon), and one that meets a job whose lock is long gone runs.
-        renewal = self._policy.max_lock_renewal_seconds
-        if not message.attempted_before and held_by_a_delivery(job, now, renewal):
-            log.info("message %s: job %s runs in another delivery", message.message_id, job.id)
-            settler.complete(message)
-            return Outcome.DUPLICATE
-        deadline = request.deadline or job.deadline
-        if deadline is not None and now >= deadline:
-            return self._expire(message, request, settler, current)
-        if request.not_before is not None and request.not_before > now:
-            return self._defer(message, request, settler, request.not_before, "not_before")
-        if request.mode is ProcessingMode.BATCH:
-            return self._stage(message, request, settler, job)
-        if request.after:
-            prerequisite = self._prerequisite(request)
-            if prerequisite is None or not prerequisite.is_terminal:
-                return self._defer(message, request, settler, now + PREREQUISITE_RECHECK, "after")
-            if prerequisite is not JobStatus.COMPLETED:
-                why = f"prerequisite {request.after} ended {prerequisite.value}"
-                raise PrerequisiteFailed(why)
-        return current
-
-    # --- the happy rows of the table ----------------------------------------------------
-
-    def _ended_already(
-        self, message: InboundMessage, request: RequestMessage, settler: Settler, job: Job
-    ) -> Outcome:
-        """A delivery of finished work. When it is a redelivery or a retry copy, a crash or
-        a failed publication may have come between storing the result and announcing it,
-        so a completed job is announced again (the events' ids are deterministic:
-        consumers drop a repeat). A first delivery of another message for the same
-        request is a duplicate whose original announces: it is only completed."""
-        completed = job.status is JobStatus.COMPLETED and job.result is not None
-        if message.attempted_before and completed:
-            self._announce_result(message, request, job)
-        settler.complete(message)
-        return Outcome.DUPLICATE
-
-    def _expire(
-        self, message: InboundMessage, request: RequestMessage, settler: Settler, current: Versioned
-    ) -> Outcome:
-        try:
-            self._jobs.advance(
-                current, lambda job: transition(job, JobStatus.EXPIRED, settlement="completed")
-            )
-            self._outcomes.announce_end(
-                request, "expired", "deadline_exceeded", message.application_properties
-            )
-        except Conflict:
-            pass
-        settler.complete(message)
-        return Outcome.EXPIRED
-
-    def _defer(
-        self,
-        message: InboundMessage,
-        request: RequestMessage,
-        settler: Settler,
-        due_at: datetime,
-        reason: str,
-    ) -> Outcome:
-        if self._policy.ordered:
-            raise OrderedWaitRefused(
-                f"a request with a document_id (session) cannot wait for {reason}"
-            )
-        if message.sequence_number is None:
-            settler.abandon(message)
-            return Outcome.ABANDONED
-        self._ledger.record(
-            DeferredEntry(
-                queue=self._policy.queue_name,
-                sequence_number=message.sequence_number,
-                tenant_id=request.tenant_id,
-                request_id=request.request_id,
-                due_at=due_at,
-                reason=reason,
-                recorded_at=self._clock(),
-            )
-        )
-        settler.defer(message)
-        return Outcome.DEFERRED
-
-    def _prerequisite(self, request: RequestMessage) -> JobStatus | None:
-        """The status of the request named by ``after`` (None while it does not exist)."""
-        assert request.after is not None
-        prerequisite = self._jobs.find(request.tenant_id, request.after)
-        return prerequisite.status if prerequisite else None
-
-    def _stage(
-        self, message: InboundMessage, request: RequestMessage, settler: Settler, job: Job
-    ) -> Outcome:
-        """A batch-mode request joins the Global Batch lane (``global_batch.staging``):
-        four storage operations (the job read before, the input, the staged line, the job
-        read again), and the message is done. The control plane takes it from there. The
-        second read closes a race with its caller: cancelled between the first read and
-        the staging, it found no line to take back, so the line is taken back here."""
-        if job.batch is not None and job.batch.submission_id is not None:
-            settler.complete(message)  # a redelivery of work that went out already
-            return Outcome.DUPLICATE
-        if self._stager is None:
-            raise PermanentError("this deployment has no Global Batch lane")
-        content, media_type = self._read_input(request)
-        self._stager.stage(
-            request, job.correlation_id, content, media_type, message.application_properties
-        )
-        now = self._jobs.find(request.tenant_id, request.request_id)
-        if now is not None and now.status.is_terminal:
-            self._stager.withdraw(request)
-            settler.complete(message)
-            return Outcome.DUPLICATE
-        settler.complete(message)
-        return Outcome.STAGED
-
-    def _run(
-        self,
-        message: InboundMessage,
-        request: RequestMessage,
-        settler: Settler,
-        running: Versioned,
-        content: bytes,
-        media_type: str,
-    ) -> Outcome:
-        """Success costs two job writes, each with the ETag of the step before: running
-        (done by ``_route``), then completed with the result in it (durable before it is
-        announced)."""
-        document = run_model(
-            request,
-            content,
-            media_type,
-            self._models[request.model],
-            self._retries.tries_before(message),
-            self._clock,
-            faults_allowed=self._policy.faults_allowed,
-        )
-        with telemetry.span(telemetry.SPAN_STORE_RESULT), platform_call():
-            completed = self._jobs.advance(
-                running,
-                lambda job: transition(
-                    job, JobStatus.COMPLETED, result=document, settlement="completed"
-                ),
-            )
-        self._announce_result(message, request, completed.job)
-        settler.complete(message)
-        return Outcome(document.outcome)
-
-    def _announce_result(self, message: InboundMessage, request: RequestMessage, job: Job) -> None:
-        """The stored result, announced; a failure is ``ResultNotAnnounced`` (tried again
-        without running the model)."""
-        try:
-            self._announcer.announce(
-                result_announcement(
-                    request, job, message.application_properties, self._policy.api_base_url
-                )
-            )
-        except TransientError as error:
-            raise ResultNotAnnounced(error) from error
-
-    def _read_input(self, request: RequestMessage) -> tuple[bytes, str]:
-        if isinstance(request.input, ClaimCheck):
-            content = self._claim_checks.open(request.input, request.tenant_id)
-            return content, request.input.media_type
-        return request.input.text.encode("utf-8"), "text/plain; charset=utf-8"

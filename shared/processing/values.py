@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from shared.contracts import RequestMessage
+from shared.jobs import Versioned
 from shared.processing.inbound import PropertyValue
 
 
@@ -92,3 +94,14 @@ class DeadLetteredMessage:
 
     def age(self, now: datetime) -> timedelta | None:
         return None if self.enqueued_time is None else max(now - self.enqueued_time, timedelta())
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A message whose model may run (``admission``): its request, its job moved to
+    running, and its input."""
+
+    request: RequestMessage
+    running: Versioned
+    content: bytes
+    media_type: str

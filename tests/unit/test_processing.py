@@ -759,7 +759,7 @@ def test_giving_up_announces_only_a_failure_it_recorded(h: Harness) -> None:
     h.job(status=JobStatus.COMPLETED)
     request = RequestMessage.model_validate(request_body(h))
     spent = message(request_body(h), retry_count=h.max_retries)
-    outcome = h.processor._outcomes.settle(
+    outcome = h.processor._admission._outcomes.settle(
         Unsettled(spent, NotedSettler(h.settler), TransientError("gave up"), request)
     )
     assert outcome == "dead-lettered"

@@ -286,7 +286,8 @@ def ensure_openai(port: int, api_key: str, quotas: tuple[Quota, ...], started: l
 
 
 def model_quota(text: str) -> Quota:
-    """``--model-quota DEPLOYMENT=TPM[,RPM[,LATENCY_MS]]`` (an empty TPM or RPM: no limit)."""
+    """``--model-quota DEPLOYMENT=TPM[,RPM[,LATENCY_MS[,LIMITER]]]`` (an empty TPM or RPM:
+    no limit; LIMITER ``window``, the default, or ``minute``)."""
     try:
         return parse_quota(text)
     except ValueError as error:
@@ -411,9 +412,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=model_quota,
         action="append",
         default=[],
-        metavar="DEPLOYMENT=TPM[,RPM[,LATENCY_MS]]",
-        help="limit a deployment of the OpenAI emulator as Azure limits one: tokens and "
-        "requests per minute (429 with retry-after-ms beyond them) and a latency per call; "
+        metavar="DEPLOYMENT=TPM[,RPM[,LATENCY_MS[,LIMITER]]]",
+        help="limit a deployment of the OpenAI emulator: tokens and requests per minute "
+        "(429 with retry-after-ms beyond them), a latency per call, and LIMITER 'window' "
+        "(the default: 10-second windows, as Azure) or 'minute' (a sliding minute); "
         "repeatable",
     )
     parser.add_argument(

@@ -9,8 +9,9 @@ names deployments of its own: the emulator is shared by the session.
 from __future__ import annotations
 
 import json
+import re
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import openai
 import pytest
@@ -18,7 +19,15 @@ from openai import AzureOpenAI, OpenAI
 from openai.types.chat import ChatCompletionMessageParam
 from openai.types.shared_params import ResponseFormatJSONSchema
 
-from openai_emulator.chat import WINDOW_SECONDS, ChatService, requested_tokens
+from openai_emulator.chat import (
+    WINDOW_SECONDS,
+    ChatService,
+    Limiter,
+    parse_quota,
+    quota_fields,
+    requested_tokens,
+)
+from openai_emulator.errors import ApiError
 from openai_emulator.process import OpenAIEmulator, OpenAIEmulatorProcess
 
 SENTIMENT = {
@@ -254,5 +263,171 @@ def test_quotas_can_be_given_when_the_emulator_starts(tmp_path: Any) -> None:
         started = process.wait_ready()
         assert started.chat_stats()["deployments"]["gpt-4o-mini"]["tokens_per_minute"] == 30_000
         assert "deployments=gpt-4o-mini=30000tpm/180rpm/0ms" in process.child.output()
+    finally:
+        process.stop()
+
+
+# --- the sliding minute, a deployment's other limiter ---------------------------------------
+
+
+def test_a_quota_may_name_its_limiter_after_its_latency() -> None:
+    assert parse_quota("d=24000,144,800") == ("d", 24_000, 144, 800), "as before: a 4-tuple"
+    assert parse_quota("d=24000,144,800,window") == ("d", 24_000, 144, 800)
+    assert parse_quota("d=60000,,,minute") == ("d", 60_000, None, 0, "minute")
+    assert parse_quota("d=,60,5, Minute ") == ("d", None, 60, 5, "minute")
+    assert quota_fields(("d", 1, 2, 3)) == ("d", 1, 2, 3, "window")
+    assert quota_fields(parse_quota("d=1,2,3,minute")) == ("d", 1, 2, 3, "minute")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("d=1,2,3,hourly", "LIMITER is window or minute, got 'hourly'"),
+        ("d=1,2,3,minute,4", "DEPLOYMENT=TPM[,RPM[,LATENCY_MS[,LIMITER]]]: "),
+        ("d=1,2,x,minute", "in whole numbers"),
+        ("d=-1,,,minute", "(negative)"),
+        ("minute", "DEPLOYMENT=TPM"),
+    ],
+)
+def test_a_quota_with_another_limiter_or_more_fields_is_refused(text: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(reason)):
+        parse_quota(text)
+
+
+@pytest.mark.parametrize(("limiter", "burst"), [("window", 10), ("minute", 60)])
+def test_the_sliding_minute_takes_the_whole_minute_at_once_where_the_window_takes_a_sixth(
+    limiter: Limiter, burst: int
+) -> None:
+    chat = ChatService(clock=Clock(), sleep=lambda _: None)
+    chat.configure("d", requests_per_minute=60, limiter=limiter)
+    statuses = [chat.complete("d", body("hi", 1)).status for _ in range(61)]
+    assert statuses == [200] * burst + [429] * (61 - burst)
+    assert chat.stats()["deployments"]["d"]["limiter"] == limiter
+
+
+def test_the_sliding_minute_waits_until_its_oldest_admissions_leave_it() -> None:
+    clock = Clock()
+    chat = ChatService(clock=clock, sleep=lambda _: None)
+    chat.configure("d", requests_per_minute=60, limiter="minute")
+    started = clock.now
+    answered = [chat.complete("d", body("hi", 1)) for _ in range(30)]
+    assert answered[-1].headers["x-ratelimit-remaining-requests"] == "30"
+    clock.now = started + 20
+    assert {chat.complete("d", body("hi", 1)).status for _ in range(30)} == {200}
+    clock.now = started + 30
+    throttled = chat.complete("d", body("hi", 1))
+    assert throttled.status == 429
+    assert throttled.body["error"]["code"] == "429"
+    assert "retry after 30 seconds" in throttled.body["error"]["message"]
+    assert throttled.headers["retry-after-ms"] == "30000", "the first 30 leave at +60 s"
+    assert throttled.headers["retry-after"] == "30"
+    assert throttled.headers["x-ratelimit-remaining-requests"] == "0"
+    clock.now = started + 59.5
+    assert chat.complete("d", body("hi", 1)).headers["retry-after-ms"] == "500"
+    clock.now = started + 60
+    first = chat.complete("d", body("hi", 1))
+    assert first.status == 200, "the wait it asked for was enough"
+    assert first.headers["x-ratelimit-remaining-requests"] == "29", "30 left, 1 taken"
+    assert {chat.complete("d", body("hi", 1)).status for _ in range(29)} == {200}
+    again = chat.complete("d", body("hi", 1))
+    assert again.headers["retry-after-ms"] == "20000", "then the 30 of +20 s, at +80 s"
+    stats = chat.stats()["deployments"]["d"]
+    assert (stats["served"], stats["throttled"]) == (90, 3)
+
+
+def test_the_sliding_minute_counts_the_tokens_of_the_answer_once_it_is_given() -> None:
+    clock = Clock()
+    chat = ChatService(clock=clock, sleep=lambda _: None)
+    chat.configure("d", tokens_per_minute=1_000, limiter="minute")
+    assert requested_tokens(body(max_tokens=700)) == 800
+    first = chat.complete("d", body(max_tokens=700))
+    used = first.body["usage"]["total_tokens"]
+    assert used < 200
+    assert first.headers["x-ratelimit-remaining-tokens"] == str(1_000 - used)
+    clock.now += 10
+    second = chat.complete("d", body(max_tokens=700))
+    assert second.status == 200, "800 more fit because the first counts its answer, not 800"
+    second_used = second.body["usage"]["total_tokens"]
+    used += second_used
+    assert second.headers["x-ratelimit-remaining-tokens"] == str(1_000 - used)
+    clock.now += 10
+    third = chat.complete("d", body(max_tokens=700))
+    assert third.status == 429
+    assert third.headers["retry-after-ms"] == "40000", "until the first leaves the minute"
+    assert third.headers["x-ratelimit-remaining-tokens"] == str(1_000 - used)
+    clock.now += 40
+    longer = chat.complete("d", body("hi", 1))  # 2 tokens estimated, more answered
+    answered = longer.body["usage"]["total_tokens"]
+    assert answered > requested_tokens(body("hi", 1))
+    left = 1_000 - second_used - answered  # the first left the minute, the second has not
+    assert longer.headers["x-ratelimit-remaining-tokens"] == str(left)
+
+
+def test_a_request_larger_than_the_minute_is_let_through_when_the_minute_is_empty() -> None:
+    clock = Clock()
+    chat = ChatService(clock=clock, sleep=lambda _: None)
+    chat.configure("d", tokens_per_minute=600, limiter="minute")
+    large = body("x" * 4_000, 10)  # over 1,000 tokens, asked and answered
+    assert chat.complete("d", large).status == 200
+    clock.now += 30
+    throttled = chat.complete("d", body(max_tokens=10))
+    assert throttled.status == 429, "it counts in full until it leaves the minute"
+    assert throttled.headers["retry-after-ms"] == "30000"
+    assert throttled.headers["x-ratelimit-remaining-tokens"] == "0"
+    clock.now += 30
+    assert chat.complete("d", body(max_tokens=10)).status == 200
+    refused = chat.complete("d", large)
+    assert refused.status == 429, "a large one waits for the whole minute to be free"
+    assert refused.headers["retry-after-ms"] == "60000"
+
+
+def test_a_limiter_is_window_unless_told_and_nothing_else() -> None:
+    chat = ChatService(clock=Clock(), sleep=lambda _: None)
+    assert chat.configure("d", 6_000)["limiter"] == "window"
+    assert chat.configure("m", 6_000, limiter="minute")["limiter"] == "minute"
+    with pytest.raises(ApiError) as refused:
+        chat.configure("h", 6_000, limiter=cast(Any, "hourly"))
+    assert refused.value.status == 400
+    assert "limiter" in refused.value.message
+
+
+def test_a_client_of_a_sliding_minute_gets_its_whole_minute_then_a_429(
+    emulator: OpenAIEmulator,
+) -> None:
+    name = deployment()
+    configured = emulator.set_deployment(name, requests_per_minute=6, limiter="minute")
+    assert configured["limiter"] == "minute"
+    client = AzureOpenAI(
+        azure_endpoint=emulator.endpoint,
+        api_key=emulator.api_key,
+        api_version="2024-10-21",
+        max_retries=0,
+    )
+    for left in range(5, -1, -1):  # a 10-second window would take one of the six
+        raw = client.chat.completions.with_raw_response.create(
+            model=name, messages=messages("hello"), max_tokens=10
+        )
+        assert raw.headers["x-ratelimit-remaining-requests"] == str(left)
+    with pytest.raises(openai.RateLimitError) as throttled:
+        client.chat.completions.create(model=name, messages=messages("hello"), max_tokens=10)
+    assert 50_000 < int(throttled.value.response.headers["retry-after-ms"]) <= 60_000
+    stats = emulator.chat_stats()["deployments"][name]
+    assert (stats["limiter"], stats["served"], stats["throttled"]) == ("minute", 6, 1)
+
+
+def test_a_quota_given_at_start_names_its_limiter(tmp_path: Any) -> None:
+    process = OpenAIEmulatorProcess(
+        tmp_path / "emulator.log",
+        deployments=(("azure", 30_000, 180, 0), ("compatible", None, 60, 5, "minute")),
+    )
+    try:
+        started = process.wait_ready()
+        stats = started.chat_stats()["deployments"]
+        assert (stats["azure"]["limiter"], stats["compatible"]["limiter"]) == ("window", "minute")
+        assert stats["compatible"]["requests_per_minute"] == 60
+        assert (
+            "deployments=azure=30000tpm/180rpm/0ms/window,compatible=-tpm/60rpm/5ms/minute"
+            in process.child.output()
+        )
     finally:
         process.stop()

@@ -42,6 +42,7 @@ def test_ready_line_health_and_sigterm(tmp_path: Path) -> None:
         (["--enqueued-token-limit", "=5"], "--enqueued-token-limit"),
         (["--enqueued-token-limit", "gpt=many"], "--enqueued-token-limit"),
         (["--enqueued-token-limit", "-3"], "--enqueued-token-limit"),
+        (["--deployment", "gpt=1000,10,0,hourly"], "LIMITER is window or minute"),
     ],
 )
 def test_bad_options_exit_2_and_say_why(options: list[str], reason: str) -> None:

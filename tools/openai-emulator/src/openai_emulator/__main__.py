@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 
 from .batches import Limits
-from .chat import Quota, parse_quota
+from .chat import QUOTA_SYNTAX, Quota, parse_quota
 from .server import DEFAULT_KEY, Emulator, ServerOptions
 
 DEFAULT_PORT = 5390
@@ -114,9 +114,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=deployment,
         action="append",
         default=[],
-        metavar="NAME=TPM[,RPM[,LATENCY_MS]]",
-        help="a chat deployment's quota (tokens and requests per minute) and latency; "
-        "repeatable (deployments not named answer without limit)",
+        metavar=QUOTA_SYNTAX.replace("DEPLOYMENT", "NAME"),
+        help="a chat deployment's quota (tokens and requests per minute), latency, and "
+        "LIMITER: 'window' (default; 10-second windows, as Azure OpenAI) or 'minute' (a "
+        "sliding minute); repeatable (deployments not named answer without limit)",
     )
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]

@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .batches import BatchService
-from .chat import Answered, ChatService
+from .chat import DEFAULT_LIMITER, Answered, ChatService
 from .errors import ApiError, bad_request, not_found, unauthorized
 from .files import check_expiry_seconds
 from .listing import query_int
@@ -313,6 +313,7 @@ class ApiHandler(BaseHTTPRequestHandler):
                 document.get("tokens_per_minute"),
                 document.get("requests_per_minute"),
                 document.get("latency_ms") or 0,
+                document.get("limiter") or DEFAULT_LIMITER,
             )
         service.reset()
         self.server.chat.reset()

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from local_processes import Child
-from openai_emulator.chat import Quota
+from openai_emulator.chat import DEFAULT_LIMITER, Limiter, Quota, quota_fields
 from openai_emulator.server import DEFAULT_KEY
 
 STARTUP_TIMEOUT_S = 30.0
@@ -91,13 +91,17 @@ class OpenAIEmulator:
         tokens_per_minute: int | None = None,
         requests_per_minute: int | None = None,
         latency_ms: int = 0,
+        limiter: Limiter = DEFAULT_LIMITER,
     ) -> dict[str, Any]:
-        """A chat deployment's quota and latency from now on (its counts start over)."""
+        """A chat deployment's quota, its limiter (``"window"``: 10-second windows, as
+        Azure's; ``"minute"``: a sliding minute) and latency from now on (its counts start
+        over)."""
         path = f"/_emulator/deployments/{urllib.parse.quote(name)}"
         body = {
             "tokens_per_minute": tokens_per_minute,
             "requests_per_minute": requests_per_minute,
             "latency_ms": latency_ms,
+            "limiter": limiter,
         }
         result: dict[str, Any] = self._call("PUT", path, body)
         return result
@@ -152,8 +156,12 @@ class OpenAIEmulatorProcess:
                 command += [option, str(value)]
         for name, limit in (deployment_token_limits or {}).items():
             command += ["--enqueued-token-limit", f"{name}={limit}"]
-        for name, tokens, requests, latency in deployments:
-            command += ["--deployment", f"{name}={tokens or ''},{requests or ''},{latency}"]
+        for quota in deployments:
+            name, tokens, requests, latency, limiter = quota_fields(quota)
+            command += [
+                "--deployment",
+                f"{name}={tokens or ''},{requests or ''},{latency},{limiter}",
+            ]
         self.child = Child("OpenAI emulator", command, log_path)
 
     def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> OpenAIEmulator:

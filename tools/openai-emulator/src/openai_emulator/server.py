@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 
 from .batches import BatchService, Limits
-from .chat import ChatService, Quota
+from .chat import ChatService, Quota, quota_fields
 from .http_api import ApiServer
 
 log = logging.getLogger("openai_emulator")
@@ -26,7 +26,8 @@ class ServerOptions:
     auto_advance: float = 0.0  # seconds between a batch's automatic steps; 0 = off
     limits: Limits = field(default_factory=Limits)
     # Chat deployments with a quota: (name, tokens per minute, requests per minute,
-    # latency in ms); the others answer without limit.
+    # latency in ms[, limiter: "window" when left out, or "minute"]); the others answer
+    # without limit.
     deployments: tuple[Quota, ...] = ()
 
 
@@ -35,8 +36,8 @@ class Emulator:
         self.options = options
         self.service = BatchService(options.limits)
         self.chat = ChatService()
-        for name, tokens, requests, latency in options.deployments:
-            self.chat.configure(name, tokens, requests, latency)
+        for quota in options.deployments:
+            self.chat.configure(*quota_fields(quota))
         self.http = ApiServer(
             (options.host, options.port), self.service, options.api_key, self.chat
         )
@@ -70,8 +71,10 @@ class Emulator:
             + [f"{name}={value}" for name, value in limits.deployment_token_limits]
         )
         quotas = ",".join(
-            f"{name}={tokens or '-'}tpm/{requests or '-'}rpm/{latency}ms"
-            for name, tokens, requests, latency in self.options.deployments
+            f"{name}={tokens or '-'}tpm/{requests or '-'}rpm/{latency}ms/{limiter}"
+            for name, tokens, requests, latency, limiter in map(
+                quota_fields, self.options.deployments
+            )
         )
         log.info(
             "ready http=%s auto-advance=%g enqueued-token-limit=%s deployments=%s",

@@ -88,9 +88,11 @@ def build_services(settings: Settings, ports: Ports) -> Services:
 
 def verify_model_catalog(environ: Mapping[str, str] | None = None) -> None:
     """Stop the app's start on a catalog that cannot be served: a file that does not read
-    or parse, an unknown task or provider, a schema that is not JSON Schema, a handler
-    that does not import. ``function_app.py`` calls it, so the Functions host (and the
-    local host) refuse to index the app, with the file, the alias and the field named.
+    or parse, an alias, task or key given twice, an unknown task or provider, a schema
+    that is not JSON Schema, a handler that does not import, an option naming an app
+    setting that holds nothing (``api_key_setting``). ``function_app.py`` calls it, so
+    the Functions host (and the local host) refuse to index the app, with the file, the
+    alias and the field named.
 
     The app settings are the environment, as the host hands them to the worker. They may
     still change before the services are built (they are not read otherwise at import

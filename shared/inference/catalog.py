@@ -28,7 +28,11 @@ required one names the setting in its error.
 
 The catalog is read when the app starts (``function_app.py`` checks the file, so a broken
 catalog stops the indexing) and resolved against the app settings when the services are
-built. Every refusal names the file, the alias or task, and the field.
+built. Every refusal names the file, the alias or task, and the field. A key given twice
+in one object (an alias, a task, a field) is refused: JSON would keep the last without a
+word. The resolved catalog keeps the settings it was resolved against, so that a
+provider's option naming an app setting (``api_key_setting``) is refused at start when
+that setting holds nothing.
 
 Existing settings keep working: without ``ModelCatalog``, ``AllowedModels`` and
 ``ModelProvider`` build a catalog of one document-analysis alias per allowed model,
@@ -202,14 +206,22 @@ def option_field(name: str) -> str:
     return name if name in FLAT_OPTIONS else f"options.{name}"
 
 
+Lookup = Callable[[str], str | None]  # an app setting's value, None when unset
+
+
 @dataclass(frozen=True, eq=False)
 class ModelCatalog:
     """The aliases a deployment serves (``source``: the file, or the shorthand settings).
     Built once per process, it is equal only to itself (and so hashable: documents
-    derived from it, such as the OpenAPI document, are cached by it)."""
+    derived from it, such as the OpenAPI document, are cached by it).
+
+    ``app_setting``: the app settings it was resolved against, so that the providers'
+    checks at start can refuse an option naming a setting that holds nothing (an
+    ``api_key_setting``); None when they are not known (then serving checks it)."""
 
     source: str
     cards: Mapping[str, ModelCard]
+    app_setting: Lookup | None = None
 
     @property
     def aliases(self) -> tuple[str, ...]:
@@ -273,16 +285,67 @@ def _json_kind(value: object) -> str:
     return next((name for kind, name in kinds if isinstance(value, kind)), "an object")
 
 
-def parse_catalog(text: str, source: str) -> CatalogDocument:
-    """The catalog file's document, checked: JSON, shape, tasks, schemas, and that every
-    alias names a task. Provider-specific fields are the adapters' to check."""
+def _read_json(text: str, source: str) -> Any:
+    """The file's JSON, refused when it is not JSON or gives a key twice in one object:
+    JSON itself keeps the last without a word, so an alias declared twice would serve
+    only the second."""
+    repeated: dict[int, tuple[dict[str, Any], str]] = {}  # id(object) -> it, its first
+
+    def object_of(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        made: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in made and id(made) not in repeated:
+                repeated[id(made)] = (made, key)  # kept alive: its id is not reused
+            made[key] = value
+        return made
+
     try:
-        raw = json.loads(text)
+        raw = json.loads(text, object_pairs_hook=object_of)
     except json.JSONDecodeError as error:
         raise CatalogError(
             f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})",
             file=source,
         ) from None
+    found = _first_repeated(raw, repeated, ()) if repeated else None
+    if found is not None:
+        location, key = found
+        entry, field = _where((*location, key))
+        if location in (("models",), ("tasks",)):
+            kind = "alias" if location == ("models",) else "task"
+            message = f'declared twice in "{location[0]}"; declare each {kind} once'
+        else:
+            message = "given twice; give each key once"
+        raise CatalogError(
+            f"{message} (JSON would keep only the last)", file=source, entry=entry, field=field
+        )
+    return raw
+
+
+def _first_repeated(
+    value: Any, repeated: Mapping[int, tuple[dict[str, Any], str]], location: tuple[str, ...]
+) -> tuple[tuple[str, ...], str] | None:
+    """Where the first key given twice is (the object's location, the key), outer first."""
+    if isinstance(value, dict):
+        twice = repeated.get(id(value))
+        if twice is not None and twice[0] is value:
+            return location, twice[1]
+        items = [(str(key), item) for key, item in value.items()]
+    elif isinstance(value, list):
+        items = [(str(index), item) for index, item in enumerate(value)]
+    else:
+        return None
+    for name, item in items:
+        found = _first_repeated(item, repeated, (*location, name))
+        if found is not None:
+            return found
+    return None
+
+
+def parse_catalog(text: str, source: str) -> CatalogDocument:
+    """The catalog file's document, checked: JSON (an alias, a task or any key given twice
+    in one object is refused), shape, tasks, schemas, and that every alias names a task.
+    Provider-specific fields are the adapters' to check."""
+    raw = _read_json(text, source)
     try:
         document = CatalogDocument.model_validate(raw)
     except ValidationError as error:
@@ -362,8 +425,6 @@ def read_catalog_file(path: Path) -> CatalogDocument:
 
 # --- resolving against the app settings ---------------------------------------------------
 
-Lookup = Callable[[str], str | None]  # an app setting's value, None when unset
-
 
 def _resolve_text(value: str, lookup: Lookup) -> tuple[str | None, str | None]:
     """``value`` with its ``%Name%`` references replaced, and the setting that left it
@@ -440,7 +501,8 @@ def _resolve_options(
 
 
 def resolve_catalog(document: CatalogDocument, source: str, lookup: Lookup) -> ModelCatalog:
-    """The catalog's aliases with ``%Name%`` resolved from the app settings."""
+    """The catalog's aliases with ``%Name%`` resolved from the app settings (``lookup``,
+    which the catalog keeps for the providers' checks of options that name a setting)."""
     tasks: dict[str, Task] = dict(BUILTIN_TASKS)
     for name, entry in document.tasks.items():
         if not entry.builtin:  # parse_catalog made sure both are there
@@ -464,7 +526,7 @@ def resolve_catalog(document: CatalogDocument, source: str, lookup: Lookup) -> M
             options=options,
             unresolved=unresolved | unset_options,
         )
-    return ModelCatalog(source, cards)
+    return ModelCatalog(source, cards, lookup)
 
 
 def shorthand_catalog(
@@ -504,7 +566,7 @@ def with_batch_deployments(catalog: ModelCatalog, pairs: Mapping[str, str]) -> M
                 f"'{deployment}' in GlobalBatch__deployments: keep one"
             )
         cards[alias] = replace(cards[alias], batch_deployment=deployment)
-    return ModelCatalog(catalog.source, cards)
+    return replace(catalog, cards=cards)
 
 
 # --- which catalog a deployment serves ------------------------------------------------------

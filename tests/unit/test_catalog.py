@@ -298,8 +298,9 @@ def test_a_key_setting_that_holds_nothing_is_refused_when_served() -> None:
     )
     with pytest.raises(CatalogError) as refused:
         serve_catalog(catalog(document), Settings.model_validate({}))
-    assert "model 'a', field 'api_key_setting': app setting VllmKey holds no key" in str(
-        refused.value
+    assert (
+        "model 'a', field 'api_key_setting': VllmKey names an app setting that is not set"
+        in str(refused.value)
     )
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from shared.adapters.models.provider import ModelProvider, ProviderOptions
+from shared.adapters.models.provider import ModelProvider, ProviderOptions, unset_setting
 from shared.errors import CatalogError, ProviderRefusal
 from shared.inference import ModelClient
 from shared.inference.catalog import (
@@ -129,6 +129,21 @@ def _options(
     return None
 
 
+def _check_named_settings(
+    provider: ModelProvider[Any], catalog: ModelCatalog, card: ModelCard
+) -> None:
+    """Refuse an option that names an app setting holding nothing (``setting_options``).
+    Checked while the app is indexed too: the setting is the worker's environment, which
+    holds every app setting from its start, and without it every request would fail."""
+    lookup = catalog.app_setting
+    if lookup is None:
+        return
+    for name in provider.options.setting_options:
+        setting = card.options.get(name)
+        if isinstance(setting, str) and not (lookup(setting) or "").strip():
+            raise _refusal(catalog, card, option_field(name), unset_setting(setting))
+
+
 def check_card(
     catalog: ModelCatalog, card: ModelCard, *, settings_complete: bool = True
 ) -> ProviderOptions | None:
@@ -138,6 +153,7 @@ def check_card(
     then, and None is returned meanwhile)."""
     provider = _provider(catalog, card)
     options = _options(provider, catalog, card, settings_complete)
+    _check_named_settings(provider, catalog, card)
     if options is not None and provider.check is not None:
         try:
             provider.check(card, options)

@@ -20,12 +20,12 @@ retries are off: the gate and Service Bus scheduling do the retrying, visibly.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from openai import APIConnectionError, APIStatusError, BadRequestError, OpenAI
 from pydantic import Field
 
-from shared.adapters.models.provider import ProviderOptions
+from shared.adapters.models.provider import ProviderOptions, unset_setting
 from shared.errors import (
     InvalidInput,
     PermanentError,
@@ -57,16 +57,19 @@ class ChatOptions(ProviderOptions):
     response_format: Literal["json_schema", "json_object"] | None = None
     timeout_seconds: float | None = Field(None, gt=0, le=3600)
 
+    # The app setting it names must hold the key: checked when the app starts.
+    setting_options: ClassVar[tuple[str, ...]] = ("api_key_setting",)
+
 
 def key_in_setting(options: ChatOptions, settings: Settings) -> str | None:
-    """The key in the app setting ``api_key_setting`` names (None when it names none)."""
+    """The key in the app setting ``api_key_setting`` names (None when it names none).
+    The start refuses a setting that holds nothing (``setting_options``); this is the
+    same refusal for a catalog checked without its settings."""
     if options.api_key_setting is None:
         return None
     key = settings.app_setting(options.api_key_setting)
     if key is None:
-        raise ProviderRefusal(
-            "api_key_setting", f"app setting {options.api_key_setting} holds no key"
-        )
+        raise ProviderRefusal("api_key_setting", unset_setting(options.api_key_setting))
     return key
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,9 +27,16 @@ class ProviderOptions(BaseModel):
     Every alias may name its ``deployment``: aliases on one deployment share its capacity
     gate (``shared.inference.capacity``), whatever serves them. A provider that needs
     one (the chat providers) declares it required.
+
+    ``setting_options``: the options whose value is the name of an app setting the
+    provider reads when it serves (a key's: ``api_key_setting``). The registry refuses,
+    when the app starts, an alias whose such option names a setting that is unset or
+    empty, naming the file, the alias and the option.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    setting_options: ClassVar[tuple[str, ...]] = ()
 
     deployment: str | None = Field(None, min_length=1)
 
@@ -53,3 +61,8 @@ class ModelProvider[OptionsT: ProviderOptions]:
     serve: Callable[[ModelCard, OptionsT, Settings], ModelClient]
     tasks: frozenset[str] | None = None
     check: Callable[[ModelCard, OptionsT], None] | None = None
+
+
+def unset_setting(name: str) -> str:
+    """The refusal of an option naming app setting ``name``, which holds nothing."""
+    return f"{name} names an app setting that is not set (or is empty)"

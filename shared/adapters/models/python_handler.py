@@ -14,6 +14,14 @@ the worker, so clients it holds stay on their loop. It raises the error tree for
 knows (``TransientError``, ``PermanentError``, ``PolicyRefusal``); any other exception is a
 transient failure (retried with backoff; after MaxRetries, dead-lettered with the
 exception's type and message, redacted).
+
+What it returns is checked where it becomes the app's answer (``answer_of``), before the
+capacity gate or the task reads it: an answer that is not a JSON object is
+``InvalidModelOutput``, as any model's; a ``ModelAnswer`` whose usage or other facts have
+the wrong shape is the handler's failure, a ``TransientError`` saying what is wrong (so
+retried with backoff, like an exception of its own). Usage may be a ``TokenUsage`` or a
+plain mapping of its keys (``{"input_tokens": 6, "output_tokens": 2}``; ``total_tokens``
+defaults to their sum): that shape has one reading.
 """
 
 from __future__ import annotations
@@ -25,11 +33,13 @@ import json
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import Any
+from dataclasses import replace
+from typing import Any, TypeGuard
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from shared.adapters.models.provider import ModelProvider, ProviderOptions
+from shared.contracts import TokenUsage
 from shared.errors import (
     InferbusError,
     InvalidInput,
@@ -109,10 +119,24 @@ _loop = _Loop()
 
 
 def answer_of(returned: object, spec: str) -> ModelAnswer:
-    """What a handler returned, as an answer: a mapping or a ``ModelAnswer`` whose content
-    is JSON (it is stored in the job document)."""
-    answer = returned if isinstance(returned, ModelAnswer) else None
-    content = answer.content if answer is not None else returned
+    """What a handler returned, checked as the app's answer: a mapping (the answer
+    object), or a ``ModelAnswer`` whose content is one and whose facts of the call have
+    their types. An answer that is not a JSON object is ``InvalidModelOutput``, as any
+    model's (it is stored in the job document); facts of the wrong shape are the handler's
+    failure, a ``TransientError`` naming what is wrong (retried with backoff, as a handler's
+    exception), never an error further on. Usage as a plain mapping of ``TokenUsage``'s own
+    keys is taken, ``total_tokens`` their sum when it is left out (``usage_of``)."""
+    if not isinstance(returned, ModelAnswer):
+        return ModelAnswer(content=_answer_object(returned, spec))
+    _answer_object(returned.content, spec)
+    problem = _facts_problem(returned)
+    if problem is not None:
+        raise TransientError(f"handler {spec} returned an answer whose {problem}")
+    usage = usage_of(returned.usage, spec)
+    return returned if usage is returned.usage else replace(returned, usage=usage)
+
+
+def _answer_object(content: object, spec: str) -> Mapping[str, Any]:
     if not isinstance(content, Mapping):
         raise InvalidModelOutput(
             f"handler {spec} returned {type(content).__name__}, not a JSON object"
@@ -123,7 +147,63 @@ def answer_of(returned: object, spec: str) -> ModelAnswer:
         raise InvalidModelOutput(
             f"handler {spec} returned an object that is not JSON: {error}"
         ) from None
-    return answer if answer is not None else ModelAnswer(content=dict(content))
+    return dict(content)
+
+
+def usage_of(given: object, spec: str) -> TokenUsage | None:
+    """A handler's usage as a ``TokenUsage``: one, None, or a mapping of its keys (strict
+    counts; ``total_tokens`` defaults to the sum). Anything else is TransientError."""
+    if given is None or isinstance(given, TokenUsage):
+        return given
+    if not isinstance(given, Mapping):
+        raise TransientError(
+            f"handler {spec} returned an answer whose usage is {type(given).__name__}, not a "
+            "TokenUsage (or a mapping of input_tokens and output_tokens)"
+        )
+    counts = dict(given)
+    given_in, given_out = counts.get("input_tokens"), counts.get("output_tokens")
+    if "total_tokens" not in counts and _is_count(given_in) and _is_count(given_out):
+        counts["total_tokens"] = given_in + given_out
+    try:
+        return TokenUsage.model_validate(counts, strict=True)
+    except ValidationError as invalid:
+        problems = "; ".join(
+            f"usage.{'.'.join(map(str, error['loc']))}: {error['msg']}"
+            for error in invalid.errors()[:5]
+        )
+    raise TransientError(
+        f"handler {spec} returned an answer whose usage is not a TokenUsage: {problems}"
+    )
+
+
+def _is_count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _facts_problem(answer: ModelAnswer) -> str | None:
+    """What is wrong with the facts of the call a handler reported, if anything."""
+    finish: object = answer.finish_reason
+    if finish is not None and not isinstance(finish, str):
+        return f"finish_reason is {type(finish).__name__}, not a string"
+    for name in ("remaining_tokens", "remaining_requests"):
+        left: object = getattr(answer, name)
+        if left is not None and not _is_count(left):
+            shown = left if isinstance(left, int) and not isinstance(left, bool) else None
+            return f"{name} is {shown if shown is not None else type(left).__name__}, not a count"
+    statistics: object = answer.statistics
+    if not isinstance(statistics, Mapping):
+        return f"statistics is {type(statistics).__name__}, not a mapping of names to numbers"
+    for name, value in statistics.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"statistics[{name!r}] is {type(value).__name__}, not a number"
+    details: object = answer.details
+    if not isinstance(details, Mapping):
+        return f"details is {type(details).__name__}, not a mapping"
+    try:
+        json.dumps(details)
+    except (TypeError, ValueError) as error:
+        return f"details are not JSON: {error}"
+    return None
 
 
 class PythonHandlerModel:

@@ -6,6 +6,8 @@ into the application's error tree.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import urllib.request
 from collections.abc import Iterator
@@ -96,6 +98,27 @@ def storage_transport(settings: Settings) -> RequestsTransport:
     )
 
 
+def storage_connection_problem(connection: str) -> str | None:
+    """What keeps the storage SDK from signing a request with the connection string
+    ``connection``, read as azure-storage-blob reads it (``parse_connection_str``, then
+    ``sign_string`` base64-decodes the key at the first request): every part Name=Value,
+    and the AccountKey that signs (beside an AccountName) base64. None: nothing (the
+    account may still refuse the key). The key itself is never quoted."""
+    parts = [part.split("=", 1) for part in connection.rstrip(";").split(";")]
+    if any(len(part) != 2 for part in parts):
+        return "is malformed: each part must be Name=Value, the parts separated by ';'"
+    values = {part[0].upper(): part[1] for part in parts}
+    if values.get("USEDEVELOPMENTSTORAGE") == "true":
+        return None
+    if "ACCOUNTNAME" not in values or "ACCOUNTKEY" not in values:
+        return None
+    try:
+        base64.b64decode(values["ACCOUNTKEY"].encode("utf-8"))
+    except (binascii.Error, ValueError):
+        return "has an AccountKey that is not base64: copy the storage account's key again"
+    return None
+
+
 def blob_service_client(
     settings: Settings, transport: HttpTransport[Any, Any] | None = None
 ) -> BlobServiceClient:
@@ -107,10 +130,12 @@ def blob_service_client(
         "retry_policy": LinearRetry(backoff=1, random_jitter_range=1, retry_total=2),
         "transport": transport or storage_transport(settings),
     }
-    if settings.storage.connection_string:
-        return BlobServiceClient.from_connection_string(
-            settings.storage.connection_string, **options
-        )
+    connection = settings.storage.connection_string
+    if connection:
+        problem = storage_connection_problem(connection)
+        if problem:
+            raise ConfigurationError(f"the Storage setting (a connection string) {problem}")
+        return BlobServiceClient.from_connection_string(connection, **options)
     if settings.storage.blob_endpoint:
         credential = azure_credential(settings.storage.client_id)
         return BlobServiceClient(settings.storage.blob_endpoint, credential=credential, **options)

@@ -596,3 +596,42 @@ def test_malformed_arguments_exit_2_with_the_reason(
 
     assert exit_.value.code == 2
     assert reason in capsys.readouterr().err
+
+
+def test_a_long_read_tells_its_progress_on_stderr_and_keeps_stdout_for_the_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    clock = ManualClock(NOON)
+    wired = stored([finished(f"t{n % 3}", NOON, usage(1, 1)) for n in range(1001)], clock)
+
+    code, out, err = run(wired, capsys, "--json")
+
+    assert code == 0
+    assert json.loads(out)["totals"]["requests"] == 1001  # stdout is the JSON, nothing else
+    progress = [line for line in err.splitlines() if line.startswith("usage: read")]
+    assert progress == [
+        "usage: read 1,000 of 1,001 job documents",
+        "usage: read 1,001 of 1,001 job documents",
+    ]
+
+
+def test_a_long_read_keeps_the_table_alone_on_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    clock = ManualClock(NOON)
+    wired = stored([finished("acme", NOON, usage(1, 1)) for _ in range(1000)], clock)
+
+    code, out, err = run(wired, capsys)
+
+    assert code == 0
+    assert out.splitlines()[-1].split() == ["total", "1,000", "1,000", "1,000", "2,000", "0"]
+    assert "usage: read" not in out
+    assert err.count("usage: read 1,000 of 1,000 job documents") == 1
+
+
+def test_a_short_read_tells_no_progress(capsys: pytest.CaptureFixture[str]) -> None:
+    clock = ManualClock(NOON)
+    wired = stored([finished("acme", NOON, usage(1, 1)) for _ in range(3)], clock)
+
+    code, _, err = run(wired, capsys)
+
+    assert code == 0
+    assert "usage: read" not in err

@@ -1,6 +1,6 @@
 """The ``jobs`` commands of ``python -m shared.ops``.
 
-    python -m shared.ops jobs reindex [--dry-run]
+    python -m shared.ops jobs reindex [--dry-run] [--json]
 
 ``reindex`` is an upgrade step: it writes the job index's tags on every job stored by a
 version without them (``job_reindex``), so the watchdog and the usage report see those
@@ -15,6 +15,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from shared.entrypoints.cli.ops_help import command_parser
 from shared.job_reindex import JobReindexer
 
 
@@ -40,19 +41,24 @@ def reindex_command(args: argparse.Namespace, reindexer: JobReindexer) -> int:
 def add_jobs_commands(commands: Any) -> None:
     """Add the ``jobs`` area to the root parser's sub-commands (``commands``); its
     commands run with a ``JobReindexer`` of the job store (``tools="jobs"``)."""
-    jobs = commands.add_parser("jobs", help="the stored jobs")
+    jobs = command_parser(commands, "jobs", summary="the stored jobs (reads only storage)")
     actions = jobs.add_subparsers(dest="action", required=True)
-    reindex = actions.add_parser(
+    reindex = command_parser(
+        actions,
         "reindex",
-        help="write the job index's tags on jobs stored without them (once, after upgrading)",
+        summary="write the job index's tags on jobs stored without them (once, after upgrading)",
         description=(
             "Write the job index's tags on every job stored by a version without them, so "
-            "the job watchdog and the usage report see them. Exit codes: 0 done, 2 bad "
-            "argument or configuration, 3 storage unavailable."
+            "the job watchdog and the usage report see them. Reads only storage; progress "
+            "goes to stderr every 1,000 jobs."
         ),
     )
     reindex.set_defaults(tools="jobs", run=reindex_command)
     reindex.add_argument(
-        "--dry-run", action="store_true", help="count the untagged jobs, write nothing"
+        "--dry-run",
+        action="store_true",
+        help="count the untagged jobs and write nothing (default: tag them)",
     )
-    reindex.add_argument("--json", action="store_true", help="the counts as JSON")
+    reindex.add_argument(
+        "--json", action="store_true", help="the counts as JSON (default: one line of text)"
+    )

@@ -2,7 +2,8 @@
 
     python -m shared.ops deadletters list [--prefix P] [--limit N]
     python -m shared.ops deadletters replay (--all | --event-id ID ... | --reason R | --type T)
-                                            [--prefix P] [--dry-run]
+                                            [--prefix P] [--dry-run] [--yes]
+                                            [--extend-deadline DURATION]
     python -m shared.ops sb-deadletters list [--queue Q ...] [--limit N] [--json]
     python -m shared.ops sb-deadletters show MESSAGE_ID_OR_SEQUENCE_NUMBER [--queue Q] [--json]
     python -m shared.ops sb-deadletters replay|purge (--all | FILTERS) [--queue Q ...]
@@ -10,22 +11,32 @@
     python -m shared.ops usage [--day D | --since D [--until D]] [--tenant T] [--json]
     python -m shared.ops jobs reindex [--dry-run] [--json]
 
-``deadletters`` (alias ``eventgrid-deadletters``) reads Event Grid's dead-letter blobs
-(commands in ``eventgrid_dead_letters``), ``sb-deadletters`` (alias ``servicebus-deadletters``) the
-dead-letter queues of the request queues (commands in ``servicebus_dead_letters``), ``usage`` the
-tokens used per day, tenant, model and lane (``usage``), ``jobs reindex`` tags the jobs an
-earlier version stored without the job index's tags (``jobs``). This module
-assembles their parsers and is the command line's wiring: from the app's services it
-builds what each area's commands use (the ``DeadLetterReplay``; the ``DeadLetterScope`` and
-the ``DeadLetterOperations`` over azure-servicebus, imported lazily so that the other
-areas, and callers that pass their own operations (the unit tests), do not load the SDK;
-a ``UsageReader`` and the clock; a ``JobReindexer``), so the commands never see the
-settings. The exit codes and the handling of configuration and availability errors are
-the same for every area. Settings come from the environment and ``local.settings.json``
-like the app's. Exit codes: 0 done, 1 some were rejected or refused (also: ``show``
-found nothing, the operator did not confirm), 2 usage or configuration error, 3 a
-dependency was unavailable (the replay stopped; run it again to continue where it
-stopped).
+``deadletters`` (also ``eg-deadletters``, ``eventgrid-deadletters``) reads Event Grid's
+dead-letter blobs (commands in ``eventgrid_dead_letters``), ``sb-deadletters`` (also
+``servicebus-deadletters``) the dead-letter queues of the request queues (commands in
+``servicebus_dead_letters``), ``usage`` the tokens used per day, tenant, model and lane
+(``usage``), ``jobs reindex`` tags the jobs an earlier version stored without the job
+index's tags (``jobs``). This module assembles their parsers and is the command line's
+wiring: it builds what each area's commands use, and no more, so the commands never see
+the settings:
+
+- ``usage`` and ``jobs reindex``: the job documents of the ``Storage`` connection
+  (``JobStorage``; a ``UsageReader`` and the clock, a ``JobReindexer``). Nothing else is
+  built: they need no Service Bus connection, no model, none of the app's services;
+- ``sb-deadletters``: from the app's services, the ``DeadLetterScope`` and the
+  ``DeadLetterOperations`` over azure-servicebus, imported lazily so that the other areas,
+  and callers that pass their own operations (the unit tests), do not load the SDK;
+- ``deadletters``: the app's ``DeadLetterReplay`` and an ``EventReplayScope``.
+
+Settings come from the environment and ``local.settings.json`` like the app's. A
+``Storage`` connection string the storage SDK could not sign a request with (a part that
+is not Name=Value, an AccountKey that is not base64) is a configuration error before
+anything is built, not a traceback at the first request. The exit codes and the handling
+of configuration and availability errors are the same for every area, and every
+command's ``--help`` states them (``ops_help.OPS_EPILOG``): 0 done, 1 some were rejected
+or refused (also: ``show`` found nothing, the operator did not confirm), 2 usage or
+configuration error, 3 a dependency was unavailable (the replay stopped; run it again to
+continue where it stopped).
 """
 
 from __future__ import annotations
@@ -35,19 +46,27 @@ import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 
 from shared.accounting.usage_report import UsageReader
+from shared.clock import Clock, utc_now
+from shared.contracts import Door, ProcessingMode
+from shared.documents import ListedDocuments
 from shared.entrypoints.bootstrap import Services, ServicesProvider, get_services
-from shared.entrypoints.cli.eventgrid_dead_letters import add_eventgrid_commands
+from shared.entrypoints.cli.eventgrid_dead_letters import EventReplayScope, add_eventgrid_commands
 from shared.entrypoints.cli.jobs import add_jobs_commands
+from shared.entrypoints.cli.ops_help import root_parser
 from shared.entrypoints.cli.servicebus_dead_letters import DeadLetterScope, add_servicebus_commands
-from shared.entrypoints.cli.usage import add_usage_command
-from shared.errors import ConfigurationError, TransientError
+from shared.entrypoints.cli.usage import ReadProgress, add_usage_command
+from shared.errors import ConfigurationError, InvalidInput, TransientError
+from shared.events.intake import InferenceRequestedData
+from shared.intake.request_rules import RequestRules
 from shared.job_index import JobIndex
 from shared.job_reindex import JobReindexer
 from shared.lanes import LaneQueues
 from shared.processing.dead_letters.operations import DeadLetterOperations
+from shared.settings import get_settings
 
 OperationsFactory = Callable[[Services], AbstractContextManager[DeadLetterOperations]]
 
@@ -79,15 +98,66 @@ def dead_letter_scope(services: Services) -> DeadLetterScope:
     )
 
 
-def usage_reader(services: Services) -> UsageReader:
-    """The job store's reader: the job index finds the jobs, the documents are read."""
-    documents = services.ports.documents
-    container = services.settings.containers.jobs
-    return UsageReader(documents, JobIndex(documents, container), container)
+@dataclass(frozen=True)
+class JobStorage:
+    """What ``usage`` and ``jobs reindex`` are built from: the job documents, their
+    container (JobsContainer) and the clock."""
+
+    documents: ListedDocuments
+    container: str
+    clock: Clock
+
+    @classmethod
+    def of(cls, services: Services) -> JobStorage:
+        """The job storage of services built already (the tests')."""
+        return cls(
+            services.ports.documents, services.settings.containers.jobs, services.ports.clock
+        )
+
+
+StorageProvider = Callable[[], JobStorage]
+
+
+def app_job_storage() -> JobStorage:
+    """The job documents of the app's ``Storage`` connection, and nothing else."""
+    settings = get_settings()
+    from shared.adapters.blob_documents import BlobJsonDocuments
+    from shared.adapters.blob_storage import blob_service_client
+
+    documents = BlobJsonDocuments(blob_service_client(settings))
+    return JobStorage(documents, settings.containers.jobs, utc_now)
+
+
+def usage_reader(storage: JobStorage) -> UsageReader:
+    """The job store's reader: the job index finds the jobs, the documents are read (a
+    long read tells its progress on stderr)."""
+    documents = ReadProgress(storage.documents)
+    return UsageReader(documents, JobIndex(documents, storage.container), storage.container)
+
+
+def event_replay_scope(services: Services) -> EventReplayScope:
+    """The cap of ``--extend-deadline`` and the deadline intake gives a replayed
+    ``InferenceRequested`` event's request, decided as ``Intake`` decides it: its own
+    ``deadline_seconds``, else DefaultDeadlineSeconds, else none for a batch request."""
+    settings = services.settings
+    rules = RequestRules.from_settings(settings, services.models.catalog)
+    replay_model = services.event_intake.model_for(Door.REPLAY)
+
+    def deadline_of(data: InferenceRequestedData) -> int | None:
+        model, ordered = data.model or replay_model, data.document_id is not None
+        try:
+            mode = rules.mode_for(data.mode, model, data.priority, ordered)
+        except InvalidInput:  # intake rejects it, with the reason
+            mode = ProcessingMode.QUEUE
+        if mode is ProcessingMode.BATCH and data.deadline_seconds is None:
+            return None
+        return data.deadline_seconds or rules.default_deadline_seconds
+
+    return EventReplayScope(timedelta(seconds=settings.limits.max_deadline_seconds), deadline_of)
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="python -m shared.ops", description="Inferbus operations")
+    root = root_parser("python -m shared.ops", "Inferbus operations")
     commands = root.add_subparsers(dest="area", required=True)
     add_eventgrid_commands(commands)
     add_servicebus_commands(commands)
@@ -96,31 +166,48 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
-def _run(args: argparse.Namespace, services: Services, servicebus: OperationsFactory) -> int:
+def _run(
+    args: argparse.Namespace,
+    services: ServicesProvider,
+    storage: StorageProvider,
+    servicebus: OperationsFactory,
+) -> int:
     """The chosen command, with what its area uses (``tools``, set by its parser)."""
     run: Callable[..., int] = args.run
-    if args.tools == "servicebus":
-        with servicebus(services) as operations:
-            return run(args, dead_letter_scope(services), operations)
     if args.tools == "usage":
-        return run(args, usage_reader(services), services.ports.clock)
+        jobs = storage()
+        return run(args, usage_reader(jobs), jobs.clock)
     if args.tools == "jobs":
-        documents = services.ports.documents
-        return run(args, JobReindexer(documents, services.settings.containers.jobs))
-    return run(args, services.dead_letters)
+        jobs = storage()
+        return run(args, JobReindexer(jobs.documents, jobs.container))
+    built = services()
+    if args.tools == "servicebus":
+        with servicebus(built) as operations:
+            return run(args, dead_letter_scope(built), operations)
+    return run(args, built.dead_letters, event_replay_scope(built))
+
+
+def _storage_of(services: ServicesProvider) -> StorageProvider:
+    return lambda: JobStorage.of(services())
 
 
 def main(
     argv: Sequence[str] | None = None,
-    services: ServicesProvider = get_services,
+    services: ServicesProvider | None = None,
     servicebus: OperationsFactory | None = None,
+    storage: StorageProvider | None = None,
 ) -> int:
-    """Run a command with the services the app composes (``bootstrap.get_services``);
-    ``servicebus`` builds the dead-letter operations (default: over azure-servicebus)."""
+    """Run a command with what the app's settings build: the job storage alone for
+    ``usage`` and ``jobs`` (``app_job_storage``), the app's services for the dead letters
+    (``bootstrap.get_services``). ``services`` replaces the app's services, and gives the job
+    storage too unless ``storage`` does (the tests); ``servicebus`` builds the dead-letter
+    operations (default: over azure-servicebus)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parser().parse_args(argv)
+    if storage is None:
+        storage = app_job_storage if services is None else _storage_of(services)
     try:
-        return _run(args, services(), servicebus or servicebus_operations)
+        return _run(args, services or get_services, storage, servicebus or servicebus_operations)
     except ConfigurationError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2

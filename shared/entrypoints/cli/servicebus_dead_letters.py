@@ -13,8 +13,9 @@ subscriptions (``--subscription NAME`` or ``--queue <topic>/subscriptions/NAME``
 sends to the topic, see ``processing.dead_letters.subscriptions``), through the
 ``DeadLetterOperations`` that ``ops`` builds (over azure-servicebus, or the caller's own:
 the unit tests), within a ``DeadLetterScope`` (the request queues, the results topic and
-the deadline cap). Here live the argument parsing, the queue and filter choice, the
-operator's confirmation and the command flow; the printing is in ``servicebus_output``.
+the deadline cap). Here live the argument parsing, the queue and filter choice and the
+command flow; the operator's confirmation and ``--extend-deadline`` are those of every
+replay (``replay_options``), the printing is in ``servicebus_output``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ from datetime import timedelta
 from typing import Any
 
 from shared.documents import Document
+from shared.entrypoints.cli.ops_help import command_parser
+from shared.entrypoints.cli.replay_options import (
+    add_extend_deadline,
+    add_yes,
+    confirmed,
+    deadline_extension,
+)
 from shared.entrypoints.cli.servicebus_output import (
     describe_outcome,
     format_age,
@@ -40,7 +48,6 @@ from shared.entrypoints.cli.servicebus_output import (
 )
 from shared.errors import ConfigurationError, TransientError
 from shared.lanes import Lane, LaneQueues
-from shared.processing.dead_letters.deadlines import DeadlineExtension, parse_duration
 from shared.processing.dead_letters.filters import Selection, find, parse_age, summarise
 from shared.processing.dead_letters.operations import DeadLetterOperations, ReplayOutcome
 from shared.processing.dead_letters.queues import (
@@ -178,36 +185,7 @@ def _confirmed(
     print(f"{len(chosen)} dead-lettered messages chosen in {', '.join(queues)}")
     if not chosen or args.dry_run or args.yes:
         return chosen
-    try:
-        answer = input(f"{verb} {len(chosen)} messages? [y/N] ")
-    except EOFError:
-        answer = ""
-    if answer.strip().lower() not in ("y", "yes"):
-        print("nothing done (answer y, or pass --yes)")
-        return None
-    return chosen
-
-
-def _duration(text: str) -> timedelta:
-    try:
-        return parse_duration(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _extension(args: argparse.Namespace, scope: DeadLetterScope) -> DeadlineExtension | None:
-    """``--extend-deadline``, capped by ``MaxDeadlineSeconds`` (told once when it is)."""
-    if args.extend_deadline is None:
-        return None
-    cap = scope.max_deadline
-    extension = DeadlineExtension(args.extend_deadline, cap)
-    if extension.capped:
-        print(
-            f"--extend-deadline {format_age(extension.duration)} is beyond "
-            f"MaxDeadlineSeconds={int(cap.total_seconds())}: "
-            f"deadlines become now + {format_age(cap)}"
-        )
-    return extension
+    return chosen if confirmed(f"{verb} {len(chosen)} messages?") else None
 
 
 def sb_replay_command(
@@ -220,7 +198,7 @@ def sb_replay_command(
             file=sys.stderr,
         )
         return 2
-    extension = _extension(args, scope)
+    extension = deadline_extension(args.extend_deadline, scope.max_deadline)
     chosen = _confirmed(args, scope, operations, "Replay")
     if chosen is None:
         return 1
@@ -276,35 +254,94 @@ def sb_purge_command(
 
 
 def _filters(action: argparse.ArgumentParser) -> None:
-    action.add_argument("--all", action="store_true", help="every message of the queues")
-    action.add_argument("--reason", action="append", default=[], help="e.g. MaxRetriesExceeded")
-    action.add_argument("--tenant", action="append", default=[])
-    action.add_argument("--model", action="append", default=[])
-    action.add_argument("--message-id", action="append", default=[])
-    action.add_argument("--sequence-number", action="append", default=[], type=int)
-    action.add_argument("--older-than", type=parse_age, help="enqueued before: 30m, 2h, 7d...")
-    action.add_argument("--newer-than", type=parse_age, help="enqueued within: 30m, 2h, 7d...")
-    action.add_argument("--dry-run", action="store_true", help="show what would be done")
-    action.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    """The choice of ``replay`` and ``purge``: every filter given must hold."""
+    repeat = "; may be repeated, any of them matches"
+    action.add_argument(
+        "--all",
+        action="store_true",
+        help="every message of the chosen queues (default: only those the filters choose)",
+    )
+    action.add_argument(
+        "--reason",
+        action="append",
+        default=[],
+        help=f"dead-letter reason, e.g. MaxRetriesExceeded{repeat} (default: any reason)",
+    )
+    action.add_argument(
+        "--tenant",
+        action="append",
+        default=[],
+        help=f"the tenant application property{repeat} (default: any tenant)",
+    )
+    action.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help=f"the model_name application property{repeat} (default: any model)",
+    )
+    action.add_argument(
+        "--message-id",
+        action="append",
+        default=[],
+        metavar="ID",
+        help=f"a message id{repeat} (default: any message)",
+    )
+    action.add_argument(
+        "--sequence-number",
+        action="append",
+        default=[],
+        type=int,
+        metavar="N",
+        help=f"a sequence number in its dead-letter queue{repeat} (default: any)",
+    )
+    action.add_argument(
+        "--older-than",
+        type=parse_age,
+        metavar="AGE",
+        help="first enqueued longer ago than AGE: 90s, 30m, 2h, 7d, 1d12h (default: any age)",
+    )
+    action.add_argument(
+        "--newer-than",
+        type=parse_age,
+        metavar="AGE",
+        help="first enqueued within AGE: 90s, 30m, 2h, 7d, 1d12h (default: any age)",
+    )
+    action.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="show what would be done and change nothing (default: do it)",
+    )
+    add_yes(action)
+
+
+AREA_HELP = (
+    "Service Bus: the dead-letter queues of the request queues and of the results "
+    "topic's subscriptions (Event Grid's dead-lettered events: deadletters)"
+)
 
 
 def add_servicebus_commands(commands: Any) -> None:
     """Add the ``sb-deadletters`` area to the root parser's sub-commands (``commands``);
     its actions run with the scope and the operations ``ops.main`` builds
     (``tools="servicebus"``)."""
-    area = commands.add_parser(
+    area = command_parser(
+        commands,
         "sb-deadletters",
         aliases=["servicebus-deadletters"],
-        help="Service Bus dead-letter queues of the request queues and the results "
-        "topic's subscriptions",
+        summary=AREA_HELP,
+        description=f"{AREA_HELP}. sb-deadletters is servicebus-deadletters.",
     )
     area.set_defaults(tools="servicebus")
     actions = area.add_subparsers(dest="action", required=True)
     queue_help = (
         "a request queue or lane (standard, priority, ordered), or a results-topic "
-        "subscription as <topic>/subscriptions/<name>; default: the three request queues"
+        "subscription as <topic>/subscriptions/<name>; may be repeated (default: the "
+        "three request queues)"
     )
-    subscription_help = "a subscription of the results topic (ResultsTopicName), e.g. audit"
+    subscription_help = (
+        "a subscription of the results topic (ResultsTopicName), e.g. audit; may be "
+        "repeated (default: none, the request queues)"
+    )
     commands_and_help: list[tuple[str, str, Callable[..., int]]] = [
         ("list", "summarise and list dead-lettered messages (peek only)", sb_list_command),
         ("show", "one message: properties and a body preview without secrets", sb_show_command),
@@ -312,23 +349,26 @@ def add_servicebus_commands(commands: Any) -> None:
         ("purge", "remove chosen messages from the dead-letter queues", sb_purge_command),
     ]
     for name, help_text, run in commands_and_help:
-        action = actions.add_parser(name, help=help_text)
+        action = command_parser(actions, name, summary=help_text)
         action.add_argument("--queue", action="append", default=[], help=queue_help)
         action.add_argument("--subscription", action="append", default=[], help=subscription_help)
         action.set_defaults(run=run)
         if name == "list":
-            action.add_argument("--limit", type=int, default=50)
+            action.add_argument(
+                "--limit",
+                type=int,
+                default=50,
+                metavar="N",
+                help="list at most N messages, newest first; the summary counts them all "
+                "(default: %(default)s)",
+            )
         if name == "show":
             action.add_argument("message", help="message id or sequence number")
         if name in ("list", "show"):
-            action.add_argument("--json", action="store_true")
+            action.add_argument(
+                "--json", action="store_true", help="print JSON for scripts (default: text)"
+            )
         else:
             _filters(action)
         if name == "replay":
-            action.add_argument(
-                "--extend-deadline",
-                type=_duration,
-                metavar="DURATION",
-                help="give each replayed request the deadline now + DURATION (90m, 2h, 1d, "
-                "PT2H; at most MaxDeadlineSeconds); off by default: late requests are refused",
-            )
+            add_extend_deadline(action, "each replayed request")

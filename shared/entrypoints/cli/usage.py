@@ -9,8 +9,10 @@ the Global Batch lane) with the requests that finished with a result and the tok
 model reported for them, then a totals line. Without dates: today (UTC); ``--since``
 alone runs to today. ``--json`` prints the rows, the totals and what was read, for
 scripts. Documents that vanished while being read or are not jobs are counted and named
-(on stderr for the table), never fatal. Exit codes as every ops command: 0 done, 2 a bad
-argument, 3 storage unavailable.
+(on stderr for the table), never fatal. A long read tells its progress on stderr every
+``PROGRESS_EVERY`` documents (``ReadProgress``): stdout carries only the table or the
+JSON. Exit codes as every ops command (``ops_help``): 0 done, 2 a bad argument, 3 storage
+unavailable.
 """
 
 from __future__ import annotations
@@ -19,18 +21,83 @@ import argparse
 import json
 import re
 import sys
+import threading
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
 from shared.accounting.usage import DayRange, UsageCounts, UsageRow
 from shared.accounting.usage_report import UsageReader, UsageReport
 from shared.clock import Clock
+from shared.documents import Document, ListedDocuments, TagQuery, Tags
+from shared.entrypoints.cli.ops_help import command_parser
 from shared.intake.tenancy import TENANT_ID_PATTERN
 from shared.job_index import as_utc
 
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 COLUMNS = ("day", "tenant", "model", "mode", "requests", "input", "output", "total", "no usage")
 NUMBER_COLUMNS = 5  # the right-aligned counts at the end of ``COLUMNS``
+PROGRESS_EVERY = 1000  # documents read between two progress lines
+
+
+def tell_progress(read: int, listed: int) -> None:
+    """A progress line on stderr (stdout is the table or the JSON)."""
+    print(f"usage: read {read:,} of {listed:,} job documents", file=sys.stderr, flush=True)
+
+
+class ReadProgress:
+    """The job documents, telling ``progress(read, listed)`` every ``every`` documents
+    read and after the last of a long read. ``listed`` is what the last tag query found
+    (the report's one query); the report reads concurrently, hence the lock."""
+
+    def __init__(
+        self,
+        documents: ListedDocuments,
+        progress: Callable[[int, int], None] = tell_progress,
+        every: int = PROGRESS_EVERY,
+    ) -> None:
+        self._documents = documents
+        self._progress = progress
+        self._every = every
+        self._counting = threading.Lock()
+        self._read = 0
+        self._listed = 0
+
+    def find_tagged(self, container: str, query: TagQuery) -> list[tuple[str, dict[str, str]]]:
+        found = self._documents.find_tagged(container, query)
+        with self._counting:
+            self._read, self._listed = 0, len(found)
+        return found
+
+    def load(self, container: str, name: str) -> tuple[Document, str] | None:
+        try:
+            return self._documents.load(container, name)
+        finally:
+            with self._counting:
+                self._read += 1
+                read, listed = self._read, self._listed
+                last = read == listed and listed >= self._every
+                if read % self._every == 0 or last:
+                    self._progress(read, max(read, listed))
+
+    def create(
+        self, container: str, name: str, document: Document, tags: Tags | None = None
+    ) -> str | None:
+        return self._documents.create(container, name, document, tags)
+
+    def replace(
+        self, container: str, name: str, document: Document, etag: str, tags: Tags | None = None
+    ) -> str:
+        return self._documents.replace(container, name, document, etag, tags)
+
+    def put(self, container: str, name: str, document: Document) -> str:
+        return self._documents.put(container, name, document)
+
+    def delete(self, container: str, name: str, etag: str | None = None) -> None:
+        self._documents.delete(container, name, etag)
+
+    def list_names(self, container: str, prefix: str) -> list[str]:
+        return self._documents.list_names(container, prefix)
 
 
 def utc_day(text: str) -> date:
@@ -145,24 +212,42 @@ def usage_command(args: argparse.Namespace, reader: UsageReader, clock: Clock) -
 def add_usage_command(commands: Any) -> None:
     """Add the ``usage`` command to the root parser's sub-commands (``commands``); it runs
     with a ``UsageReader`` of the job store and the clock (``tools="usage"``)."""
-    usage = commands.add_parser(
-        "usage", help="tokens used per UTC day, tenant, model and mode, from the stored jobs"
+    usage = command_parser(
+        commands,
+        "usage",
+        summary="tokens used per UTC day, tenant, model and mode, from the stored jobs",
+        description="Tokens used per UTC day, tenant, model and mode (queue or batch), summed "
+        "from the stored jobs that ended with a result. Reads only storage; progress goes "
+        "to stderr.",
     )
     usage.set_defaults(tools="usage")
     usage.add_argument(
-        "--day", type=utc_day, metavar="YYYY-MM-DD", help="one UTC day, YYYY-MM-DD (default: today)"
+        "--day",
+        type=utc_day,
+        metavar="YYYY-MM-DD",
+        help="one UTC day (default: today, UTC)",
     )
     usage.add_argument(
-        "--since", type=utc_day, metavar="YYYY-MM-DD", help="first UTC day of a range, YYYY-MM-DD"
+        "--since",
+        type=utc_day,
+        metavar="YYYY-MM-DD",
+        help="first UTC day of a range up to --until (default: none, a single day)",
     )
     usage.add_argument(
         "--until",
         type=utc_day,
         metavar="YYYY-MM-DD",
-        help="last UTC day of a range (default: today)",
+        help="last UTC day of a range, with --since (default: today, UTC)",
     )
     usage.add_argument(
-        "--tenant", type=tenant_id, metavar="TENANT", help="only this tenant's requests"
+        "--tenant",
+        type=tenant_id,
+        metavar="TENANT",
+        help="only this tenant's requests (default: every tenant)",
     )
-    usage.add_argument("--json", action="store_true", help="rows and totals as JSON")
+    usage.add_argument(
+        "--json",
+        action="store_true",
+        help="rows, totals and the documents read as JSON (default: a table)",
+    )
     usage.set_defaults(run=usage_command)

@@ -483,11 +483,15 @@ class MaintenanceSettings(SettingsGroup):
 
 class SiteSettings(SettingsGroup):
     """The app as callers and the Functions platform name it: where callers reach the API
-    (result announcements link to it), and this instance (its capacity heartbeat).
-    ``WEBSITE_*`` are set by the platform, not by you."""
+    (result announcements link to it), the audience their Entra tokens name, and this
+    instance (its capacity heartbeat). ``WEBSITE_*`` are set by the platform, not by you."""
 
     # Unset: https:// followed by WEBSITE_HOSTNAME.
     public_base_url: str | None = Field(None, alias="PublicBaseUrl", json_schema_extra=ALTERNATIVE)
+    # The audience of the Entra tokens App Service authentication requires on the API
+    # (Bicep: the API's client id, or the first of apiAudiences). Set, the OpenAPI document
+    # requires such a bearer token beside the function key; unset (locally), it does not.
+    api_token_audience: str | None = Field(None, alias="ApiTokenAudience", json_schema_extra=AZURE)
     hostname: str | None = Field(None, alias="WEBSITE_HOSTNAME", json_schema_extra=ALTERNATIVE)
     # This instance, as the platform names it (its capacity heartbeat); else host and pid.
     instance_id: str | None = Field(

@@ -100,6 +100,9 @@ param producerTenants string = ''
 @description('Model for work that names none, e.g. documents dropped in the incoming container (DefaultModel); one of allowedModels. Empty means the first of allowedModels.')
 param defaultModel string = ''
 
+@description('Audience of the Entra tokens App Service authentication requires on the API (modules/app-authentication.bicep): the API\'s client id, or the first of its accepted audiences (ApiTokenAudience). The OpenAPI document then requires such a bearer token beside the function key; empty leaves it out.')
+param apiTokenAudience string = ''
+
 @description('Audience (application ID URI) of Entra tokens that Event Grid presents on the events webhook; empty skips token validation.')
 param webhookTokenAudience string = ''
 
@@ -399,6 +402,9 @@ var appSettings = {
   // Identity of callers: the tenant comes from Entra claims, never from a header, in Azure.
   AllowTenantHeader: 'false'
   TenantClaimTypes: 'tid,http://schemas.microsoft.com/identity/claims/tenantid'
+  // The audience of the Entra tokens App Service authentication requires: the OpenAPI
+  // document declares the bearer token (entraBearer) beside the function key.
+  ApiTokenAudience: apiTokenAudience
   // Event Grid webhook: Entra token validation when the subscription delivers with one.
   WebhookTokenAudience: webhookTokenAudience
   WebhookTokenIssuer: webhookTokenIssuer

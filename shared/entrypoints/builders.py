@@ -396,7 +396,9 @@ def http_endpoints(
         webhook=WebhookEndpoint(
             events, webhook.shared_secret, ports.webhook_tokens, webhook.tenants
         ),
-        openapi=OpenApiEndpoint(settings.limits.allowed_upload_media_types, catalog),
+        openapi=OpenApiEndpoint(
+            settings.limits.allowed_upload_media_types, catalog, settings.site.api_token_audience
+        ),
     )
 
 

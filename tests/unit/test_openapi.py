@@ -71,11 +71,22 @@ def registered_routes() -> Iterator[set[tuple[str, str]]]:
         sys.modules.update(saved)
 
 
-def document(models: ModelCatalog | None = None, **values: str) -> dict[str, Any]:
+def document(models: ModelCatalog | None = None, /, **values: str) -> dict[str, Any]:
+    """The document of a deployment with these app settings, built from them as the
+    bootstrap builds the endpoint (ApiTokenAudience: behind App Service authentication)."""
     settings = Settings.model_validate({"AllowedModels": "local-analyzer", **values})
     return openapi_document(
-        settings.limits.allowed_upload_media_types, models or catalog_for(settings)
+        settings.limits.allowed_upload_media_types,
+        models or catalog_for(settings),
+        settings.site.api_token_audience,
     )
+
+
+# The document locally, and in Azure behind App Service authentication (the API's client id).
+DEPLOYMENTS: dict[str, dict[str, str]] = {
+    "local": {},
+    "azure": {"ApiTokenAudience": "11111111-2222-3333-4444-555555555555"},
+}
 
 
 SENTIMENT_SCHEMA = {
@@ -112,8 +123,9 @@ def validator_for(doc: dict[str, Any], name: str) -> jsonschema_rs.Validator:
     return jsonschema_rs.Draft202012Validator(root)
 
 
-def test_the_document_is_valid_openapi_3_1_with_valid_schemas() -> None:
-    doc = document()
+@pytest.mark.parametrize("deployment", DEPLOYMENTS)
+def test_the_document_is_valid_openapi_3_1_with_valid_schemas(deployment: str) -> None:
+    doc = document(**DEPLOYMENTS[deployment])
     errors = [
         f"{'/'.join(map(str, e.instance_path))}: {e.message}"
         for e in OPENAPI_31_VALIDATOR.iter_errors(doc)

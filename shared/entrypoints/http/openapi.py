@@ -8,6 +8,13 @@ each task (``shared.inference.catalog``). ``GET /api/openapi.json`` serves it
 (anonymous: it holds no secret and callers need it before they have a key). A test keeps
 its paths equal to the routes the HTTP triggers register, and another runs schemathesis
 against the live app with it.
+
+Security follows the deployment too. Every keyed operation takes the function key
+(``x-functions-key`` or ``?code=``). Where App Service authentication guards the API (in
+Azure: ``ApiTokenAudience``, the audience of the Entra tokens it requires), each operation
+it guards requires an Entra bearer token as well (``entraBearer``, in the same security
+requirement: both, not either); the Event Grid webhook, which it leaves to authenticate on
+its own, keeps the function key alone, and the document itself stays anonymous.
 """
 
 from __future__ import annotations
@@ -42,6 +49,12 @@ from shared.intake.tenancy import TENANT_ID_PATTERN
 OPENAPI_VERSION: Final = "3.1.0"
 API_VERSION: Final = "1.0.0"
 SCHEMAS: Final = "#/components/schemas/"
+
+# The security schemes: the function key (header or query) and, where App Service
+# authentication guards the API, the Entra bearer token it requires.
+FUNCTION_KEY: Final = "functionKey"
+FUNCTION_KEY_QUERY: Final = "functionKeyQuery"
+ENTRA_BEARER: Final = "entraBearer"
 
 _MODELS: Final[tuple[tuple[type[BaseModel], JsonSchemaMode], ...]] = (
     (SubmitRequestBody, "validation"),
@@ -241,10 +254,52 @@ def _batch_paths() -> dict[str, Any]:
     }
 
 
-def _event_paths() -> dict[str, Any]:
+def _function_key() -> list[dict[str, list[str]]]:
+    """Either form of the function key (OpenAPI security requirements: one of them)."""
+    return [{FUNCTION_KEY: []}, {FUNCTION_KEY_QUERY: []}]
+
+
+def _security_schemes(entra_audience: str | None) -> dict[str, Any]:
+    schemes: dict[str, Any] = {
+        FUNCTION_KEY: {"type": "apiKey", "in": "header", "name": "x-functions-key"},
+        FUNCTION_KEY_QUERY: {"type": "apiKey", "in": "query", "name": "code"},
+    }
+    if entra_audience:
+        schemes[ENTRA_BEARER] = _entra_bearer(entra_audience)
+    return schemes
+
+
+def _entra_bearer(audience: str) -> dict[str, Any]:
+    """The Entra access token App Service authentication requires, for ``audience``."""
+    scope = audience.rstrip("/") + "/.default"
+    return {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": f"A Microsoft Entra ID access token for the API, audience `{audience}` "
+        f"(scope `{scope}`), sent as `Authorization: Bearer <token>` together with the "
+        "function key: App Service authentication validates it before the app runs, and "
+        "its tenant claim (tid) is the caller's tenant. For example: `az account "
+        f"get-access-token --resource {audience} --query accessToken -o tsv`.",
+    }
+
+
+def _global_security(entra_audience: str | None) -> list[dict[str, list[str]]]:
+    """The operations' default: the function key and, where App Service authentication
+    guards the API, the Entra token as well (both in each requirement: AND)."""
+    if not entra_audience:
+        return _function_key()
+    return [{**requirement, ENTRA_BEARER: []} for requirement in _function_key()]
+
+
+def _event_paths(entra_audience: str | None) -> dict[str, Any]:
     cloud_event, eventgrid_event = _ref("CloudEventDocument"), _ref("EventGridEventDocument")
     batch = {"type": "array", "items": cloud_event, "minItems": 1}
     report = {"application/json": {"schema": _ref("DeliveryReport")}}
+    # App Service authentication excludes the webhook, which authenticates Event Grid on
+    # its own (infra/modules/app-authentication.bicep, excludedPaths): where the API
+    # requires an Entra token, the webhook says it takes the function key alone.
+    webhook_security = {"security": _function_key()} if entra_audience else {}
     return {
         "/v1/events": {
             "post": {
@@ -254,6 +309,7 @@ def _event_paths() -> dict[str, Any]:
                 + SCHEMAS
                 + "InferenceRequestedData. Events are accepted only for the tenants of the "
                 "delivery's X-Webhook-Secret (WebhookTenants).",
+                **webhook_security,
                 "parameters": [
                     _header("aeg-event-type", "SubscriptionValidation or Notification"),
                     _header("X-Webhook-Secret", "The delivery secret (WebhookTenants)"),
@@ -292,6 +348,7 @@ def _event_paths() -> dict[str, Any]:
             "options": {
                 "operationId": "event_webhook_handshake",
                 "summary": "The CloudEvents abuse-protection handshake",
+                **webhook_security,
                 "parameters": [
                     {**_header("WebHook-Request-Origin", "The origin to allow"), "required": True}
                 ],
@@ -398,7 +455,9 @@ def _tailored(
 
 
 @lru_cache(maxsize=8)
-def _document(upload_media_types: tuple[str, ...], catalog: ModelCatalog) -> dict[str, Any]:
+def _document(
+    upload_media_types: tuple[str, ...], catalog: ModelCatalog, entra_audience: str | None
+) -> dict[str, Any]:
     schemas = _component_schemas()
     parameters, results = _tailored(schemas, catalog)
     return {
@@ -411,18 +470,15 @@ def _document(upload_media_types: tuple[str, ...], catalog: ModelCatalog) -> dic
         },
         "jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
         "servers": [{"url": "/api"}],
-        "security": [{"functionKey": []}, {"functionKeyQuery": []}],
+        "security": _global_security(entra_audience),
         "paths": {
             **_request_paths(upload_media_types, catalog),
             **_batch_paths(),
-            **_event_paths(),
+            **_event_paths(entra_audience),
         },
         "components": {
             "schemas": schemas,
-            "securitySchemes": {
-                "functionKey": {"type": "apiKey", "in": "header", "name": "x-functions-key"},
-                "functionKeyQuery": {"type": "apiKey", "in": "query", "name": "code"},
-            },
+            "securitySchemes": _security_schemes(entra_audience),
             "headers": {
                 "RetryAfter": {
                     "description": "Seconds to wait before the next attempt",
@@ -436,10 +492,16 @@ def _document(upload_media_types: tuple[str, ...], catalog: ModelCatalog) -> dic
     }
 
 
-def openapi_document(upload_media_types: tuple[str, ...], catalog: ModelCatalog) -> dict[str, Any]:
+def openapi_document(
+    upload_media_types: tuple[str, ...],
+    catalog: ModelCatalog,
+    entra_audience: str | None = None,
+) -> dict[str, Any]:
     """The document for a deployment that takes raw uploads of ``upload_media_types``
-    (AllowedUploadMediaTypes) and serves ``catalog`` (a copy: callers may change it)."""
-    return copy.deepcopy(_document(upload_media_types, catalog))
+    (AllowedUploadMediaTypes) and serves ``catalog``, behind App Service authentication
+    requiring Entra tokens for ``entra_audience`` (ApiTokenAudience; None: no such
+    authentication, as locally). A copy: callers may change it."""
+    return copy.deepcopy(_document(upload_media_types, catalog, entra_audience or None))
 
 
 @dataclass(frozen=True)
@@ -448,7 +510,11 @@ class OpenApiEndpoint:
 
     upload_media_types: tuple[str, ...]
     catalog: ModelCatalog
+    # The audience of the Entra tokens App Service authentication requires on the API
+    # (ApiTokenAudience); None where it does not guard the API (local development).
+    entra_audience: str | None = None
 
     def serve(self, request: ApiRequest) -> ApiResponse:
         """Serialized from the cached document: no copy needed."""
-        return json_response(200, _document(self.upload_media_types, self.catalog))
+        document = _document(self.upload_media_types, self.catalog, self.entra_audience or None)
+        return json_response(200, document)

@@ -220,6 +220,20 @@ param eventGridNamespacePublicNetworkAccess string = 'Enabled'
 @description('Publish result CloudEvents to the Event Grid namespace topic inference-results instead of the custom topic (EventGridTopic__topicEndpoint becomes the namespace endpoint, EventGridTopic__namespaceTopic the topic name).')
 param publishResultsToNamespace bool = false
 
+// The operators' commands (python -m shared.ops: dead letters, replays, usage, jobs reindex)
+// run in Azure as a person or a group, with the data roles of modules/operator-roles.bicep.
+
+@description('Object id of a user, group or service principal granted the data roles the operators\' commands need (python -m shared.ops: dead letters, replays, usage, jobs reindex), each on its container or Service Bus entity (docs/operations.md, Roles for operators). Empty: no grant. azd passes the signed-in principal (AZURE_PRINCIPAL_ID).')
+param operatorPrincipalId string = ''
+
+@description('Type of operatorPrincipalId: User (azd\'s signed-in user), Group or ServicePrincipal.')
+@allowed([
+  'User'
+  'Group'
+  'ServicePrincipal'
+])
+param operatorPrincipalType string = 'User'
+
 @description('Tags applied to every resource.')
 param tags object = {}
 
@@ -353,6 +367,17 @@ module eventGridNamespace 'modules/eventgrid-namespace.bicep' = {
   }
 }
 
+// The operators' data roles, on the containers and entities the modules above create.
+module operatorRoles 'modules/operator-roles.bicep' = if (!empty(operatorPrincipalId)) {
+  name: 'operator-roles'
+  params: {
+    principalId: operatorPrincipalId
+    principalType: operatorPrincipalType
+    dataStorageAccountName: dataStorage.outputs.name
+    serviceBusNamespaceName: serviceBus.outputs.name
+  }
+}
+
 // The account comes from its own module: checkov reads the properties of an unconditional
 // resource only, and the account's (no keys, network access) must be checked.
 module openAIAccount 'modules/openai-account.bicep' = if (createOpenAIAccount) {
@@ -402,6 +427,7 @@ module functionApp 'modules/function-app.bicep' = {
   name: 'function-app'
   params: {
     location: location
+    apiTokenAudience: empty(apiAudiences) ? apiClientId : apiAudiences[0]
     planName: names.plan
     appName: names.functionApp
     appIdentityId: identities.outputs.appIdentityId

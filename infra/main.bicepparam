@@ -37,3 +37,11 @@ param webhookTokenAudience = readEnvironmentVariable('INFERBUS_WEBHOOK_TOKEN_AUD
 param webhookTokenIssuer = readEnvironmentVariable('INFERBUS_WEBHOOK_TOKEN_ISSUER', '')
 
 param actionGroupId = readEnvironmentVariable('INFERBUS_ACTION_GROUP_ID', '')
+
+// The operators' data roles (docs/operations.md, "Roles for operators"): granted to the
+// principal azd signed in with (AZURE_PRINCIPAL_ID, a user unless
+// INFERBUS_OPERATOR_PRINCIPAL_TYPE says otherwise; unset: no grant), or to
+// INFERBUS_OPERATOR_PRINCIPAL_ID instead (a group: INFERBUS_OPERATOR_PRINCIPAL_TYPE Group).
+// INFERBUS_OPERATOR_ROLES off grants nothing.
+param operatorPrincipalId = (readEnvironmentVariable('INFERBUS_OPERATOR_ROLES', '') == 'off') ? '' : readEnvironmentVariable('INFERBUS_OPERATOR_PRINCIPAL_ID', readEnvironmentVariable('AZURE_PRINCIPAL_ID', ''))
+param operatorPrincipalType = readEnvironmentVariable('INFERBUS_OPERATOR_PRINCIPAL_TYPE', 'User')

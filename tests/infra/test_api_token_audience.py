@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from tests.infra import (
     FUNCTION_APP,
+    MAIN,
     MODULES,
     app_settings,
     decorator,
     is_reference,
+    module,
     params,
+    render,
 )
 from tests.unit.test_openapi import HTTP_METHODS, document
 
@@ -45,3 +48,12 @@ def test_the_document_asks_for_the_token_exactly_where_app_service_authenticatio
     assert unguarded, "the webhook and the document are not"
     assert all(asks for _, _, asks in guarded), sorted(guarded)
     assert not any(asks for _, _, asks in unguarded), sorted(unguarded)
+
+
+def test_main_passes_the_api_audience_the_authentication_accepts() -> None:
+    """The audience the document names is the one App Service authentication is given:
+    the client id, or the first of the accepted audiences when those are set."""
+    given = module(MAIN, "functionApp")["params"]
+    assert render(given["apiTokenAudience"]) == (
+        "(empty(apiAudiences) ? apiClientId : apiAudiences[0])"
+    )

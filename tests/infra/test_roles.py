@@ -32,6 +32,7 @@ DOCUMENTED_ROLE_IDS = {
     "Azure Service Bus Data Sender": "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39",
     "Storage Blob Data Owner": "b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
     "Storage Blob Data Contributor": "ba92f5b4-2d11-453d-a403-e96b0029c9fe",
+    "Storage Blob Data Reader": "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1",
     "Storage Queue Data Contributor": "974c5e8b-45b9-4653-ba55-5f855dd0fb88",
     "EventGrid Data Sender": "d5a91429-5739-47e2-a06b-3470a27159e7",
     "EventGrid Data Receiver": "78cbd9e7-9798-4e2e-9b5a-547d9ebb31fb",
@@ -46,6 +47,7 @@ CONSTANT_FOR_ROLE = {
     "Azure Service Bus Data Sender": "serviceBusDataSender",
     "Storage Blob Data Owner": "storageBlobDataOwner",
     "Storage Blob Data Contributor": "storageBlobDataContributor",
+    "Storage Blob Data Reader": "storageBlobDataReader",
     "Storage Queue Data Contributor": "storageQueueDataContributor",
     "EventGrid Data Sender": "eventGridDataSender",
     "EventGrid Data Receiver": "eventGridDataReceiver",
@@ -53,9 +55,17 @@ CONSTANT_FOR_ROLE = {
     "Cognitive Services OpenAI User": "cognitiveServicesOpenAIUser",
 }
 
+# The operators' data roles (a user, a group or a service principal, optional): the same
+# roles at the same kinds of scope, tested in test_operator_roles.py.
+OPERATOR_ROLES = MODULES / "operator-roles.bicep"
+
 # Where each role may be assigned (resource types of the assignment scope).
 ALLOWED_SCOPES = {
-    "serviceBusDataReceiver": {"Microsoft.ServiceBus/namespaces/queues"},
+    # The request queues; an operator also receives a results subscription's dead letters.
+    "serviceBusDataReceiver": {
+        "Microsoft.ServiceBus/namespaces/queues",
+        "Microsoft.ServiceBus/namespaces/topics/subscriptions",
+    },
     "serviceBusDataSender": {
         "Microsoft.ServiceBus/namespaces/queues",
         "Microsoft.ServiceBus/namespaces/topics",
@@ -72,6 +82,8 @@ ALLOWED_SCOPES = {
     },
     "storageQueueDataContributor": {"Microsoft.Storage/storageAccounts"},
     "storageBlobDataContributor": {"Microsoft.Storage/storageAccounts/blobServices/containers"},
+    # An operator reads the documents that landed in incoming (a BlobCreated replay).
+    "storageBlobDataReader": {"Microsoft.Storage/storageAccounts/blobServices/containers"},
     # The custom topic, and the namespace topic the app may publish results to.
     "eventGridDataSender": {"Microsoft.EventGrid/topics", "Microsoft.EventGrid/namespaces/topics"},
     # The pull topic (namespace topic); never the namespace.
@@ -172,16 +184,21 @@ def test_assignment_uses_a_constant_at_an_allowed_scope(entry: Assignment) -> No
     assert scope_type in ALLOWED_SCOPES[constant], (
         f"{path.name}:{symbol} grants {constant} on {scope_type}"
     )
-    assert body["properties"]["principalType"] == "ServicePrincipal"
-    assert not is_reference(body["properties"]["principalType"])
+    principal_type = body["properties"]["principalType"]
+    if path == OPERATOR_ROLES:
+        assert is_reference(principal_type, "principalType")  # User, Group or ServicePrincipal
+        return
+    assert principal_type == "ServicePrincipal"
+    assert not is_reference(principal_type)
 
 
 def _grants(constant: str) -> list[tuple[str, dict[str, Any]]]:
-    """(file name, scope resource) of every assignment of one role constant."""
+    """(file name, scope resource) of every assignment of one role constant to the app's
+    identities (the operators' are test_operator_roles.py's)."""
     return [
         (path.name, symbols[_scope_symbol(body)])
         for path, _, body, symbols in role_assignments()
-        if _role_constant(body) == constant
+        if _role_constant(body) == constant and path != OPERATOR_ROLES
     ]
 
 

@@ -78,7 +78,6 @@ import logging
 import os
 import random
 import re
-import socket
 import statistics
 import sys
 import threading
@@ -271,9 +270,7 @@ class KindCountingProxy(CountingProxy):
     Tags apart from listings (the harness's own labels call both container calls).
 
     A request is counted when it arrives, so it belongs to the call that made it even
-    though the proxy records its own ``StorageOp`` after answering; and the answer goes out
-    without Nagle's delay (the handler writes headers and body apart, which would otherwise
-    wait for the client's delayed ACK, ~40 ms per request)."""
+    though the proxy records its own ``StorageOp`` after answering."""
 
     def __init__(self, upstream_port: int) -> None:
         self.kinds: Counter[tuple[str, str]] = Counter()
@@ -284,7 +281,6 @@ class KindCountingProxy(CountingProxy):
         kind = op_kind(handler.command, handler.path)
         with self._kinds_lock:
             self.kinds[kind] += 1
-        handler.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().forward(handler)
 
     def counted(self) -> Counter[tuple[str, str]]:

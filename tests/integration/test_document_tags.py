@@ -20,13 +20,14 @@ from shared.adapters.blob_documents import BlobJsonDocuments
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
 from shared.adapters.in_memory import InMemoryDocuments
 from shared.clock import utc_now
-from shared.contracts import BatchMembership, InlineText, Job, JobStatus, ProcessingMode
+from shared.contracts import BatchMembership, Job, JobStatus, ProcessingMode
 from shared.documents import Comparison, ListedDocuments, TagCondition, TagQuery, Tags
 from shared.errors import ConcurrencyConflict
 from shared.job_index import JobIndex, as_utc, finished_at, job_name
 from shared.jobs import DocumentJobStore, JobRepository, fail, transition
 from tests.fixtures.azurite import Azurite
 from tests.integration.conftest import make_settings
+from tests.support.jobs import accepted_job
 
 pytestmark = pytest.mark.integration
 
@@ -204,17 +205,7 @@ def test_a_deleted_document_is_not_found_and_its_name_created_again_has_only_its
 
 
 def new_job(tenant: str, mode: ProcessingMode = ProcessingMode.QUEUE) -> Job:
-    now = utc_now()
-    return Job(
-        id=str(uuid.uuid4()),
-        tenant_id=tenant,
-        model="local-analyzer",
-        input=InlineText(text="Invoice 12: 300 EUR due."),
-        correlation_id="c",
-        created_at=now,
-        updated_at=now,
-        mode=mode,
-    )
+    return accepted_job(tenant, utc_now(), mode=mode)
 
 
 def test_a_job_is_open_in_the_index_until_it_ends_then_found_on_the_day_it_ended(

@@ -38,13 +38,13 @@ TENANT = "crash-tenant"
 # Records jobs as intake does, from 8 threads, until it is killed; prints one line per
 # job stored so the test knows the writes have started.
 WRITER = r"""
-import os, sys, uuid
+import os, sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from azure.storage.blob import BlobServiceClient
 from shared.adapters.blob_documents import BlobJsonDocuments
-from shared.contracts import InlineText, Job
 from shared.jobs import DocumentJobStore, JobRepository
+from tests.support.jobs import accepted_job
 
 connection, container, tenant = sys.argv[1:4]
 client = BlobServiceClient.from_connection_string(connection)
@@ -53,17 +53,7 @@ jobs = JobRepository(DocumentJobStore(BlobJsonDocuments(client), container))
 def record(_: int) -> None:
     while True:
         now = datetime.now(UTC)
-        job = Job(
-            id=str(uuid.uuid4()),
-            tenant_id=tenant,
-            model="local-analyzer",
-            input=InlineText(text="Invoice 12: 300 EUR due."),
-            correlation_id="c",
-            created_at=now,
-            updated_at=now,
-            deadline=now + timedelta(minutes=5),
-        )
-        jobs.create(job)
+        jobs.create(accepted_job(tenant, now, deadline=now + timedelta(minutes=5)))
         os.write(1, b"stored\n")
 
 with ThreadPoolExecutor(8) as pool:

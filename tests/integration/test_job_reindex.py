@@ -11,7 +11,7 @@ import pytest
 
 from shared.adapters.blob_documents import BlobJsonDocuments
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
-from shared.contracts import InlineText, Job, JobStatus
+from shared.contracts import Job, JobStatus
 from shared.documents import Document, Tags
 from shared.entrypoints.bootstrap import Services, build_services
 from shared.entrypoints.cli.ops import main
@@ -21,6 +21,7 @@ from shared.job_reindex import JobReindexer
 from shared.jobs import transition
 from tests.fixtures.azurite import Azurite
 from tests.integration.conftest import make_settings
+from tests.support.jobs import accepted_job
 
 pytestmark = pytest.mark.integration
 
@@ -37,16 +38,7 @@ def services(azurite: Azurite, storage: AzureBlobStore) -> Services:
 
 
 def a_job(status: JobStatus) -> Job:
-    job = Job(
-        id=str(uuid.uuid4()),
-        tenant_id=TENANT,
-        model="local-analyzer",
-        input=InlineText(text="Invoice 12: 300 EUR due."),
-        correlation_id="c",
-        created_at=NOW,
-        updated_at=NOW,
-        deadline=NOW + timedelta(minutes=5),
-    )
+    job = accepted_job(TENANT, NOW, deadline=NOW + timedelta(minutes=5))
     return job if status is JobStatus.ACCEPTED else transition(job, status, lambda: NOW)
 
 

@@ -20,7 +20,6 @@ from shared.adapters.blob_documents import BlobJsonDocuments
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
 from shared.contracts import (
     InferenceResult,
-    InlineText,
     Job,
     JobStatus,
     ProcessingMode,
@@ -35,6 +34,7 @@ from shared.job_index import index_tags
 from shared.jobs import transition
 from tests.fixtures.azurite import Azurite
 from tests.integration.conftest import make_settings
+from tests.support.jobs import accepted_job
 
 pytestmark = pytest.mark.integration
 
@@ -87,16 +87,7 @@ def record(
 ) -> Job:
     """A job written by the app's job store; finished (with a result) when ``finished``."""
     created = (finished or datetime.now(UTC)) - timedelta(minutes=3)
-    job = Job(
-        id=str(uuid.uuid4()),
-        tenant_id=tenant,
-        model="local-analyzer",
-        input=InlineText(text="Invoice 12: 300 EUR due."),
-        correlation_id="c",
-        created_at=created,
-        updated_at=created,
-        mode=mode,
-    )
+    job = accepted_job(tenant, created, mode=mode)
     if finished is not None:
         answer = InferenceResult(
             summary="Invoice 12", document_type="invoice", confidence=0.9, usage=tokens

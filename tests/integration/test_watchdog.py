@@ -17,12 +17,13 @@ import pytest
 from azure.servicebus import ServiceBusClient
 
 from shared.adapters.blob_storage import AzureBlobStore
-from shared.contracts import InlineText, Job, JobStatus
+from shared.contracts import JobStatus
 from shared.entrypoints import functions as entry_points
 from shared.entrypoints.bootstrap import Services
 from shared.jobs import transition
 from tests.fixtures.servicebus_emulator import ServiceBusEmulator
 from tests.integration.conftest import InstallServices
+from tests.support.jobs import accepted_job
 from tests.support.queued_requests import AUDIT, announced_failures
 from tests.support.servicebus import connect, drain
 
@@ -77,16 +78,7 @@ def record(
     updated_at: datetime,
     deadline: datetime | None,
 ) -> str:
-    job = Job(
-        id=str(uuid.uuid4()),
-        tenant_id=tenant,
-        model="local-analyzer",
-        input=InlineText(text="Invoice 12: 300 EUR due."),
-        correlation_id="c",
-        created_at=updated_at,
-        updated_at=updated_at,
-        deadline=deadline,
-    )
+    job = accepted_job(tenant, updated_at, deadline=deadline)
     if status is not JobStatus.ACCEPTED:
         job = transition(job, status, lambda: updated_at)
     assert services.jobs.create(job) is not None

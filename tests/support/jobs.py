@@ -1,0 +1,29 @@
+"""A job as intake records one, for the tests that store jobs directly."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from shared.contracts import InlineText, Job, ProcessingMode
+
+
+def accepted_job(
+    tenant: str,
+    at: datetime,
+    *,
+    deadline: datetime | None = None,
+    mode: ProcessingMode = ProcessingMode.QUEUE,
+) -> Job:
+    """A new ``accepted`` job of ``tenant`` for the local analyzer, recorded ``at``."""
+    return Job(
+        id=str(uuid.uuid4()),
+        tenant_id=tenant,
+        model="local-analyzer",
+        input=InlineText(text="Invoice 12: 300 EUR due."),
+        correlation_id="c",
+        created_at=at,
+        updated_at=at,
+        deadline=deadline,
+        mode=mode,
+    )

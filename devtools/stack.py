@@ -55,7 +55,7 @@ from devtools.emulator_restarts import EmulatorGaveUp, SupervisedEmulator
 from eventgrid_emulator.process import EventGridEmulatorProcess
 from functions_host.process import HostProcess
 from local_processes import PORT_OWNERS, Child, StartError, describe_port, start_azurite
-from openai_emulator.chat import Quota, parse_quota
+from openai_emulator.chat import QUOTA_SYNTAX, Quota, parse_quota
 from openai_emulator.process import OpenAIEmulatorProcess
 
 if TYPE_CHECKING:
@@ -412,7 +412,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=model_quota,
         action="append",
         default=[],
-        metavar="DEPLOYMENT=TPM[,RPM[,LATENCY_MS[,LIMITER]]]",
+        metavar=QUOTA_SYNTAX,
         help="limit a deployment of the OpenAI emulator: tokens and requests per minute "
         "(429 with retry-after-ms beyond them), a latency per call, and LIMITER 'window' "
         "(the default: 10-second windows, as Azure) or 'minute' (a sliding minute); "

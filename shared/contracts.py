@@ -296,7 +296,7 @@ class Job(BaseModel):
     status: JobStatus = JobStatus.ACCEPTED
     model: str
     priority: Priority = Priority.NORMAL
-    source: str = "http"
+    source: str = Door.HTTP
     input: ClaimCheck | InlineText | None = None
     parameters: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, str] = Field(default_factory=dict)

@@ -94,9 +94,9 @@ def _provider(catalog: ModelCatalog, card: ModelCard) -> ModelProvider[Any]:
     return provider
 
 
-def _options_problem(provider: ModelProvider[Any], error: Any) -> str:
-    """One pydantic error of an alias's options, in the catalog author's words."""
-    name = str(error["loc"][0]) if error["loc"] else ""
+def _options_problem(provider: ModelProvider[Any], error: Any, name: str) -> str:
+    """One pydantic error of an alias's options (on option ``name``), in the catalog
+    author's words."""
     if error["type"] == "missing":
         return f"provider '{provider.name}' needs {name}"
     if error["type"] == "extra_forbidden":
@@ -124,7 +124,7 @@ def _options(
                 continue
             message = f"%{card.unresolved[name]}% names an app setting that is not set"
         else:
-            message = _options_problem(provider, error)
+            message = _options_problem(provider, error, name)
         raise _refusal(catalog, card, option_field(name), message)
     return None
 
@@ -172,10 +172,11 @@ def serve_catalog(catalog: ModelCatalog, settings: Settings) -> ServedModels:
     """The client of every alias (checked first: the settings are complete now)."""
     checked = {alias: check_card(catalog, card) for alias, card in catalog.cards.items()}
     clients: dict[str, ModelClient] = {}
+    known = providers()
     for alias, card in catalog.cards.items():
         options = checked[alias]
         try:
-            clients[alias] = providers()[card.provider].serve(card, options, settings)
+            clients[alias] = known[card.provider].serve(card, options, settings)
         except ProviderRefusal as refusal:
             raise _refusal(catalog, card, refusal.field, refusal.message) from None
     return ServedModels(catalog, clients)

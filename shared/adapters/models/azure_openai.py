@@ -98,7 +98,7 @@ def serve(card: ModelCard, options: AzureOpenAIOptions, settings: Settings) -> C
         settings.azure_openai.client_id,
     )
     chosen = options.response_format or format_for(api_version)
-    return ChatModel(client, card, SYSTEM, JSON_SCHEMA if chosen == JSON_SCHEMA else JSON_OBJECT)
+    return ChatModel(client, card, options.deployment, SYSTEM, chosen)
 
 
 PROVIDER = ModelProvider("azure_openai", AzureOpenAIOptions, serve)

@@ -20,7 +20,7 @@ retries are off: the gate and Service Bus scheduling do the retrying, visibly.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from openai import APIConnectionError, APIStatusError, BadRequestError, OpenAI
 from pydantic import Field
@@ -54,7 +54,7 @@ class ChatOptions(ProviderOptions):
     api_key_setting: str | None = Field(None, min_length=1)  # the app setting of the key
     # How the answer's shape is asked for: a JSON Schema (structured outputs) or any JSON
     # object (for endpoints without structured outputs). Unset: the provider decides.
-    response_format: Literal["json_schema", "json_object"] | None = None
+    response_format: ResponseFormat | None = None
     timeout_seconds: float | None = Field(None, gt=0, le=3600)
 
     # The app setting it names must hold the key: checked when the app starts.
@@ -122,13 +122,16 @@ class ChatModel:
     """Implements ``inference.ModelClient`` for one alias (its deployment and task)."""
 
     def __init__(
-        self, client: OpenAI, card: ModelCard, system: str, response_format: ResponseFormat
+        self,
+        client: OpenAI,
+        card: ModelCard,
+        deployment: str,
+        system: str,
+        response_format: ResponseFormat,
     ) -> None:
-        if card.deployment is None:
-            raise ValueError(f"model '{card.alias}' has no deployment")
         self._client = client
         self._card = card
-        self._deployment = card.deployment
+        self._deployment = deployment
         self._format: ResponseFormat = response_format
         self.system = system
 

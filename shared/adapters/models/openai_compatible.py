@@ -25,7 +25,7 @@ from shared.adapters.models.chat_client import ChatModel, ChatOptions, key_in_se
 from shared.adapters.models.provider import ModelProvider
 from shared.errors import ProviderRefusal
 from shared.inference.catalog import ModelCard
-from shared.inference.chat import JSON_OBJECT, JSON_SCHEMA
+from shared.inference.chat import JSON_SCHEMA
 from shared.settings import Settings
 
 # ``gen_ai.system`` of a service reached through the OpenAI protocol.
@@ -51,7 +51,7 @@ def serve(card: ModelCard, options: OpenAICompatibleOptions, settings: Settings)
         options.endpoint.rstrip("/"), key, options.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
     )
     return ChatModel(
-        client, card, SYSTEM, JSON_OBJECT if options.response_format == JSON_OBJECT else JSON_SCHEMA
+        client, card, options.deployment, SYSTEM, options.response_format or JSON_SCHEMA
     )
 
 

@@ -146,14 +146,10 @@ class Bucket:
         self.level = min(self.capacity, self.level + (now - self.updated) * self.rate)
         self.updated = now
 
-    def wait_for(self, amount: float) -> float:
-        """Seconds until ``amount`` can be taken (0: now)."""
-        needed = min(amount, self.capacity)
-        return 0.0 if self.level >= needed else (needed - self.level) / self.rate
-
     def wait(self, amount: float, now: float) -> float:
         self.refill(now)
-        return self.wait_for(amount)
+        needed = min(amount, self.capacity)
+        return 0.0 if self.level >= needed else (needed - self.level) / self.rate
 
     def take(self, amount: float, now: float) -> Admission:
         self.level -= amount

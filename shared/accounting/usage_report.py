@@ -16,7 +16,7 @@ one stray blob does not hide every tenant's usage. A storage outage stops the re
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
@@ -30,6 +30,7 @@ from shared.job_index import JobIndex, job_ids
 # The Storage client keeps 10 HTTP connections per host (azure-core's requests transport):
 # more readers than that would open connections only to discard them.
 READERS = 10
+PROGRESS_EVERY = 1000  # documents read between two progress lines
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,15 @@ class UsageReader:
         self._container = container
         self._readers = readers
 
-    def report(self, days: DayRange, tenant: str | None = None) -> UsageReport:
-        """The usage of the jobs that finished in ``days`` (of ``tenant``, when given)."""
+    def report(
+        self,
+        days: DayRange,
+        tenant: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> UsageReport:
+        """The usage of the jobs that finished in ``days`` (of ``tenant``, when given);
+        ``progress(read, to_read)`` is told every ``PROGRESS_EVERY`` documents read and
+        after the last of a long read."""
         if tenant is not None and (not tenant or "/" in tenant):
             raise ValueError(f"not a tenant id: {tenant!r}")
         tally = DocumentTally()
@@ -108,8 +116,13 @@ class UsageReader:
                 tally.not_jobs.append(NotAJob(name, "not named <tenant>/<id>.json"))
             else:
                 to_read.append(name)
-        for outcome in self._read_all(to_read):
+        total = len(to_read)
+        for read, outcome in enumerate(self._read_all(to_read), start=1):
             self._count(outcome, ledger, tally)
+            if progress is not None and (
+                read % PROGRESS_EVERY == 0 or (read == total and total >= PROGRESS_EVERY)
+            ):
+                progress(read, total)
         return UsageReport(days, tenant, ledger.rows(), ledger.totals(), tally)
 
     @staticmethod

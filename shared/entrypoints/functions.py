@@ -141,9 +141,6 @@ def watch_jobs(provider: ServicesProvider) -> None:
     """End jobs that can no longer end by themselves (``processing.watchdog``)."""
 
     def watch(services: Services) -> None:
-        if services.watchdog is None:
-            log.debug("no job watchdog configured")
-            return
         services.watchdog.watch()
 
     _scheduled_run("job watchdog", provider, watch)

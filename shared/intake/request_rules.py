@@ -201,6 +201,13 @@ class RequestRules:
             )
         return seconds
 
+    def deadline_for(self, requested: int | None, mode: ProcessingMode) -> int | None:
+        """``deadline_seconds``, except that a batch request naming none gets none: the
+        Global Batch lane's window is its limit."""
+        if mode is ProcessingMode.BATCH and requested is None:
+            return None
+        return self.deadline_seconds(requested)
+
     @staticmethod
     def check_timing(not_before: datetime | None, deadline: datetime) -> None:
         if not_before is not None and not_before >= deadline:

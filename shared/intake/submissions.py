@@ -199,9 +199,7 @@ class Intake:
         if mode is ProcessingMode.BATCH and isinstance(content, InlineContent):
             rules.check_batch_media_type(content.media_type)
         rules.check_message_size(submission.parameters, submission.metadata)
-        deadline_seconds: int | None = rules.deadline_seconds(submission.deadline_seconds)
-        if mode is ProcessingMode.BATCH and submission.deadline_seconds is None:
-            deadline_seconds = None
+        deadline_seconds = rules.deadline_for(submission.deadline_seconds, mode)
         rules.check_ordering(submission.document_id, submission.not_before, submission.after)
         if deadline_seconds is not None:
             rules.check_timing(

@@ -211,8 +211,8 @@ def replay_command(
         print(f"[{position}/{total}] {item.event.id} ({item.event.type}) {told}", flush=True)
 
     try:
-        replayed = {plan.item.key: plan.item for plan in plans}
-        results = replay.replay([replayed.get(i.key, i) for i in chosen], progress)
+        items = [by_key[i.key].item if i.key in by_key else i for i in chosen]
+        results = replay.replay(items, progress)
     except TransientError as error:
         print(f"stopped: {error}. Run the same command again to continue.", file=sys.stderr)
         return 3

@@ -58,7 +58,7 @@ from shared.entrypoints.cli.eventgrid_dead_letters import EventReplayScope, add_
 from shared.entrypoints.cli.jobs import add_jobs_commands
 from shared.entrypoints.cli.ops_help import root_parser
 from shared.entrypoints.cli.servicebus_dead_letters import DeadLetterScope, add_servicebus_commands
-from shared.entrypoints.cli.usage import ReadProgress, add_usage_command
+from shared.entrypoints.cli.usage import add_usage_command
 from shared.errors import ConfigurationError, InvalidInput, TransientError
 from shared.events.intake import InferenceRequestedData
 from shared.intake.request_rules import RequestRules
@@ -129,9 +129,8 @@ def app_job_storage() -> JobStorage:
 
 
 def usage_reader(storage: JobStorage) -> UsageReader:
-    """The job store's reader: the job index finds the jobs, the documents are read (a
-    long read tells its progress on stderr)."""
-    documents = ReadProgress(storage.documents)
+    """The job store's reader: the job index finds the jobs, the documents are read."""
+    documents = storage.documents
     return UsageReader(documents, JobIndex(documents, storage.container), storage.container)
 
 
@@ -149,9 +148,10 @@ def event_replay_scope(services: Services) -> EventReplayScope:
             mode = rules.mode_for(data.mode, model, data.priority, ordered)
         except InvalidInput:  # intake rejects it, with the reason
             mode = ProcessingMode.QUEUE
-        if mode is ProcessingMode.BATCH and data.deadline_seconds is None:
-            return None
-        return data.deadline_seconds or rules.default_deadline_seconds
+        try:
+            return rules.deadline_for(data.deadline_seconds, mode)
+        except InvalidInput:  # over MaxDeadlineSeconds: intake rejects it, with the reason
+            return data.deadline_seconds
 
     return EventReplayScope(timedelta(seconds=settings.limits.max_deadline_seconds), deadline_of)
 

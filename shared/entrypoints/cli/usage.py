@@ -10,7 +10,7 @@ model reported for them, then a totals line. Without dates: today (UTC); ``--sin
 alone runs to today. ``--json`` prints the rows, the totals and what was read, for
 scripts. Documents that vanished while being read or are not jobs are counted and named
 (on stderr for the table), never fatal. A long read tells its progress on stderr every
-``PROGRESS_EVERY`` documents (``ReadProgress``): stdout carries only the table or the
+``usage_report.PROGRESS_EVERY`` documents: stdout carries only the table or the
 JSON. Exit codes as every ops command (``ops_help``): 0 done, 2 a bad argument, 3 storage
 unavailable.
 """
@@ -21,15 +21,12 @@ import argparse
 import json
 import re
 import sys
-import threading
-from collections.abc import Callable
 from datetime import date
 from typing import Any
 
 from shared.accounting.usage import DayRange, UsageCounts, UsageRow
 from shared.accounting.usage_report import UsageReader, UsageReport
 from shared.clock import Clock
-from shared.documents import Document, ListedDocuments, TagQuery, Tags
 from shared.entrypoints.cli.ops_help import command_parser
 from shared.intake.tenancy import TENANT_ID_PATTERN
 from shared.job_index import as_utc
@@ -37,67 +34,11 @@ from shared.job_index import as_utc
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 COLUMNS = ("day", "tenant", "model", "mode", "requests", "input", "output", "total", "no usage")
 NUMBER_COLUMNS = 5  # the right-aligned counts at the end of ``COLUMNS``
-PROGRESS_EVERY = 1000  # documents read between two progress lines
 
 
 def tell_progress(read: int, listed: int) -> None:
     """A progress line on stderr (stdout is the table or the JSON)."""
     print(f"usage: read {read:,} of {listed:,} job documents", file=sys.stderr, flush=True)
-
-
-class ReadProgress:
-    """The job documents, telling ``progress(read, listed)`` every ``every`` documents
-    read and after the last of a long read. ``listed`` is what the last tag query found
-    (the report's one query); the report reads concurrently, hence the lock."""
-
-    def __init__(
-        self,
-        documents: ListedDocuments,
-        progress: Callable[[int, int], None] = tell_progress,
-        every: int = PROGRESS_EVERY,
-    ) -> None:
-        self._documents = documents
-        self._progress = progress
-        self._every = every
-        self._counting = threading.Lock()
-        self._read = 0
-        self._listed = 0
-
-    def find_tagged(self, container: str, query: TagQuery) -> list[tuple[str, dict[str, str]]]:
-        found = self._documents.find_tagged(container, query)
-        with self._counting:
-            self._read, self._listed = 0, len(found)
-        return found
-
-    def load(self, container: str, name: str) -> tuple[Document, str] | None:
-        try:
-            return self._documents.load(container, name)
-        finally:
-            with self._counting:
-                self._read += 1
-                read, listed = self._read, self._listed
-                last = read == listed and listed >= self._every
-                if read % self._every == 0 or last:
-                    self._progress(read, max(read, listed))
-
-    def create(
-        self, container: str, name: str, document: Document, tags: Tags | None = None
-    ) -> str | None:
-        return self._documents.create(container, name, document, tags)
-
-    def replace(
-        self, container: str, name: str, document: Document, etag: str, tags: Tags | None = None
-    ) -> str:
-        return self._documents.replace(container, name, document, etag, tags)
-
-    def put(self, container: str, name: str, document: Document) -> str:
-        return self._documents.put(container, name, document)
-
-    def delete(self, container: str, name: str, etag: str | None = None) -> None:
-        self._documents.delete(container, name, etag)
-
-    def list_names(self, container: str, prefix: str) -> list[str]:
-        return self._documents.list_names(container, prefix)
 
 
 def utc_day(text: str) -> date:
@@ -197,7 +138,7 @@ def usage_command(args: argparse.Namespace, reader: UsageReader, clock: Clock) -
     except ValueError as error:
         print(f"python -m shared.ops usage: error: {error}", file=sys.stderr)
         return 2
-    report = reader.report(days, args.tenant)
+    report = reader.report(days, args.tenant, tell_progress)
     if args.json:
         print(json.dumps(as_json(report), indent=2))
         return 0

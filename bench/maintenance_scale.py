@@ -113,6 +113,7 @@ from shared.accounting.usage_report import READERS, UsageReader
 from shared.adapters.blob_documents import BlobJsonDocuments
 from shared.adapters.blob_storage import blob_service_client
 from shared.adapters.in_memory import RecordingPublisher, RecordingSender
+from shared.clock import as_utc
 from shared.contracts import (
     JOB_SCHEMA,
     ClaimCheck,
@@ -124,7 +125,7 @@ from shared.contracts import (
     TokenUsage,
 )
 from shared.events.announcements import Announcer
-from shared.job_index import JobIndex, as_utc, finished_at, in_a_global_batch, job_name
+from shared.job_index import JobIndex, finished_at, in_a_global_batch, job_name
 from shared.jobs import DocumentJobStore, JobRepository, transition
 from shared.processing.endings import JobEndings
 from shared.processing.resends import JobResender, ResendPolicy, resend_due_at

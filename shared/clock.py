@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -18,6 +17,8 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def monotonic_now() -> float:
-    """Seconds on the monotonic clock (``MonotonicClock``)."""
-    return time.monotonic()
+def as_utc(moment: datetime) -> datetime:
+    """``moment`` in UTC; a naive time is taken as UTC (how the app writes every time)."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)

@@ -11,7 +11,7 @@ on Blob storage's conditional requests for their guarantees:
 A document can carry index tags (Blob index tags), written by the same request as the
 document itself, so a document and its tags never disagree, and found again by a tag
 query (Find Blobs by Tags) without listing the container: the job store tags each job so
-the periodic jobs find the few they need among every job retained (``jobs.JobIndex``).
+the periodic jobs find the few they need among every job retained (``job_index.JobIndex``).
 
 Adapters: ``adapters.blob_documents.BlobJsonDocuments`` (azure-storage-blob) and
 ``adapters.in_memory.InMemoryDocuments`` (the same rules, in memory, for tests and

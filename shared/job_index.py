@@ -25,9 +25,10 @@ the jobs container alone (infra/modules/storage-data.bicep).
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from enum import StrEnum
 
+from shared.clock import as_utc
 from shared.contracts import Job, JobStatus, ProcessingMode
 from shared.documents import TagCondition, TaggedDocuments, TagQuery
 
@@ -43,13 +44,6 @@ class IndexState(StrEnum):
     OPEN = "open"
     IN_A_BATCH = "batch"
     ENDED = "ended"
-
-
-def as_utc(moment: datetime) -> datetime:
-    """``moment`` in UTC; a naive time is taken as UTC (how the app writes every time)."""
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
 
 
 def instant(moment: datetime) -> str:
@@ -127,11 +121,7 @@ class JobIndex:
             )
         )
         found = self._documents.find_tagged(self._container, query)
-        return [
-            (name, datetime.strptime(tags[CHANGED], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC))
-            for name, tags in found
-            if CHANGED in tags
-        ]
+        return [(name, datetime.fromisoformat(tags[CHANGED])) for name, tags in found]
 
     def ended_on(self, first: date, last: date, tenant: str | None = None) -> list[str]:
         """The jobs that ended on UTC days ``first`` through ``last`` (of ``tenant``)."""

@@ -22,8 +22,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, date, datetime, time, timedelta
 
+from shared.clock import as_utc
 from shared.contracts import Job, ProcessingMode, TokenUsage
-from shared.job_index import as_utc, finished_at
+from shared.job_index import finished_at
 
 
 @dataclass(frozen=True)

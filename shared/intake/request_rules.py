@@ -301,6 +301,13 @@ class RequestRules:
         """A message's deadline: its own, or DefaultDeadlineSeconds after it was sent."""
         return request.deadline or received_at + timedelta(seconds=self.default_deadline_seconds)
 
+    def job_deadline(self, request: RequestMessage, received_at: datetime) -> datetime | None:
+        """The deadline of a job recorded from its message: ``message_deadline``, except
+        that a batch request naming none gets none (as ``deadline_for`` at intake)."""
+        if request.mode is ProcessingMode.BATCH and request.deadline is None:
+            return None
+        return self.message_deadline(request, received_at)
+
     @staticmethod
     def _check_metadata(metadata: Mapping[str, str]) -> None:
         if len(metadata) > MAX_METADATA:

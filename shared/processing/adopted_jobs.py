@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from shared.clock import Clock
-from shared.contracts import ClaimCheck, Door, Job, ProcessingMode, RequestMessage
+from shared.contracts import ClaimCheck, Door, Job, RequestMessage
 from shared.errors import TransientError
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.request_rules import RequestRules, TenantNotAllowed
@@ -121,9 +121,7 @@ class JobAdoption:
                 request.request_id,
             )
             self._rules.check_message(request, received_at, self._claim_checks, tenant_vouched=True)
-        deadline: datetime | None = self._rules.message_deadline(request, received_at)
-        if request.mode is ProcessingMode.BATCH and request.deadline is None:
-            deadline = None  # as intake: the batch lane takes hours; the watchdog bounds it
+        deadline = self._rules.job_deadline(request, received_at)
         created = self._jobs.create(job_from_message(request, message, now, deadline))
         if created is not None:
             log.info("recorded job %s from its message", request.request_id)

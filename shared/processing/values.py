@@ -16,7 +16,7 @@ from shared.processing.inbound import PropertyValue
 
 
 class Outcome(StrEnum):
-    """What became of one message (``Processor.process``): the rows of the outcome table,
+    """What became of one message (``MessageProcessor.process``): the rows of the outcome table,
     counted in ``inferbus.messages.settled`` and logged as ``message <id> -> <outcome>``."""
 
     COMPLETED = "completed"

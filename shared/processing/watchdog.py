@@ -39,12 +39,13 @@ Timer triggers run as a singleton, so the checkpoint has one writer.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from shared.clock import Clock, MonotonicClock, monotonic_now, utc_now
+from shared.clock import Clock, MonotonicClock, utc_now
 from shared.contracts import Job, JobStatus
 from shared.documents import JsonDocuments
 from shared.job_index import JobIndex, in_a_global_batch, job_ids
@@ -145,7 +146,7 @@ class JobWatchdog:
         policy: WatchdogPolicy,
         clock: Clock = utc_now,
         resender: JobResender | None = None,
-        elapsed: MonotonicClock = monotonic_now,
+        elapsed: MonotonicClock = time.monotonic,
     ) -> None:
         self._resender = resender
         self._index = index

@@ -19,11 +19,11 @@ import pytest
 from shared.adapters.blob_documents import BlobJsonDocuments
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
 from shared.adapters.in_memory import InMemoryDocuments
-from shared.clock import utc_now
+from shared.clock import as_utc, utc_now
 from shared.contracts import BatchMembership, Job, JobStatus, ProcessingMode
 from shared.documents import Comparison, ListedDocuments, TagCondition, TagQuery, Tags
 from shared.errors import ConcurrencyConflict
-from shared.job_index import JobIndex, as_utc, finished_at, job_name
+from shared.job_index import JobIndex, finished_at, job_name
 from shared.jobs import DocumentJobStore, JobRepository, fail, transition
 from tests.fixtures.azurite import Azurite
 from tests.integration.conftest import make_settings

@@ -1,4 +1,4 @@
-"""What a Service Bus dead-letter sub-queue holds, and the port that reads and empties one.
+"""Where a Service Bus dead-letter sub-queue is, and what its messages carry beside them.
 
 A request message lands in its queue's dead-letter sub-queue when the processor gives up
 on it (``processing.settlement.DeadLetterReason``: InvalidPayload, ClaimCheckInvalid,
@@ -6,10 +6,11 @@ MaxRetriesExceeded, PermanentFailure) or the broker does (MaxDeliveryCountExceed
 TTLExpiredException). It keeps its body, properties and sequence number there, with the
 reason and description beside its application properties.
 
-This module has only the model (``DeadLetteredMessage``) and the port
-(``DeadLetterQueues``), so that the filters (``filters``), the operations
-(``servicebus_dead_letters``) and the adapter (``adapters.servicebus_dead_letters``) share
-one definition and none of them has to import another.
+The message (``values.DeadLetteredMessage``) and the port (``ports.DeadLetterQueues``)
+live with the other processing values and ports; this module holds what the filters, the
+operations and the adapter share about the sub-queues themselves: a subscription's path,
+the properties the broker adds (``DEAD_LETTER_PROPERTIES``) and the port read in pages
+(``pages_of``).
 """
 
 from __future__ import annotations

@@ -137,9 +137,11 @@ def test_batches_never_exceed_the_maximum_and_run_one_at_a_time(
     senders.send("max-size", bodies)
     with listening("max-size", invoker, options):
         wait_for(lambda: len(invoker.bodies()) >= len(bodies), what="every message")
-    assert sorted(invoker.bodies()) == bodies
+    # How the receives split them depends on timing (one message, then what arrives within
+    # BATCH_WINDOW_S); the order and the bounds do not.
+    assert invoker.bodies() == bodies  # the queue's order, the oldest first
     assert all(1 <= len(call.bodies) <= 4 for call in invoker.calls)
-    assert invoker.calls[0].bodies == bodies[:4]  # the queue's order, the oldest first
+    assert 2 <= len(invoker.calls[0].bodies)  # the first batch met the minimum
     assert invoker.most_at_once == 1
 
 

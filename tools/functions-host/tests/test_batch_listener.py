@@ -141,7 +141,7 @@ def test_batches_never_exceed_the_maximum_and_run_one_at_a_time(
     # BATCH_WINDOW_S); the order and the bounds do not.
     assert invoker.bodies() == bodies  # the queue's order, the oldest first
     assert all(1 <= len(call.bodies) <= 4 for call in invoker.calls)
-    assert 2 <= len(invoker.calls[0].bodies)  # the first batch met the minimum
+    assert len(invoker.calls[0].bodies) >= 2  # the first batch met the minimum
     assert invoker.most_at_once == 1
 
 

@@ -87,6 +87,20 @@ class ProcessingMode(StrEnum):
     BATCH = "batch"
 
 
+class RequestedMode(StrEnum):
+    """The lane a caller asks for: ``queue``, ``batch``, or ``auto``: the queue lane,
+    unless its expected wait passes the request's deadline and the alias has a Global
+    Batch deployment; then the batch lane (the job's ``mode`` says which it got)."""
+
+    QUEUE = "queue"
+    BATCH = "batch"
+    AUTO = "auto"
+
+    def processing_mode(self) -> ProcessingMode:
+        """The lane asked for, ``auto`` starting with the queue lane."""
+        return ProcessingMode.BATCH if self is RequestedMode.BATCH else ProcessingMode.QUEUE
+
+
 TERMINAL_STATUSES = frozenset(
     {JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.EXPIRED, JobStatus.CANCELLED}
 )
@@ -125,7 +139,7 @@ class SubmitRequestBody(_Strict):
     after: str | None = Field(None, min_length=1, max_length=64)
     document_id: DocumentId | None = None
     # None: the deployment decides (GlobalBatch__routePriorities), else the queue lane.
-    mode: ProcessingMode | None = None
+    mode: RequestedMode | None = None
 
 
 # --- claim check and the request message -------------------------------------------------

@@ -131,6 +131,35 @@ class TaggedDocuments(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ListedDocument:
+    """One document as a listing shows it: no document is read."""
+
+    name: str
+    modified: datetime
+    metadata: Mapping[str, str]
+
+
+class DescribedDocuments(Protocol):
+    """Documents whose metadata the listing returns: many small facts (the instances'
+    heartbeats, ``inference.instances``) read in one call instead of one read each."""
+
+    def put_described(
+        self, container: str, name: str, document: Document, metadata: Mapping[str, str]
+    ) -> str:
+        """Create or overwrite unconditionally, with ``metadata`` (ASCII names and
+        values); the new ETag."""
+        ...
+
+    def list_described(self, container: str, prefix: str) -> list[ListedDocument]:
+        """The documents under ``prefix`` in name order, with their last-modified times and
+        metadata."""
+        ...
+
+
 @runtime_checkable
-class ListedDocuments(JsonDocuments, DocumentListing, TaggedDocuments, Protocol):
-    """Documents whose listing carries last-modified times and that tags can find."""
+class ListedDocuments(
+    JsonDocuments, DocumentListing, TaggedDocuments, DescribedDocuments, Protocol
+):
+    """Documents whose listing carries last-modified times and metadata, and that tags
+    can find."""

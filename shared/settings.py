@@ -158,11 +158,13 @@ class ModelCapacitySettings(SettingsGroup):
     every call goes out at once and a 429 is a failed attempt (the older behaviour)."""
 
     enabled: Flag = Field(True, alias="ModelCapacity__enabled")
-    # How long a call may wait for its deployment's capacity before its message is
-    # scheduled again (without counting an attempt); below MaxLockRenewalSeconds.
-    wait_seconds: float = Field(300.0, gt=0, le=3600, alias="ModelCapacity__waitSeconds")
-    # How often each instance says it is alive (its share of a quota is 1 / live ones).
-    heartbeat_seconds: float = Field(10.0, gt=0, le=300, alias="ModelCapacity__heartbeatSeconds")
+    # How long a call may wait for its deployment's capacity, holding its message's lock,
+    # before the message is scheduled again (without counting an attempt); a call expected
+    # to wait longer gives it back at once. Below MaxLockRenewalSeconds.
+    wait_seconds: float = Field(60.0, gt=0, le=3600, alias="ModelCapacity__waitSeconds")
+    # How often each instance writes its heartbeat with its demand (the quota flows to the
+    # instances with work); it also writes at once when its demand starts or stops.
+    heartbeat_seconds: float = Field(5.0, gt=0, le=300, alias="ModelCapacity__heartbeatSeconds")
     # The quota of the aliases of AllowedModels/ModelProvider (a catalog's entries give
     # their own capacity): Bicep sets them from the model deployment's capacity.
     tokens_per_minute: int | None = Field(

@@ -9,6 +9,7 @@ configuration errors (``blob_storage.storage_errors``).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +22,7 @@ from azure.core.exceptions import (
 from azure.storage.blob import BlobServiceClient, ContentSettings
 
 from shared.adapters.blob_storage import storage_errors
-from shared.documents import Document, TagQuery, Tags
+from shared.documents import Document, ListedDocument, TagQuery, Tags
 from shared.errors import ConcurrencyConflict
 
 JSON_CONTENT = ContentSettings(content_type="application/json")
@@ -84,6 +85,34 @@ class BlobJsonDocuments:
                 _encode(document), overwrite=True, content_settings=JSON_CONTENT
             )
         return str(result["etag"])
+
+    def put_described(
+        self, container: str, name: str, document: Document, metadata: Mapping[str, str]
+    ) -> str:
+        """Implements ``documents.DescribedDocuments``: the metadata goes with the same Put
+        Blob."""
+        with storage_errors(f"writing {container}/{name}"):
+            result = self._client.get_blob_client(container, name).upload_blob(
+                _encode(document),
+                overwrite=True,
+                content_settings=JSON_CONTENT,
+                metadata=dict(metadata),
+            )
+        return str(result["etag"])
+
+    def list_described(self, container: str, prefix: str) -> list[ListedDocument]:
+        """Implements ``documents.DescribedDocuments``: one List Blobs with metadata per
+        5,000 names."""
+        with storage_errors(f"listing {container}/{prefix}"):
+            client = self._client.get_container_client(container)
+            return [
+                ListedDocument(
+                    blob.name,
+                    blob.last_modified,
+                    {key: value or "" for key, value in (blob.metadata or {}).items()},
+                )
+                for blob in client.list_blobs(name_starts_with=prefix, include=["metadata"])
+            ]
 
     def delete(self, container: str, name: str, etag: str | None = None) -> None:
         conditions: dict[str, Any] = {}

@@ -14,13 +14,13 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from shared.blobs import BlobInfo
 from shared.clock import Clock, utc_now
-from shared.documents import Document, TagQuery, Tags
+from shared.documents import Document, ListedDocument, TagQuery, Tags
 from shared.errors import ConcurrencyConflict, NotFound
 from shared.events.ports import CloudEventSpec
 from shared.messaging import OutgoingMessage
@@ -166,6 +166,25 @@ class InMemoryDocuments:
                 (name, blob.modified)
                 for (c, name), blob in self.blobs.stored.items()
                 if c == container and name.startswith(prefix)
+            )
+
+    def put_described(
+        self, container: str, name: str, document: Document, metadata: Mapping[str, str]
+    ) -> str:
+        """Implements ``documents.DescribedDocuments``."""
+        data = json.dumps(document).encode("utf-8")
+        return self.blobs.write(container, name, data, "application/json", dict(metadata))
+
+    def list_described(self, container: str, prefix: str) -> list[ListedDocument]:
+        """Implements ``documents.DescribedDocuments``."""
+        with self.blobs.lock:
+            return sorted(
+                (
+                    ListedDocument(name, blob.modified, dict(blob.metadata))
+                    for (c, name), blob in self.blobs.stored.items()
+                    if c == container and name.startswith(prefix)
+                ),
+                key=lambda listed: listed.name,
             )
 
     def find_tagged(self, container: str, query: TagQuery) -> list[tuple[str, dict[str, str]]]:

@@ -30,11 +30,11 @@ from shared.global_batch.control_plane import ControlPolicy, GlobalBatchControlP
 from shared.global_batch.planning import PlanningPolicy
 from shared.global_batch.staging import BatchStager, StagingPolicy
 from shared.global_batch.store import BatchRecords
-from shared.inference.capacity import BudgetedModel, DeploymentGate, gate_key
+from shared.inference.capacity import BudgetedModel, DeploymentGate, ServedPace, gate_key
 from shared.inference.catalog import Capacity
 from shared.inference.instances import InstanceRegistry
 from shared.inference.served import ServedModels
-from shared.intake.backpressure import LaneBacklogGates
+from shared.intake.backpressure import LaneBacklogGates, WaitAdmission
 from shared.intake.breaker import SendBreaker
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.idempotency import DocumentIdempotencyStore, IdempotencyGuard
@@ -108,7 +108,9 @@ def commons(settings: Settings, ports: Ports) -> Commons:
 
 
 def intake(settings: Settings, ports: Ports, shared: Commons) -> Intake:
-    """The doors' one intake; its sends go through the broker breaker."""
+    """The doors' one intake; its sends go through the broker breaker, and it admits by
+    depth and by expected wait."""
+    backlog = LaneBacklogGates.from_settings(settings, ports.backlogs)
     return Intake(
         policy=RequestRules.from_settings(settings, shared.models.catalog),
         jobs=shared.jobs,
@@ -121,7 +123,8 @@ def intake(settings: Settings, ports: Ports, shared: Commons) -> Intake:
         sender=SendBreaker(
             ports.intake_requests or ports.requests, settings.servicebus.breaker_open_seconds
         ),
-        backlog=LaneBacklogGates.from_settings(settings, ports.backlogs),
+        backlog=backlog,
+        admission=WaitAdmission(backlog, ServedPace(shared.models)),
         clock=ports.clock,
     )
 
@@ -404,15 +407,14 @@ def http_endpoints(
 
 def gated_models(settings: Settings, ports: Ports) -> ServedModels:
     """Every alias's client behind its deployment's capacity gate (aliases on one
-    deployment share it), unless ModelCapacity__enabled is off. A quota is shared out
-    by the live instances, counted from their heartbeats in the app's storage."""
+    deployment share it), unless ModelCapacity__enabled is off. A quota flows to the
+    instances by their demand, which their heartbeats in the app's storage carry."""
     models = ports.models
     if not settings.model_capacity.enabled:
         return models
     limited = any(served.card.capacity for served in models.values())
     registry = (
         InstanceRegistry(
-            ports.documents,
             ports.documents,
             settings.containers.ledgers,
             settings.site.instance_id or f"{socket.gethostname()}-{os.getpid()}",
@@ -430,10 +432,15 @@ def gated_models(settings: Settings, ports: Ports) -> ServedModels:
             gates[key] = DeploymentGate(
                 card.deployment or alias,
                 card.capacity or Capacity(),
-                instances=registry.count if registry is not None else lambda: 1,
+                fleet=registry,
+                key=key,
                 max_wait=settings.model_capacity.wait_seconds,
             )
+            if registry is not None:
+                registry.watch(key, gates[key].demand)
         clients[alias] = BudgetedModel(card, served.client, gates[key])
+    if registry is not None:
+        registry.start()
     return ServedModels(models.catalog, clients)
 
 

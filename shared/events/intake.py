@@ -31,7 +31,7 @@ from shared.contracts import (
     Door,
     ModelName,
     Priority,
-    ProcessingMode,
+    RequestedMode,
     TextInput,
 )
 from shared.errors import FieldError, InvalidInput, NotOurs, PayloadTooLarge
@@ -73,7 +73,7 @@ class InferenceRequestedData(BaseModel):
     deadline_seconds: int | None = Field(None, ge=1)
     metadata: dict[str, str] = Field(default_factory=dict, max_length=16)
     document_id: DocumentId | None = None
-    mode: ProcessingMode | None = None
+    mode: RequestedMode | None = None
 
 
 def dedupe_key(*parts: str) -> str:
@@ -267,7 +267,8 @@ class EventIntake:
                 deadline_seconds=data.deadline_seconds,
                 metadata=data.metadata,
                 document_id=data.document_id,
-                mode=data.mode,
+                mode=data.mode.processing_mode() if data.mode else None,
+                batch_when_late=data.mode is RequestedMode.AUTO,
                 source=source,
                 idempotency_key=key,
                 request_hash=key,

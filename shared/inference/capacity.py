@@ -6,25 +6,33 @@ declares a ``capacity`` gets a ``DeploymentGate`` per instance, shared by every 
 every batch of that instance:
 
 - **A budget, estimated before the call.** A call reserves its tokens first: its prompt
-  (characters / 4, the instructions and the input) plus its ``max_tokens``, or
-  ``DEFAULT_ANSWER_TOKENS``; the reservation is corrected to the answer's ``usage`` when it
-  comes back, and returned whole when the call fails. Like the service, the gate enforces
-  a minute's quota over short windows (``WINDOW_SECONDS``: at most a sixth of it at once,
-  refilled continuously), so a burst never asks for what the service would refuse.
-- **A share of the deployment.** The quota is the deployment's, shared by every instance
-  of the app: each instance takes ``1 / live instances`` of it (``instances``: the count
-  ``InstanceRegistry`` keeps from the instances' heartbeats), and never more than what the
-  service says is left (``x-ratelimit-remaining-tokens`` / ``-requests``, read from every
-  answer: the deployment's own view, whoever else uses it).
+  (characters / 4, the instructions and the input) plus its ``max_tokens``, or, without
+  one, the answer its alias has been giving (``AnswerEstimate``: learned from the
+  answers' ``usage``, ``DEFAULT_ANSWER_TOKENS`` until the first); the reservation is
+  corrected to the answer's ``usage`` when it comes back, and returned whole when the
+  call fails. Like the service, the gate enforces a minute's quota over short windows
+  (``WINDOW_SECONDS``: at most a sixth of it at once, refilled continuously), so a burst
+  never asks for what the service would refuse.
+- **A share of the deployment that follows demand.** The quota is the deployment's,
+  shared by every instance of the app. Each instance publishes the tokens its calls wait
+  for (its demand, high priority weighted up) and takes the share of the quota its
+  demand is of everyone's (``shared.inference.instances``: ``InstanceRegistry``); an
+  instance without work keeps a small floor. So the budget flows to the instances that
+  have work, whatever their number. The service's remaining-budget headers
+  (``x-ratelimit-remaining-tokens`` / ``-requests``, read from every answer: the
+  deployment's own view, whoever else uses it) say what the deployment takes right now,
+  and this instance never holds more than that.
 - **Throttling is the deployment's state, not a request's fault.** A 429 (``Throttled``)
   pauses every call of the deployment in this instance until the time the service asked
   for; the call that met it waits and goes again, without counting as an attempt.
 - **High priority first.** Waiting calls are admitted by priority (high, normal, low), in
   arrival order within one.
-
-A call that would wait longer than its bound (the request's deadline, and the gate's
-``max_wait``, below the lock renewal limit) is given up with ``CapacityExhausted``: the
-processor reschedules its message without an attempt.
+- **A lock is not a waiting room.** A call whose expected wait (the tokens ahead of it in
+  this instance's line, and everyone's demand against the whole quota) is longer than its
+  bound (the request's deadline, and the gate's ``max_wait``, well below the lock renewal
+  limit) is given up at once with ``CapacityExhausted``, and so is one that waited that
+  long: the processor reschedules its message without an attempt, to come back as the
+  line shortens. An instance so holds only the calls its share serves within the bound.
 """
 
 from __future__ import annotations
@@ -34,19 +42,62 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 from shared.clock import MonotonicClock
 from shared.contracts import Priority
 from shared.errors import CapacityExhausted, Throttled
 from shared.inference import InferenceInput, ModelAnswer, ModelClient, reads_as_text
 from shared.inference.catalog import Capacity, ModelCard
+from shared.inference.served import ServedModel
 
 WINDOW_SECONDS: Final = 10.0
 DEFAULT_ANSWER_TOKENS: Final = 512
 RANK: Final = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
+# How much a waiting token of each priority counts in an instance's demand: an instance
+# holding high-priority work takes most of the quota until it is done (RANK's order).
+DEMAND_WEIGHT: Final = {0: 4.0, 1: 1.0, 2: 0.5}
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What one instance's calls of one deployment wait for or hold: ``weighted`` (tokens
+    times their priority's ``DEMAND_WEIGHT``: what shares follow) and ``tokens`` (what
+    the deployment must still serve for them: what waits follow)."""
+
+    weighted: float = 0.0
+    tokens: float = 0.0
+
+
+class Fleet(Protocol):
+    """The other instances, as a gate needs them (``instances.InstanceRegistry``)."""
+
+    def share(self, gate: str) -> float:
+        """This instance's part of the deployment's quota now (0 < share <= 1)."""
+        ...
+
+    def tokens_elsewhere(self, gate: str) -> float:
+        """The tokens the other instances' calls of the deployment wait for or hold."""
+        ...
+
+    def demand_changed(self) -> None:
+        """This instance's demand started or stopped: say so before the next heartbeat."""
+        ...
+
+
+class Alone:
+    """A fleet of one: the whole quota, nobody else waiting (tests, one process)."""
+
+    def share(self, gate: str) -> float:
+        return 1.0
+
+    def tokens_elsewhere(self, gate: str) -> float:
+        return 0.0
+
+    def demand_changed(self) -> None:
+        return None
 
 
 @dataclass
@@ -55,17 +106,18 @@ class _Bucket:
 
     per_minute: int
     level: float = 0.0
-    updated: float | None = None  # None: never read, so full
+    updated: float | None = None  # None: never read, so full (or empty: ``starts_full``)
+    starts_full: bool = True
 
     def capacity(self, share: float) -> float:
         return max(1.0, self.per_minute * share * WINDOW_SECONDS / 60)
 
     def rate(self, share: float) -> float:
-        return self.per_minute * share / 60
+        return max(self.per_minute * share / 60, 1e-9)
 
     def refill(self, now: float, share: float) -> None:
         if self.updated is None:
-            self.level = self.capacity(share)
+            self.level = self.capacity(share) if self.starts_full else 0.0
         else:
             self.level = min(
                 self.capacity(share), self.level + (now - self.updated) * self.rate(share)
@@ -73,17 +125,25 @@ class _Bucket:
         self.updated = now
 
     def wait_for(self, amount: float, share: float) -> float:
+        """Until ``amount`` may go (one larger than the window goes once it is full)."""
         needed = min(amount, self.capacity(share))
         return 0.0 if self.level >= needed else (needed - self.level) / self.rate(share)
 
-    def clamp(self, remaining_per_minute: int, share: float) -> None:
-        """Never more than the service says the deployment has left."""
-        self.level = min(self.level, remaining_per_minute * share * WINDOW_SECONDS / 60)
+    def wait_behind(self, ahead: float, share: float) -> float:
+        """Until ``ahead`` (the calls before one, and its own) has gone at this rate."""
+        return max(0.0, ahead - self.level) / self.rate(share)
+
+    def clamp(self, available: float) -> None:
+        """Never more than what the service says the deployment takes right now
+        (``DeploymentGate.observe``). Not this instance's share of it: the others'
+        calls are already in what is left, and the share already bounds this one."""
+        self.level = min(self.level, available)
 
 
 @dataclass(frozen=True)
 class Reservation:
     tokens: int
+    rank: int = RANK[Priority.NORMAL]
 
 
 @dataclass
@@ -111,21 +171,36 @@ class DeploymentGate:
         name: str,
         capacity: Capacity,
         *,
-        instances: Callable[[], int] = lambda: 1,
+        fleet: Fleet | None = None,
+        key: str | None = None,
         clock: MonotonicClock = time.monotonic,
-        max_wait: float = 300.0,
+        max_wait: float = 60.0,
     ) -> None:
         self.name = name
-        self._tokens = _Bucket(capacity.tokens_per_minute) if capacity.tokens_per_minute else None
-        self._requests = (
-            _Bucket(capacity.requests_per_minute) if capacity.requests_per_minute else None
+        self.key = key or name
+        # Alone, a gate starts with a full window. Among other instances it starts empty:
+        # it cannot know what they spent, and a burst that wakes them all at once must not
+        # spend a window in each.
+        alone = fleet is None
+        self._tokens = (
+            _Bucket(capacity.tokens_per_minute, starts_full=alone)
+            if capacity.tokens_per_minute
+            else None
         )
-        self._instances = instances
+        self._requests = (
+            _Bucket(capacity.requests_per_minute, starts_full=alone)
+            if capacity.requests_per_minute
+            else None
+        )
+        self._limiter = capacity.limiter
+        self._fleet: Fleet = fleet or Alone()
         self.clock = clock
         self.max_wait = max_wait
         self._paused_until = 0.0
         self._condition = threading.Condition()
         self._waiting: list[_Waiter] = []
+        self._holding: dict[int, float] = {}  # rank -> tokens reserved by calls under way
+        self._peak = Demand()  # the most demanded since the last ``demand()``
         self._sequence = itertools.count()
         self.stats = GateStats()
 
@@ -133,8 +208,36 @@ class DeploymentGate:
     def limited(self) -> bool:
         return self._tokens is not None or self._requests is not None
 
+    @property
+    def tokens_per_minute(self) -> int | None:
+        """The deployment's whole token quota (None: not limited by tokens)."""
+        return self._tokens.per_minute if self._tokens is not None else None
+
+    def demand(self) -> Demand:
+        """The most tokens this instance's calls waited for or held since the last time it
+        was asked (the fleet's heartbeat): the moment between two batches, when nothing
+        waits, does not read as an instance without work."""
+        with self._condition:
+            peak, self._peak = self._peak, self._demand()
+            return Demand(
+                max(peak.weighted, self._peak.weighted), max(peak.tokens, self._peak.tokens)
+            )
+
+    def _note_demand(self) -> None:
+        now = self._demand()
+        self._peak = Demand(
+            max(self._peak.weighted, now.weighted), max(self._peak.tokens, now.tokens)
+        )
+
+    def _demand(self) -> Demand:
+        by_rank = dict(self._holding)
+        for waiter in self._waiting:
+            by_rank[waiter.rank] = by_rank.get(waiter.rank, 0.0) + waiter.tokens
+        weighted = sum(DEMAND_WEIGHT[rank] * tokens for rank, tokens in by_rank.items())
+        return Demand(weighted, sum(by_rank.values()))
+
     def _share(self) -> float:
-        return 1.0 / max(1, self._instances())
+        return self._fleet.share(self.key)
 
     def _buckets(self, tokens: int) -> list[tuple[_Bucket, int]]:
         chosen = [(self._tokens, tokens), (self._requests, 1)]
@@ -147,17 +250,39 @@ class DeploymentGate:
             bucket.refill(now, share)
         return max([paused, *(b.wait_for(n, share) for b, n in buckets)])
 
+    def _expected_wait(self, waiter: _Waiter, now: float, share: float) -> float:
+        """How long ``waiter`` should still wait: behind the calls ahead of it in this
+        instance's line at this instance's share, or, if shorter, behind every instance's
+        demand at the whole quota's pace (the share follows demand within a heartbeat)."""
+        ahead = [w for w in self._waiting if w <= waiter]
+        paused = max(0.0, self._paused_until - now)
+        here = paused
+        everywhere = paused
+        if self._tokens is not None:
+            tokens = sum(w.tokens for w in ahead)
+            here = max(here, self._tokens.wait_behind(tokens, share))
+            elsewhere = self._fleet.tokens_elsewhere(self.key)
+            everywhere = max(everywhere, self._tokens.wait_behind(tokens + elsewhere, 1.0))
+        if self._requests is not None:
+            here = max(here, self._requests.wait_behind(len(ahead), share))
+            everywhere = max(everywhere, self._requests.wait_behind(len(ahead), 1.0))
+        return min(here, everywhere)
+
     def acquire(
         self, tokens: int, priority: Priority, wait_limit: float | None = None
     ) -> Reservation:
         """Reserve ``tokens`` and one request, waiting behind higher priorities and for the
-        budget; CapacityExhausted when that would take longer than ``wait_limit`` (and
-        the gate's ``max_wait``)."""
+        budget; CapacityExhausted, at once, when that is expected to take longer than
+        ``wait_limit`` (and the gate's ``max_wait``), or when it did."""
         limit = self.max_wait if wait_limit is None else min(wait_limit, self.max_wait)
         started = self.clock()
         waiter = _Waiter(RANK[priority], next(self._sequence), tokens)
         with self._condition:
+            idle = not self._waiting and not self._holding
             heapq.heappush(self._waiting, waiter)
+            self._note_demand()
+            if idle:
+                self._fleet.demand_changed()
             try:
                 while True:
                     now = self.clock()
@@ -166,15 +291,17 @@ class DeploymentGate:
                     if self._waiting[0] is waiter and wait <= 0:
                         for bucket, amount in self._buckets(tokens):
                             bucket.level -= amount
+                        self._holding[waiter.rank] = self._holding.get(waiter.rank, 0) + tokens
                         self.stats.admitted += 1
                         self.stats.waited_seconds += now - started
-                        return Reservation(tokens)
-                    if now - started + max(wait, 0.0) > limit:
+                        return Reservation(tokens, waiter.rank)
+                    expected = self._expected_wait(waiter, now, share)
+                    if now - started + expected > limit:
                         self.stats.gave_up += 1
                         raise CapacityExhausted(
                             f"deployment {self.name} has no capacity for this call within "
-                            f"{limit:.0f}s",
-                            retry_after=max(wait, 1.0),
+                            f"{limit:.0f}s (expected wait {expected:.0f}s)",
+                            retry_after=max(expected - limit / 2, 1.0),
                         )
                     # The first in line waits for its budget; the others for their turn
                     # (a notification), looking again each second for their time limit.
@@ -183,21 +310,34 @@ class DeploymentGate:
             finally:
                 self._waiting.remove(waiter)
                 heapq.heapify(self._waiting)
-                self._condition.notify_all()
+                self._after_change()
 
     def settle(self, reservation: Reservation, used_tokens: int | None) -> None:
         """The call's real tokens (None: it failed, nothing was spent): the difference
         goes back to the budget."""
         with self._condition:
+            held = self._holding.get(reservation.rank, 0) - reservation.tokens
+            if held > 0:
+                self._holding[reservation.rank] = held
+            else:
+                self._holding.pop(reservation.rank, None)
             if self._tokens is not None:
                 spent = 0 if used_tokens is None else used_tokens
                 self._tokens.level += reservation.tokens - spent
             if self._requests is not None and used_tokens is None:
                 self._requests.level += 1
-            self._condition.notify_all()
+            self._after_change()
+
+    def _after_change(self) -> None:
+        if not self._waiting and not self._holding:
+            self._fleet.demand_changed()
+        self._condition.notify_all()
 
     def observe(self, remaining_tokens: int | None, remaining_requests: int | None) -> None:
-        """What the service says the deployment has left (its rate-limit headers)."""
+        """What the service says the deployment has left (its rate-limit headers), read
+        for what its limiter means by them: a window limiter counts the minute, of which
+        a window's part may go now; a sliding minute says what may go now."""
+        usable = WINDOW_SECONDS / 60 if self._limiter == "window" else 1.0
         with self._condition:
             share, now = self._share(), self.clock()
             for bucket, left in (
@@ -206,7 +346,7 @@ class DeploymentGate:
             ):
                 if bucket is not None and left is not None:
                     bucket.refill(now, share)
-                    bucket.clamp(left, share)
+                    bucket.clamp(left * usable)
 
     def throttled(self, retry_after: float | None) -> None:
         """The service refused a call for its quota: no call of this deployment goes out
@@ -218,12 +358,51 @@ class DeploymentGate:
             self._condition.notify_all()
 
 
-def estimated_tokens(instructions: str, text: str, parameters: Mapping[str, object]) -> int:
+class AnswerEstimate:
+    """The answer tokens an alias's calls are counted for before they run, without a
+    ``max_tokens``: learned from the answers' ``usage`` (an exponential average with a
+    margin, so a run of longer answers raises it within a few calls), and
+    ``DEFAULT_ANSWER_TOKENS`` until the first answer. A wrong guess costs little: the
+    reservation is corrected to the real tokens when the answer comes. The same average
+    without the margin tells intake what a request of the alias costs (``mean``)."""
+
+    SMOOTHING: Final = 0.2
+    MARGIN: Final = 1.25
+
+    def __init__(self, default: int = DEFAULT_ANSWER_TOKENS) -> None:
+        self._default = default
+        self._average: float | None = None
+        self._lock = threading.Lock()
+
+    def tokens(self) -> int:
+        with self._lock:
+            if self._average is None:
+                return self._default
+            return max(1, math.ceil(self._average * self.MARGIN))
+
+    def mean(self) -> float | None:
+        """The average so far (None before the first answer)."""
+        with self._lock:
+            return self._average
+
+    def learn(self, answer_tokens: int) -> None:
+        with self._lock:
+            if self._average is None:
+                self._average = float(answer_tokens)
+            else:
+                self._average += self.SMOOTHING * (answer_tokens - self._average)
+
+
+def estimated_tokens(
+    instructions: str, text: str, parameters: Mapping[str, object], answer: int | None = None
+) -> int:
     """What a call is counted for before it runs: its prompt at four characters a token,
-    and the longest answer it allows."""
-    answer = parameters.get("max_tokens")
-    allowed = answer if isinstance(answer, int) and not isinstance(answer, bool) else None
-    return math.ceil((len(instructions) + len(text)) / 4) + (allowed or DEFAULT_ANSWER_TOKENS)
+    and the longest answer it allows (``max_tokens``: the service counts it so too), else
+    ``answer`` (what the alias's answers have been), else ``DEFAULT_ANSWER_TOKENS``."""
+    allowed = parameters.get("max_tokens")
+    if not isinstance(allowed, int) or isinstance(allowed, bool):
+        allowed = answer if answer is not None else DEFAULT_ANSWER_TOKENS
+    return math.ceil((len(instructions) + len(text)) / 4) + allowed
 
 
 class BudgetedModel:
@@ -234,12 +413,17 @@ class BudgetedModel:
         self._card = card
         self._inner = inner
         self.gate = gate
+        self.answers = AnswerEstimate()
+        self.calls = AnswerEstimate()  # the whole call's tokens: what a request costs
         self.system = inner.system
 
     def infer(self, request: InferenceInput) -> ModelAnswer:
         text = request.text() if reads_as_text(request.media_type) else ""
         tokens = estimated_tokens(
-            self._card.task.instructions(request.parameters), text, request.parameters
+            self._card.task.instructions(request.parameters),
+            text,
+            request.parameters,
+            self.answers.tokens(),
         )
         allowed = self.gate.max_wait
         if request.wait_limit is not None:
@@ -258,9 +442,32 @@ class BudgetedModel:
                 self.gate.settle(reservation, None)
                 raise
             usage = answer.usage.total_tokens if answer.usage is not None else reservation.tokens
+            if answer.usage is not None:
+                self.answers.learn(answer.usage.output_tokens)
+                self.calls.learn(answer.usage.total_tokens)
             self.gate.settle(reservation, usage)
             self.gate.observe(answer.remaining_tokens, answer.remaining_requests)
             return answer
+
+
+class ServedPace:
+    """Implements ``intake.ports.ModelPace`` from the gated models: an alias's
+    deployment quota (its catalog ``capacity``) and what its calls have cost (learned from
+    ``usage``; before the first answer, a request at ``DEFAULT_ANSWER_TOKENS`` and a
+    prompt of ``DEFAULT_PROMPT_TOKENS``)."""
+
+    DEFAULT_PROMPT_TOKENS: Final = 500
+
+    def __init__(self, models: Mapping[str, ServedModel]) -> None:
+        self._models = models
+
+    def pace(self, model: str) -> tuple[int, float] | None:
+        served = self._models.get(model)
+        client = served.client if served is not None else None
+        if not isinstance(client, BudgetedModel) or client.gate.tokens_per_minute is None:
+            return None
+        cost = client.calls.mean() or self.DEFAULT_PROMPT_TOKENS + DEFAULT_ANSWER_TOKENS
+        return client.gate.tokens_per_minute, cost
 
 
 def gate_key(card: ModelCard) -> str:

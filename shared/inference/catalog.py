@@ -50,7 +50,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -80,6 +80,11 @@ APP_ROOT: Final = Path(__file__).resolve().parents[2]
 DEFAULT_CATALOG: Final = "models.json"
 SHORTHAND_SOURCE: Final = "AllowedModels/ModelProvider"
 DEFAULT_PROVIDER: Final = "local"
+# How the service enforces a minute's quota, which says what its remaining-budget headers
+# mean: ``window`` (Azure OpenAI: over 10-second windows; the headers count the minute, a
+# sixth of it usable at once) or ``minute`` (a sliding minute, as other OpenAI-compatible
+# services limit: the headers say what may go now).
+Limiter = Literal["window", "minute"]
 _REFERENCE: Final = re.compile(r"%([A-Za-z_][A-Za-z0-9_.:-]*)%")
 
 TaskName = Annotated[
@@ -102,10 +107,12 @@ class TaskEntry(_Entry):
 
 
 class CapacityEntry(_Entry):
-    """The deployment's quota (``tokens_per_minute``: Azure's capacity times 1,000)."""
+    """The deployment's quota (``tokens_per_minute``: Azure's capacity times 1,000), and
+    the shape of the service's limiter (``Limiter``)."""
 
     tokens_per_minute: int | str | None = None
     requests_per_minute: int | str | None = None
+    limiter: Limiter = "window"
 
     @field_validator("tokens_per_minute", "requests_per_minute")
     @classmethod
@@ -171,6 +178,7 @@ class CatalogDocument(_Entry):
 class Capacity:
     tokens_per_minute: int | None = None
     requests_per_minute: int | None = None
+    limiter: Limiter = "window"
 
 
 @dataclass(frozen=True)
@@ -463,6 +471,7 @@ def _capacity(
     return Capacity(
         number("tokens_per_minute", entry.tokens_per_minute),
         number("requests_per_minute", entry.requests_per_minute),
+        entry.limiter,
     )
 
 

@@ -11,17 +11,29 @@ Each lane (``shared.lanes``) is gated on its own queue and limit (``LaneBacklogG
 a deep standard queue does not refuse high-priority or ordered work, whose queues have
 their own triggers and drain on their own. Global Batch work travels the queue of its
 priority before it is staged, so it is gated there too.
+
+A fixed depth is only a ceiling: what a caller cares about is whether its request will be
+answered before its deadline. So each request is also admitted by its **expected wait**
+(``WaitAdmission``): the messages ahead of it (its own lane's queue, and the lanes that go
+first or alongside at the model's gate: high priority before everything, the standard and
+ordered lanes together), times what one request of its model costs in tokens, over its
+deployment's tokens per minute. A request whose deadline comes before that is refused
+before anything is stored, with ``Retry-After`` the expected wait: the time the backlog it
+would have joined takes to clear. A model without a token quota, or a lane whose depth
+cannot be read, is admitted on depth alone.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Mapping
+from typing import Final
 
 from shared.errors import ServiceUnavailable
-from shared.intake.ports import BacklogProbe
+from shared.intake.ports import BacklogProbe, ModelPace
 from shared.lanes import Lane
 from shared.settings import Settings
 
@@ -59,6 +71,12 @@ class BacklogGate:
                 f"(limit {self._limit}); retry later",
                 retry_after=self._retry_after,
             )
+
+    def depth(self) -> int | None:
+        """The queue's active messages (cached), or None when they cannot be read."""
+        if self._probe is None:
+            return None
+        return self._depth()
 
     def _depth(self) -> int | None:
         now = time.monotonic()
@@ -140,3 +158,51 @@ class LaneBacklogGates:
         gate = self._gates.get(lane)
         if gate is not None:
             gate.check()
+
+    def depth(self, lane: Lane) -> int | None:
+        """``lane``'s queue depth (cached), None when it is not gated or unreadable."""
+        gate = self._gates.get(lane)
+        return gate.depth() if gate is not None else None
+
+
+# The lanes whose messages a request of each lane waits behind at the model's gate.
+AHEAD: Final = {
+    Lane.PRIORITY: (Lane.PRIORITY,),
+    Lane.STANDARD: (Lane.PRIORITY, Lane.STANDARD, Lane.ORDERED),
+    Lane.ORDERED: (Lane.PRIORITY, Lane.STANDARD, Lane.ORDERED),
+}
+
+
+class WaitAdmission:
+    """Refuse a request whose deadline comes before its expected wait (module doc)."""
+
+    def __init__(self, backlog: LaneBacklogGates, pace: ModelPace | None) -> None:
+        self._backlog = backlog
+        self._pace = pace
+
+    def expected_wait(self, lane: Lane, model: str) -> float | None:
+        """Seconds until a request of ``model`` sent now on ``lane`` would reach its model
+        (None: not known, for want of a token quota or of any depth)."""
+        pace = self._pace.pace(model) if self._pace is not None else None
+        if pace is None:
+            return None
+        tokens_per_minute, cost = pace
+        depths = [self._backlog.depth(ahead) for ahead in AHEAD[lane]]
+        known = [depth for depth in depths if depth is not None]
+        if not known or tokens_per_minute <= 0:
+            return None
+        return (sum(known) + 1) * cost * 60 / tokens_per_minute
+
+    def check(self, lane: Lane, model: str, deadline_seconds: int | None) -> None:
+        """Raise ServiceUnavailable, Retry-After the expected wait, when the request's
+        deadline comes first."""
+        if deadline_seconds is None:
+            return
+        wait = self.expected_wait(lane, model)
+        if wait is not None and wait > deadline_seconds:
+            raise ServiceUnavailable(
+                f"the {lane} lane's backlog takes about {wait:.0f} s to reach model "
+                f"'{model}', past this request's deadline ({deadline_seconds} s); nothing "
+                "was accepted, retry later or with a later deadline",
+                retry_after=math.ceil(wait),
+            )

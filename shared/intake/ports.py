@@ -4,6 +4,8 @@
   over the JSON documents port).
 - ``BacklogProbe``: a queue's depth, read by the backpressure gates
   (``adapters.queue_counts``).
+- ``ModelPace``: how fast an alias's deployment clears requests
+  (``inference.capacity.ServedPace``), for the admission by expected wait.
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ class IdempotencyRecord:
 class BacklogProbe(Protocol):
     def active_messages(self) -> int:
         """Active (deliverable) messages in the requests queue."""
+        ...
+
+
+class ModelPace(Protocol):
+    def pace(self, model: str) -> tuple[int, float] | None:
+        """The tokens per minute of ``model``'s deployment and the tokens one of its
+        requests costs; None when the deployment declares no token quota."""
         ...
 
 

@@ -40,7 +40,7 @@ from shared.errors import (
     ServiceUnavailable,
     TransientError,
 )
-from shared.intake.backpressure import LaneBacklogGates
+from shared.intake.backpressure import LaneBacklogGates, WaitAdmission
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.idempotency import Claimed, IdempotencyGuard, Replay
 from shared.intake.request_rules import RequestRules
@@ -84,6 +84,8 @@ class Submission:
     after: str | None = None
     document_id: str | None = None  # orders the steps of one document (lanes.Lane.ORDERED)
     mode: ProcessingMode | None = None  # None: RequestRules.mode_for decides
+    # ``mode: auto``: the batch lane when the queue lane's expected wait passes the deadline.
+    batch_when_late: bool = False
     source: Door = Door.HTTP
     idempotency_key: str | None = None
     request_hash: str | None = None
@@ -109,6 +111,7 @@ class Intake:
         idempotency: IdempotencyGuard,
         sender: MessageSender,
         backlog: LaneBacklogGates,
+        admission: WaitAdmission | None = None,
         clock: Clock = utc_now,
     ) -> None:
         self._policy = policy
@@ -117,6 +120,7 @@ class Intake:
         self._idempotency = idempotency
         self._sender = sender
         self._backlog = backlog
+        self._admission = admission or WaitAdmission(backlog, None)
         self._clock = clock
 
     @property
@@ -153,7 +157,15 @@ class Intake:
 
     def _submit(self, submission: Submission, trace: TraceContext) -> Accepted:
         submission, deadline_seconds = self._validate(submission)
-        self._backlog.check(lane_for(submission.priority, submission.document_id))
+        lane = lane_for(submission.priority, submission.document_id)
+        self._backlog.check(lane)
+        if submission.mode is ProcessingMode.QUEUE:
+            try:
+                self._admission.check(lane, submission.model, deadline_seconds)
+            except ServiceUnavailable as late:
+                if not self._may_batch(submission):
+                    raise
+                submission, deadline_seconds = self._to_batch(submission, late)
         claim: Claimed | None = None
         if submission.idempotency_key:
             outcome = self._idempotency.begin(
@@ -213,6 +225,28 @@ class Intake:
                 (FieldError("after", "no such request"),),
             )
         return submission, deadline_seconds
+
+    def _may_batch(self, submission: Submission) -> bool:
+        """Whether ``mode: auto`` work can go to the batch lane: its alias has a batch
+        deployment and it is part of no order."""
+        ordered = bool(submission.document_id or submission.after)
+        return (
+            submission.batch_when_late
+            and not ordered
+            and submission.model in self._policy.batch_models
+        )
+
+    def _to_batch(
+        self, submission: Submission, late: ServiceUnavailable
+    ) -> tuple[Submission, int | None]:
+        """``mode: auto`` work the queue lane cannot finish in time, as batch-lane work (its
+        deadline only the one it asked for, as for any batch request)."""
+        rules = self._policy
+        if isinstance(submission.content, InlineContent):
+            rules.check_batch_media_type(submission.content.media_type)
+        log.info("mode auto: to the Global Batch lane (%s)", late)
+        batched = replace(submission, mode=ProcessingMode.BATCH)
+        return batched, rules.deadline_for(submission.deadline_seconds, ProcessingMode.BATCH)
 
     def _claim_check(self, submission: Submission, request_id: str) -> ClaimCheck:
         content = submission.content

@@ -270,3 +270,20 @@ def test_the_day_range_of_ended_on_includes_both_of_its_days(place: Place) -> No
     found = JobIndex(place.documents, place.container).ended_on(first, last)
 
     assert found == ["acme/2026-11-29.json", "acme/2026-11-30.json"]
+
+
+def test_a_listing_carries_each_documents_metadata_and_a_put_replaces_it(place: Place) -> None:
+    documents = place.documents
+    documents.put_described(place.container, "beats/a.json", {"n": 1}, {"demand": "g:10:5"})
+    documents.put_described(place.container, "beats/b.json", {"n": 2}, {})
+    documents.put_described(place.elsewhere, "beats/c.json", {"n": 3}, {"demand": "g:1:1"})
+    documents.put_described(place.container, "beats/a.json", {"n": 4}, {"demand": "g:7:7"})
+    listed = documents.list_described(place.container, "beats/")
+    assert [(entry.name, dict(entry.metadata)) for entry in listed] == [
+        ("beats/a.json", {"demand": "g:7:7"}),
+        ("beats/b.json", {}),
+    ]
+    assert all(entry.modified.tzinfo is not None for entry in listed)
+    loaded = documents.load(place.container, "beats/a.json")
+    assert loaded is not None
+    assert loaded[0] == {"n": 4}

@@ -3,6 +3,10 @@ adapters build from the settings."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from shared.adapters.in_memory import FixedBacklog
@@ -93,3 +97,36 @@ def test_each_gated_lane_gets_a_probe_of_its_own_queue() -> None:
 def test_an_emulator_without_a_counts_url_gates_no_lane() -> None:
     chosen = settings(ServiceBusConnection=EMULATOR, MaxQueueBacklog="5")
     assert lane_backlog_probes(chosen) == {}
+
+
+def test_a_request_whose_deadline_comes_before_its_expected_wait_is_refused(
+    tmp_path: Path,
+) -> None:
+    catalog = tmp_path / "models.json"
+    catalog.write_text(
+        json.dumps(
+            {"models": {"local-analyzer": {"provider": "local", "task": "document-analysis",
+                                           "capacity": {"tokens_per_minute": 6_000}}}}
+        )
+    )  # fmt: skip
+    standard, priority = FixedBacklog(100), FixedBacklog(5)
+    wired = wire(
+        ModelCatalog=str(catalog),
+        MaxQueueBacklog="5000",  # the depth limits are a ceiling far above
+        MaxPriorityQueueBacklog="1000",
+        BacklogCacheSeconds="0",
+        ports={"backlogs": {Lane.STANDARD: standard, Lane.PRIORITY: priority}},
+    )
+    intake = wired.services.http.requests.intake
+    # Before any answer a request counts 500 + 512 tokens; at 100 tokens a second the 105
+    # messages ahead of a normal request, and it, take about 1,073 s.
+    with pytest.raises(ServiceUnavailable, match=r"about 1073 s .* deadline \(600 s\)") as late:
+        intake.submit(replace(submission(), deadline_seconds=600))
+    assert late.value.retry_after == 1073
+    assert not wired.queue.sent, "nothing was accepted"
+    intake.submit(replace(submission(), deadline_seconds=1_200))
+    intake.submit(replace(submission(Priority.HIGH), deadline_seconds=600))  # 6 ahead: 61 s
+    assert len(wired.queue.sent) == 2
+    priority.depth = 60
+    with pytest.raises(ServiceUnavailable, match="priority lane's backlog takes about 617 s"):
+        intake.submit(replace(submission(Priority.HIGH), deadline_seconds=600))

@@ -4,12 +4,15 @@ capacity is given back to the processor without spending an attempt."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import threading
 import time
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from functools import partial
+from typing import Any, Literal
 
 import pytest
 
@@ -19,13 +22,22 @@ from shared.errors import CapacityExhausted, PermanentError, Throttled
 from shared.inference import InferenceInput, ModelAnswer
 from shared.inference.capacity import (
     DEFAULT_ANSWER_TOKENS,
+    WINDOW_SECONDS,
+    AnswerEstimate,
     BudgetedModel,
+    Demand,
     DeploymentGate,
     estimated_tokens,
     gate_key,
 )
 from shared.inference.catalog import Capacity
-from shared.inference.instances import InstanceRegistry
+from shared.inference.instances import (
+    IDLE_FLOOR,
+    InstanceRegistry,
+    decode_demands,
+    demand_share,
+    encode_demands,
+)
 from tests.fakes import ManualClock
 from tests.support.catalogs import catalog, local_catalog
 from tests.support.wiring import wire
@@ -57,7 +69,9 @@ def test_the_window_holds_a_sixth_of_the_minute_and_refills_at_its_rate() -> Non
     budget.acquire(400, Priority.NORMAL, 0)
     with pytest.raises(CapacityExhausted) as exhausted:
         budget.acquire(300, Priority.NORMAL, 2.0)
-    assert exhausted.value.retry_after == pytest.approx(3.0), "300 tokens take 3 s to come back"
+    # 300 tokens take 3 s to come back; the copy returns while half the bound is still to go,
+    # so the line never runs dry waiting for it.
+    assert exhausted.value.retry_after == pytest.approx(3.0 - 2.0 / 2)
     clock.now += 3.0
     budget.acquire(300, Priority.NORMAL, 0)
     assert budget.stats.admitted == 3
@@ -87,25 +101,129 @@ def test_the_request_quota_counts_calls_whatever_their_size() -> None:
     budget.acquire(1, Priority.NORMAL, 0)
 
 
+class Shares:
+    """A fleet whose share and others' demand the test sets (``capacity.Fleet``)."""
+
+    def __init__(self, share: float = 1.0, elsewhere: float = 0.0) -> None:
+        self.value = share
+        self.elsewhere = elsewhere
+        self.changes = 0
+
+    def share(self, gate: str) -> float:
+        return self.value
+
+    def tokens_elsewhere(self, gate: str) -> float:
+        return self.elsewhere
+
+    def demand_changed(self) -> None:
+        self.changes += 1
+
+
+def warmed(budget: DeploymentGate, clock: Seconds) -> DeploymentGate:
+    """``budget`` after a full window's time: among other instances a gate starts empty."""
+    budget.settle(budget.acquire(0, Priority.NORMAL, 0), 0)
+    clock.now += WINDOW_SECONDS
+    return budget
+
+
+def test_among_other_instances_a_gate_starts_with_an_empty_window() -> None:
+    clock = Seconds()
+    alone = gate(tokens=6_000, clock=clock)
+    alone.acquire(1_000, Priority.NORMAL, 0)  # a whole window at once
+    among = gate(tokens=6_000, clock=clock, fleet=Shares())
+    with pytest.raises(CapacityExhausted):
+        among.acquire(100, Priority.NORMAL, 0)
+    clock.now += 1.0
+    among.acquire(100, Priority.NORMAL, 0)  # what a second brings
+
+
 def test_each_instance_takes_its_share_of_the_quota() -> None:
     clock = Seconds()
-    instances = {"live": 3}
-    budget = gate(tokens=6_000, clock=clock, instances=lambda: instances["live"])
+    fleet = Shares(share=1 / 3)
+    budget = warmed(gate(tokens=6_000, clock=clock, fleet=fleet), clock)
     budget.acquire(333, Priority.NORMAL, 0)  # a third of the 1,000-token window
     with pytest.raises(CapacityExhausted):
         budget.acquire(10, Priority.NORMAL, 0)
-    instances["live"] = 1
+    fleet.value = 1.0  # the others went idle: the budget flows here
     clock.now += 1.0
     budget.acquire(100, Priority.NORMAL, 0)
 
 
-def test_the_service_says_what_is_left_and_the_gate_holds_itself_to_it() -> None:
+@pytest.mark.parametrize(
+    ("limiter", "remaining"),
+    [("window", 1_200), ("minute", 200)],  # a window's part of the minute; what goes now
+)
+def test_the_service_says_what_is_left_and_the_gate_holds_itself_to_it(
+    limiter: Literal["window", "minute"], remaining: int
+) -> None:
     clock = Seconds()
-    budget = gate(tokens=6_000, clock=clock)
-    budget.observe(remaining_tokens=600, remaining_requests=None)  # a 100-token window left
+    budget = DeploymentGate(
+        "gpt-4o-mini", Capacity(6_000, None, limiter), clock=clock, fleet=Shares(share=0.5)
+    )
+    warmed(budget, clock)  # our half of the window: 500 tokens
+    # 200 tokens may go now, read as the limiter means it. Not half of them: the other
+    # instances' calls are already counted in what is left.
+    budget.observe(remaining_tokens=remaining, remaining_requests=None)
     with pytest.raises(CapacityExhausted):
-        budget.acquire(200, Priority.NORMAL, 0)
-    budget.acquire(100, Priority.NORMAL, 0)
+        budget.acquire(300, Priority.NORMAL, 0)
+    budget.acquire(200, Priority.NORMAL, 0)
+
+
+def test_a_call_behind_a_long_line_gives_its_message_back_at_once() -> None:
+    clock = Seconds()
+    budget = gate(tokens=6_000, clock=clock, max_wait=5.0)  # 100 tokens a second
+    budget.acquire(1_000, Priority.NORMAL, 0)  # the window is used up
+    started = threading.Event()
+
+    def waiting() -> None:
+        started.set()
+        with contextlib.suppress(CapacityExhausted):
+            budget.acquire(400, Priority.NORMAL, 4.5)  # 4 s: within its bound, so it waits
+
+    first = threading.Thread(target=waiting, daemon=True)
+    first.start()
+    started.wait(5)
+    time.sleep(0.05)
+    with pytest.raises(CapacityExhausted) as behind:
+        budget.acquire(200, Priority.NORMAL, 5.0)  # 600 tokens ahead with it: 6 s > 5 s
+    assert behind.value.retry_after == pytest.approx(6.0 - 5.0 / 2)
+    assert budget.stats.gave_up == 1, "the first call still waits its turn"
+    clock.now += 5.0
+    first.join(5)
+    assert budget.stats.admitted == 2
+
+
+def test_the_others_demand_decides_when_this_instance_waits_for_its_share() -> None:
+    clock = Seconds()
+    # Our share is a floor (we just got work), but nobody else waits: the share will
+    # follow within a heartbeat, so the call waits for it instead of going back.
+    alone = gate(tokens=6_000, clock=clock, fleet=Shares(share=0.001), max_wait=10.0)
+    with pytest.raises(CapacityExhausted) as late:
+        alone.acquire(500, Priority.NORMAL, 0.1)
+    assert (late.value.retry_after or 0) < 6.0, "500 tokens at the whole quota's pace: 5 s"
+    # The same floor while the others wait for 5,000 tokens: 55 s at the whole pace.
+    crowded = gate(tokens=6_000, clock=clock, fleet=Shares(0.001, 5_000), max_wait=10.0)
+    with pytest.raises(CapacityExhausted) as hopeless:
+        crowded.acquire(500, Priority.NORMAL, 10.0)
+    assert hopeless.value.retry_after == pytest.approx(55.0 - 10.0 / 2, rel=0.02)
+
+
+def test_the_demand_counts_waiting_and_running_calls_high_priority_weighted_up() -> None:
+    fleet = Shares()
+    clock = Seconds()
+    budget = warmed(gate(tokens=60_000, fleet=fleet, clock=clock), clock)
+    assert budget.demand() == Demand()
+    fleet.changes = 0
+    normal = budget.acquire(300, Priority.NORMAL, 0)
+    high = budget.acquire(100, Priority.HIGH, 0)
+    assert budget.demand() == Demand(300 + 4 * 100, 400)
+    assert fleet.changes == 1, "the demand started"
+    budget.settle(normal, 250)
+    budget.settle(high, 90)
+    # A heartbeat reads the most since the one before: a gap between batches is not idle.
+    assert budget.demand() == Demand(300 + 4 * 100, 400)
+    assert budget.demand() == Demand()
+    assert fleet.changes == 2, "and stopped"
 
 
 def test_a_429_pauses_every_call_of_the_deployment_for_the_time_asked() -> None:
@@ -116,7 +234,7 @@ def test_a_429_pauses_every_call_of_the_deployment_for_the_time_asked() -> None:
     budget.throttled(retry_after=20.0)
     with pytest.raises(CapacityExhausted) as paused:
         budget.acquire(1, Priority.HIGH, 5.0)
-    assert paused.value.retry_after == pytest.approx(20.0)
+    assert paused.value.retry_after == pytest.approx(20.0 - 5.0 / 2)
     clock.now += 20.0
     budget.acquire(1, Priority.NORMAL, 0)
     assert budget.stats.throttled == 1
@@ -221,21 +339,64 @@ def test_a_deployment_is_its_provider_endpoint_and_name() -> None:
     assert gate_key(first) != gate_key(second), "the shorthand deploys each under its name"
 
 
-def test_the_instances_are_counted_from_their_heartbeats() -> None:
+def test_a_share_follows_demand_with_a_floor_for_the_idle() -> None:
+    assert demand_share(0, [0, 0]) == pytest.approx(1 / 3), "nobody has work: equal"
+    assert demand_share(0, [500, 0]) == pytest.approx(IDLE_FLOOR / 3)
+    busy = demand_share(500, [0, 0])
+    assert busy == pytest.approx(1 - 2 * IDLE_FLOOR / 3), "the idle keep only their floor"
+    assert demand_share(300, [100, 0]) == pytest.approx((1 - IDLE_FLOOR / 3) * 0.75)
+    assert demand_share(500, [0, 0], ramping=True) == pytest.approx(1 / 3)
+    shares = [demand_share(d, [o for o in (600, 300, 0, 100) if o is not d]) for d in
+              (600, 300, 0, 100)]  # fmt: skip
+    assert sum(shares) == pytest.approx(1.0), "one listing: the shares add up to the quota"
+
+
+def test_demands_travel_in_metadata_and_a_foreign_part_counts_as_none() -> None:
+    demands = {"abc": Demand(2100.4, 400), "idle": Demand()}
+    assert decode_demands(encode_demands(demands)) == {"abc": Demand(2100, 400)}
+    assert decode_demands("abc:x:1;def:5:5") == {"def": Demand(5, 5)}
+
+
+def test_the_instances_are_counted_and_shared_from_their_heartbeats() -> None:
     blobs = InMemoryBlobs()
     documents = InMemoryDocuments(blobs)
     clock = ManualClock()
-    registries = [
-        InstanceRegistry(
-            documents, documents, "ledgers", f"i{n}", heartbeat_seconds=10, clock=clock
+    demands = {f"i{n}": Demand() for n in range(3)}
+    registries = []
+    for n in range(3):
+        registry = InstanceRegistry(
+            documents, "ledgers", f"i{n}", heartbeat_seconds=10, clock=clock
         )
-        for n in range(3)
-    ]
+        registry.watch("gpt", partial(demands.__getitem__, f"i{n}"))
+        registries.append(registry)
     assert [registry.beat() for registry in registries] == [1, 2, 3]
+    demands["i0"] = Demand(3_000, 3_000)
+    demands["i1"] = Demand(1_000, 1_000)
+    for registry in registries:  # the demand started: each writes at once, then reads
+        registry.beat()
+    registries[0].beat()
+    assert registries[2].tokens_elsewhere("gpt") == 4_000
+    assert registries[2].share("gpt") == pytest.approx(IDLE_FLOOR / 3)
+    assert registries[1].tokens_elsewhere("gpt") == 3_000
     key = ("ledgers", "instances/i0.json")
     stale = blobs.stored[key]  # three heartbeats missed
     blobs.stored[key] = replace(stale, modified=stale.modified - timedelta(seconds=31))
     assert registries[1].beat() == 2
+    assert registries[1].tokens_elsewhere("gpt") == 0
+
+
+def test_an_alias_learns_how_long_its_answers_are() -> None:
+    estimate = AnswerEstimate()
+    assert estimate.tokens() == DEFAULT_ANSWER_TOKENS
+    for _ in range(3):
+        estimate.learn(80)
+    assert estimate.tokens() == 100, "80 tokens with a quarter's margin"
+    assert estimated_tokens("", "y" * 8, {}, estimate.tokens()) == 2 + 100
+    assert estimated_tokens("", "y" * 8, {"max_tokens": 30}, estimate.tokens()) == 2 + 30
+    service = Service()
+    model = budgeted(service, gate(tokens=600_000))
+    model.infer(REQUEST)
+    assert model.answers.tokens() == math.ceil(50 * AnswerEstimate.MARGIN), "from usage"
 
 
 def test_the_services_put_every_alias_behind_its_deployments_gate(tmp_path: Any) -> None:

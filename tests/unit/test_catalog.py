@@ -89,11 +89,13 @@ def test_a_file_that_is_not_json_is_refused_with_its_line_and_column() -> None:
          "model 'a'", "capacity.tokens_per_minute", "a whole number of 0 or more"),
         ({"models": {"a": {"provider": "local", "capacity": {"tokens_per_minute": "lots"}}}},
          "model 'a'", "capacity.tokens_per_minute", "or a %Setting% reference"),
+        ({"models": {"a": {"provider": "local", "capacity": {"limiter": "hourly"}}}},
+         "model 'a'", "capacity.limiter", "'window' or 'minute'"),
         ({"unknown": 1, "models": {"a": {"provider": "local"}}}, None, "unknown", "Extra"),
     ],
     ids=["array", "no-models", "empty-models", "no-provider", "misspelt-field", "bad-alias",
          "bad-task-name", "misspelt-task-field", "negative-capacity", "capacity-text",
-         "unknown-top-level"],
+         "capacity-limiter", "unknown-top-level"],
 )  # fmt: skip
 def test_a_file_of_the_wrong_shape_names_the_entry_and_field(
     document: Any, entry: str | None, field: str | None, message: str

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.in_memory import RecordingSettler
+from shared.adapters.in_memory import FixedBacklog, RecordingSettler
 from shared.contracts import InlineText, JobStatus, Priority, ProcessingMode, RequestMessage
 from shared.entrypoints.http.messages import ApiResponse
 from shared.errors import ConfigurationError, FieldError, InvalidInput
@@ -508,3 +508,31 @@ def test_the_azure_openai_endpoint_serves_as_the_batch_endpoint(tmp_path: Path) 
 
     assert settings.batch_deployments == {"local-analyzer": "d"}
     assert settings.batch_endpoint == "https://aoai.example"
+
+
+def test_mode_auto_takes_the_batch_lane_only_when_the_queue_lane_would_be_late() -> None:
+    standard = FixedBacklog(0)
+    wired = wire(
+        ports={"backlogs": {Lane.STANDARD: standard}},
+        settings={**BATCH_SETTINGS, "ProducerTenants": TENANT},
+        ModelCapacity__tokensPerMinute="6000",  # 100 tokens a second
+        MaxQueueBacklog="5000",
+        BacklogCacheSeconds="0",
+    )
+    soon = submit(wired, mode="auto", deadline_seconds=600)
+    assert soon.status == 202
+    assert wired.services.jobs.get(TENANT, body(soon)["id"]).mode is ProcessingMode.QUEUE
+
+    standard.depth = 100  # about 1,020 s of work ahead at 1,012 tokens a request
+    late = submit(wired, mode="auto", deadline_seconds=600)
+    assert late.status == 202
+    job = wired.services.jobs.get(TENANT, body(late)["id"])
+    assert job.mode is ProcessingMode.BATCH
+    assert job.deadline is not None, "the deadline it asked for still holds"
+
+    queued = submit(wired, mode="queue", deadline_seconds=600)
+    assert queued.status == 503
+    assert int(queued.headers["Retry-After"]) == 1023
+    assert "past this request's deadline (600 s)" in body(queued)["detail"]
+    ordered = submit(wired, mode="auto", deadline_seconds=600, document_id="doc-1")
+    assert ordered.status == 503, "an ordered step cannot leave its order"

@@ -178,7 +178,7 @@ def test_the_new_groups_read_their_flat_names_and_check_their_own_settings(
         | {"b", "extra"}
     )
     for environ, named in [
-        ({"MaxLockRenewalSeconds": "100"}, "MaxLockRenewalSeconds"),
+        ({"MaxLockRenewalSeconds": "50"}, "MaxLockRenewalSeconds"),
         ({"ModelCatalog": "models.json", "AllowedModels": "a"}, "ModelCatalog"),
     ]:
         with pytest.raises(ConfigurationError, match=named):

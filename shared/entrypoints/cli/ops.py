@@ -145,7 +145,8 @@ def event_replay_scope(services: Services) -> EventReplayScope:
     def deadline_of(data: InferenceRequestedData) -> int | None:
         model, ordered = data.model or replay_model, data.document_id is not None
         try:
-            mode = rules.mode_for(data.mode, model, data.priority, ordered)
+            requested = data.mode.processing_mode() if data.mode else None
+            mode = rules.mode_for(requested, model, data.priority, ordered)
         except InvalidInput:  # intake rejects it, with the reason
             mode = ProcessingMode.QUEUE
         try:

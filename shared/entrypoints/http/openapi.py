@@ -160,8 +160,10 @@ def _request_paths(upload_media_types: tuple[str, ...], catalog: ModelCatalog) -
             "name": "mode",
             "in": "query",
             "required": False,
-            "schema": _ref("ProcessingMode"),
-            "description": "Raw uploads only: queue (default) or batch (the Global Batch lane).",
+            "schema": _ref("RequestedMode"),
+            "description": "Raw uploads only: queue (default), batch (the Global Batch lane), "
+            "or auto (the queue lane, unless its expected wait passes the deadline and the "
+            "model has a batch deployment).",
         },
     ]
     accepted_headers = {

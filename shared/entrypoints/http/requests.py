@@ -30,6 +30,7 @@ from shared.contracts import (
     ModelName,
     Priority,
     ProcessingMode,
+    RequestedMode,
     ResultSummary,
     SubmitRequestBody,
     TextInput,
@@ -81,7 +82,7 @@ class UploadParameters(BaseModel):
     priority: Priority = Priority.NORMAL
     not_before: datetime | None = None
     deadline_seconds: int | None = Field(None, ge=1)
-    mode: ProcessingMode | None = None
+    mode: RequestedMode | None = None
 
 
 def _validation_error(error: ValidationError, prefix: str = "") -> InvalidInput:
@@ -164,7 +165,8 @@ def _json_submission(request: ApiRequest, limits: RequestLimits, tenant_id: str)
         metadata=body.metadata,
         after=body.after,
         document_id=body.document_id,
-        mode=body.mode,
+        mode=body.mode.processing_mode() if body.mode else None,
+        batch_when_late=body.mode is RequestedMode.AUTO,
         idempotency_key=request.header("idempotency-key"),
         request_hash=hashlib.sha256(canonical).hexdigest(),
         trace=continue_or_start(request.header("traceparent"), request.header("tracestate")),
@@ -197,7 +199,8 @@ def _upload_submission(request: ApiRequest, limits: RequestLimits, tenant_id: st
         priority=params.priority,
         not_before=params.not_before,
         deadline_seconds=params.deadline_seconds,
-        mode=params.mode,
+        mode=params.mode.processing_mode() if params.mode else None,
+        batch_when_late=params.mode is RequestedMode.AUTO,
         idempotency_key=request.header("idempotency-key"),
         request_hash=digest.hexdigest(),
         trace=continue_or_start(request.header("traceparent"), request.header("tracestate")),

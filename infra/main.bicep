@@ -88,10 +88,18 @@ param webhookTokenAudience string = ''
 @description('Issuer of those tokens, e.g. https://sts.windows.net/<tenant id>/.')
 param webhookTokenIssuer string = ''
 
-@description('Concurrent model calls per instance (ModelConcurrency).')
-@minValue(1)
+@description('Concurrent model calls per instance (ModelConcurrency); 0 (the default) derives it from the deployment\'s capacity (infra/README.md, Model capacity).')
+@minValue(0)
 @maxValue(256)
-param modelConcurrency int = 16
+param modelConcurrency int = 0
+
+@description('Tokens of a typical request, prompt and answer (derives ModelConcurrency).')
+@minValue(1)
+param modelTokensPerCall int = 1000
+
+@description('Seconds of a typical model call (derives ModelConcurrency).')
+@minValue(1)
+param modelCallSeconds int = 5
 
 @description('Capacity, in thousands of tokens per minute, of the deployments behind azureOpenAIEndpoint (ModelCapacity__*); 0: none. Ignored when the queue lane\'s model is deployed here: its budget is then queueModelCapacity.')
 @minValue(0)
@@ -456,6 +464,8 @@ module functionApp 'modules/function-app.bicep' = {
     webhookTokenAudience: webhookTokenAudience
     webhookTokenIssuer: webhookTokenIssuer
     modelConcurrency: modelConcurrency
+    modelTokensPerCall: modelTokensPerCall
+    modelCallSeconds: modelCallSeconds
     modelCapacity: queueModelDeployed ? queueModelCapacity : modelCapacity
     jobsRetentionDays: jobsRetentionDays
     modelProvider: modelProvider

@@ -109,10 +109,18 @@ param webhookTokenAudience string = ''
 @description('Issuer of those tokens, e.g. https://sts.windows.net/<tenant id>/; required with webhookTokenAudience.')
 param webhookTokenIssuer string = ''
 
-@description('Concurrent model calls per instance (ModelConcurrency): calls waiting for the model deployment\'s capacity hold one each, so it bounds the waiting, not the load (the capacity gate does).')
-@minValue(1)
+@description('Concurrent model calls per instance (ModelConcurrency); 0 (the default) derives it from modelCapacity: what one instance needs to use the whole quota when it is the only one with work, twice over (infra/README.md, Model capacity). The capacity gate, not this, bounds the load.')
+@minValue(0)
 @maxValue(256)
-param modelConcurrency int = 16
+param modelConcurrency int = 0
+
+@description('Tokens of a typical request, prompt and answer (derives ModelConcurrency from modelCapacity).')
+@minValue(1)
+param modelTokensPerCall int = 1000
+
+@description('Seconds of a typical model call (derives ModelConcurrency from modelCapacity).')
+@minValue(1)
+param modelCallSeconds int = 5
 
 @description('The queue lane\'s model deployment capacity, as Azure counts it for Standard and GlobalStandard deployments: thousands of tokens per minute. It sets ModelCapacity__tokensPerMinute (x 1000) and ModelCapacity__requestsPerMinute (x 6, Azure\'s requests per 1,000 tokens for chat models) for the aliases of allowedModels; 0 leaves them unset (no budget, 429s still pause the deployment).')
 @minValue(0)
@@ -240,6 +248,14 @@ resource scmPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2
 // Every setting shared/settings.py reads in Azure, plus what the host and bindings need.
 // Flex Consumption takes the runtime from functionAppConfig: FUNCTIONS_WORKER_RUNTIME,
 // FUNCTIONS_EXTENSION_VERSION and WEBSITE_RUN_FROM_PACKAGE are not set here.
+// ModelConcurrency from the quota: the calls in flight when one instance has the whole
+// deployment (capacity x 1,000 / tokens a call, per minute, times a call's seconds), twice
+// over, between 2 and 64; 16 without a known capacity. High priority gets a quarter, at least 2.
+var callsPerMinuteAtQuota = (modelCapacity * 1000) / modelTokensPerCall
+var callsInFlightTwiceOver = ((2 * callsPerMinuteAtQuota * modelCallSeconds) + 59) / 60
+var derivedModelConcurrency = (modelCapacity > 0) ? min(64, max(2, callsInFlightTwiceOver)) : 16
+var effectiveModelConcurrency = (modelConcurrency > 0) ? modelConcurrency : derivedModelConcurrency
+
 var appSettings = {
   // Functions host storage, through the app identity.
   AzureWebJobsStorage__accountName: hostStorageAccountName
@@ -320,8 +336,8 @@ var appSettings = {
   // After a send fails for a broker outage, intake answers 503 at once this long, then probes.
   ServiceBusBreaker__openSeconds: '0.5'
   // Processing: retries with backoff, lock renewal, the deferred-message sweeper.
-  ModelConcurrency: string(modelConcurrency)
-  PriorityModelConcurrency: '4'
+  ModelConcurrency: string(effectiveModelConcurrency)
+  PriorityModelConcurrency: string(max(2, effectiveModelConcurrency / 4))
   // The retry budget is at least 917 s of backoff (a ten-minute outage dead-letters
   // nothing); MaxRetries stays below the request queues' maxDeliveryCount (10).
   MaxRetries: '9'
@@ -357,11 +373,12 @@ var appSettings = {
   ModelProvider: empty(modelCatalog) ? modelProvider : ''
   // An answer that breaks its task's output schema is tried again this many times.
   InvalidOutputRetries: '2'
-  // Model capacity (infra/README.md): each deployment's quota shared out by the live
-  // instances, a 429 pausing the deployment without spending a request's retries.
+  // Model capacity (infra/README.md): each deployment's quota flows to the instances by
+  // their demand, a 429 pausing the deployment without spending a request's retries; a
+  // call expected to wait longer than waitSeconds gives its message back at once.
   ModelCapacity__enabled: 'true'
-  ModelCapacity__waitSeconds: '300'
-  ModelCapacity__heartbeatSeconds: '10'
+  ModelCapacity__waitSeconds: '60'
+  ModelCapacity__heartbeatSeconds: '5'
   ModelCapacity__tokensPerMinute: (modelCapacity > 0) ? string(modelCapacity * 1000) : ''
   ModelCapacity__requestsPerMinute: (modelCapacity > 0) ? string(modelCapacity * 6) : ''
   LocalModelLatencyMs: '0'

@@ -406,6 +406,9 @@ def resolve(value: Any, known: dict[str, Any], base: Path = MODULES) -> Any:
         return taken[: resolve(parameters["number_to_take"], known, base)]
     if node_type == "union":
         return _union([resolve(argument, known, base) for argument in _arguments(parameters)])
+    if node_type in ("min", "max"):
+        numbers = [resolve(argument, known, base) for argument in _arguments(parameters)]
+        return min(numbers) if node_type == "min" else max(numbers)
     raise Unresolved(render(value))
 
 
@@ -417,6 +420,8 @@ _EVALUATED_OPERATORS = {
     "or",
     "greater_than",
     "multiply",
+    "divide",
+    "add",
 }
 
 
@@ -440,6 +445,10 @@ def _operate(node_type: str, operands: dict[str, Any], known: dict[str, Any], ba
         return first != second
     if node_type == "greater_than":
         return first > second
+    if node_type == "divide":
+        return first // second  # Bicep divides integers to an integer
+    if node_type == "add":
+        return first + second
     return first * second
 
 

@@ -281,3 +281,29 @@ def test_readme_documents_every_bicep_setting() -> None:
     readme = read(REPO_ROOT / "infra" / "README.md")
     undocumented = [name for name in app_settings() if f"| `{name}` |" not in readme]
     assert not undocumented, f"infra/README.md settings table lacks {undocumented}"
+
+
+@pytest.mark.parametrize(
+    ("capacity", "tokens_per_call", "call_seconds", "concurrency", "priority"),
+    [
+        (0, 1000, 5, 16, 4),  # no known quota: the model's defaults
+        (30, 1000, 5, 5, 2),  # 30 calls a minute, 2.5 in flight: twice over
+        (300, 1000, 5, 50, 12),
+        (300, 3000, 5, 17, 4),
+        (1000, 1000, 5, 64, 16),  # never more than 64
+        (1, 1000, 5, 2, 2),  # never fewer than 2
+    ],
+)
+def test_model_concurrency_follows_the_deployments_capacity(
+    capacity: int, tokens_per_call: int, call_seconds: int, concurrency: int, priority: int
+) -> None:
+    known = constants(FUNCTION_APP) | {
+        "modelCapacity": capacity,
+        "modelTokensPerCall": tokens_per_call,
+        "modelCallSeconds": call_seconds,
+    }
+    settings = app_settings()
+    assert resolve(settings["ModelConcurrency"], known) == str(concurrency)
+    assert resolve(settings["PriorityModelConcurrency"], known) == str(priority)
+    chosen = known | {"modelConcurrency": 12}
+    assert resolve(settings["ModelConcurrency"], chosen) == "12", "a set value overrides"

@@ -4,32 +4,58 @@ In Azure the limit of the product is the model deployment's quota (tokens and re
 per minute), not the machine. Each run starts the local stack as a user does
 (``python -m devtools.stack --in-memory --instances N``) with one model alias
 (``provider: azure_openai``, the document analysis) on the project's OpenAI emulator, whose
-deployment is limited like an Azure one (``--tpm``/``--rpm``, 429 with ``retry-after-ms``
-and ``x-ratelimit-*``, ``--latency-ms`` a call), sends a burst of ``--requests`` from
-``--callers`` clients (a tenth ``high`` priority, the rest ``normal``) and waits until every
-request has an outcome: its result message (the results topic's ``audit`` subscription,
-which takes every one) or a dead letter. Runs alternate, in one invocation: the capacity
-gate on (the app's behaviour) and off (``ModelCapacity__enabled=false``: every call goes out
-at once and a 429 is a failed attempt, as before), with 1 and with ``--instances``
-instances, repeated ``--repeats`` times in that interleaved order.
+deployment is limited like an Azure one (TPM/RPM, 429 with ``retry-after-ms`` and
+``x-ratelimit-*``, ``--latency-ms`` a call) over 10-second windows (``window``, as Azure
+OpenAI) or over a sliding minute (``minute``, as other OpenAI-compatible services; the
+catalog's ``capacity.limiter`` says the same), sends a burst from ``--callers`` clients (a
+tenth ``high`` priority, the rest ``normal``) and waits until every request has an
+outcome: its result message (the results topic's ``audit`` subscription, which takes every
+one) or a dead letter.
+
+The cells (``--cells``, all by default, run in this order and repeated ``--repeats`` times,
+interleaved: every cell once, then again):
+
+* ``w24k-x1``, ``w24k-x3``, ``w24k-x6``, ``m24k-x1``, ``m24k-x3``, ``m24k-x6``: 300
+  requests, 24,000 TPM and 240 RPM, 1, 3 or 6 instances, window (``w``) or sliding minute
+  (``m``) limiter;
+* ``w60k-x3-120``, ``w60k-x3-600``: 3 instances at 60,000 TPM and 600 RPM, bursts of 120
+  and 600 (the short burst is where equal shares wasted a fifth of the quota);
+* ``join-leave``: 300 requests at 24,000 TPM, window; the stack runs 2 hosts and the
+  benchmark a third from the start; a fourth joins when a quarter of the outcomes are in,
+  and the benchmark's third leaves (Ctrl-C: it drains) at 60%;
+* ``overload``: 3 instances at 24,000 TPM, window: arrivals paced at
+  ``--overload-factor`` (3) times the requests a minute the quota clears, for
+  ``--overload-seconds`` (300), each with ``deadline_seconds`` ``--overload-deadline``
+  (120: the default deadline, 3,600 s, is never threatened by five minutes of overload, so
+  nothing would be refused). The app refuses what cannot meet its deadline with 503 and
+  ``Retry-After``.
 
 Per run, and as ``median [min..max, n]`` over the repeats:
 
 * goodput: the tokens of the calls the deployment answered (its own count: every answered
   call completed a request) per minute of the drain (first submission to last outcome),
-  divided by the deployment's TPM. Target: 0.9 or more, with 1 and with 3 instances;
+  divided by the deployment's TPM. Target: 0.9 or more in every cell;
 * 429s / model calls (the emulator's served and throttled counts). Target: 5% at most;
-* requests not completed, and dead letters (the request queues' counts). Target: 0;
-* high-priority and normal wait, submission to outcome, p50 and p95. Target: high p95
-  at most 0.2 of normal p95.
+* requests not completed (failed, expired), expired, and dead letters. Target: 0;
+* high-priority and normal wait, submission to outcome, p95. Target: high p95 at most
+  0.2 of normal p95;
+* overload only: accepted and refused, requests expired after acceptance (target 0), and
+  for each refusal its ``Retry-After`` over the wait it would have had (the time from the
+  refusal until the last request of its priority accepted before it had its outcome):
+  median, and the share within 30% (target: all).
 
 The deployment's quota is the local limit here: 1.0 goodput is all the deployment can
-answer, whatever the machine. With the default TPM, a burst takes about four minutes
-to drain; a whole invocation (8 runs) about 40 minutes.
+answer, whatever the machine. A gate starts with an empty window (the instances cannot
+know what the others spent), so a run's first 10 seconds go at the quota's pace. A 300
+request cell drains in about five minutes at 24,000 TPM; the default invocation (10
+cells) takes about 45 minutes, ``--repeats 2`` twice that.
+``--only off`` runs the chosen cells with the gate off (``ModelCapacity__enabled=false``:
+every call goes out at once and a 429 is a failed attempt), for comparison.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import random
 import re
@@ -54,14 +80,15 @@ from _harness import (
     run_threads,
     sample_values,
     spread,
-    submit,
     work_folder,
 )
 from azure.servicebus import ServiceBusClient, ServiceBusReceiveMode
 
+from functions_host.process import HostProcess
 from local_processes import ACCOUNT_KEY, ACCOUNT_NAME, Child, free_port
 
 ALIAS = "gpt-4o-mini"
+TENANT = "bench"
 READY = re.compile(r"Inferbus is running")
 KEY = re.compile(r"Default function key: (\S+)")
 WORDS = (
@@ -70,30 +97,59 @@ WORDS = (
 ).split()
 
 
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    instances: int
+    tpm: int
+    rpm: int
+    requests: int
+    limiter: str = "window"
+    kind: str = "burst"  # burst, join-leave or overload
+
+
+CELLS = {
+    cell.name: cell
+    for cell in (
+        *(
+            Cell(f"{limiter[0]}24k-x{n}", n, 24_000, 240, 300, limiter)
+            for limiter in ("window", "minute")
+            for n in (1, 3, 6)
+        ),
+        Cell("w60k-x3-120", 3, 60_000, 600, 120),
+        Cell("w60k-x3-600", 3, 60_000, 600, 600),
+        Cell("join-leave", 2, 24_000, 240, 300, kind="join-leave"),
+        Cell("overload", 3, 24_000, 240, 0, kind="overload"),
+    )
+}
+
+
 @dataclass
 class Run:
+    cell: Cell
     capacity: bool
-    instances: int
     submitted: dict[str, tuple[float, str]] = field(default_factory=dict)  # id -> time, priority
     outcomes: dict[str, tuple[float, str]] = field(default_factory=dict)  # id -> time, outcome
+    refusals: list[tuple[float, str, float]] = field(default_factory=list)  # time, prio, after
     began: float = 0.0
     served: int = 0
     throttled: int = 0
     tokens: int = 0
     dead_letters: int = 0
-    refused_at_door: int = 0
+    other_refusals: int = 0
+    events: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
-        return f"{'gate on ' if self.capacity else 'gate off'} x{self.instances}"
+        return f"{self.cell.name}{'' if self.capacity else ' (gate off)'}"
 
     @property
     def drain_seconds(self) -> float:
         last = max((at for at, _ in self.outcomes.values()), default=self.began)
         return last - self.began
 
-    def goodput(self, tpm: int) -> float:
-        return ratio(self.tokens / max(self.drain_seconds / 60, 1e-9), tpm)
+    def goodput(self) -> float:
+        return ratio(self.tokens / max(self.drain_seconds / 60, 1e-9), self.cell.tpm)
 
     def waits(self, priority: str) -> list[float]:
         return [
@@ -102,12 +158,33 @@ class Run:
             if chosen == priority and i in self.outcomes
         ]
 
+    def counted(self) -> Counter[str]:
+        return Counter(outcome for _, outcome in self.outcomes.values())
+
     def not_completed(self) -> int:
-        counted = Counter(outcome for _, outcome in self.outcomes.values())
-        return len(self.submitted) - counted.get("completed", 0)
+        return len(self.submitted) - self.counted().get("completed", 0)
+
+    def throttled_share(self) -> float:
+        return ratio(self.throttled, self.served + self.throttled)
+
+    def high_over_normal(self) -> float:
+        return ratio(quantile(self.waits("high"), 0.95), quantile(self.waits("normal"), 0.95))
+
+    def retry_after_ratios(self) -> list[float]:
+        """Each refusal's Retry-After over the wait it would have had."""
+        accepted = sorted((at, i, p) for i, (at, p) in self.submitted.items())
+        ratios = []
+        for refused_at, priority, retry_after in self.refusals:
+            before = [i for at, i, p in accepted if at <= refused_at and p == priority]
+            if not before or before[-1] not in self.outcomes:
+                continue
+            would_wait = self.outcomes[before[-1]][0] - refused_at
+            if would_wait > 0:
+                ratios.append(retry_after / would_wait)
+        return ratios
 
 
-def settings(work: Path, run: Run, args: Any) -> tuple[Path, dict[str, str]]:
+def settings(work: Path, run: Run) -> tuple[Path, dict[str, str]]:
     """The sample's settings on free ports, one alias on the emulator's limited deployment."""
     document = json.loads((REPO / "local.settings.sample.json").read_text())
     ports = {name: free_port() for name in ("blob", "queue", "table", "bus", "http", "counts",
@@ -116,16 +193,11 @@ def settings(work: Path, run: Run, args: Any) -> tuple[Path, dict[str, str]]:
         f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT_NAME};AccountKey={ACCOUNT_KEY};"
         f"BlobEndpoint=http://127.0.0.1:{ports['blob']}/{ACCOUNT_NAME};"
     )
-    catalog = {
-        "models": {
-            ALIAS: {
-                "provider": "azure_openai",
-                "task": "document-analysis",
-                "deployment": ALIAS,
-                "capacity": {"tokens_per_minute": args.tpm, "requests_per_minute": args.rpm},
-            }
-        }
-    }
+    cell = run.cell
+    capacity = {"tokens_per_minute": cell.tpm, "requests_per_minute": cell.rpm,
+                "limiter": cell.limiter}  # fmt: skip
+    catalog = {"models": {ALIAS: {"provider": "azure_openai", "task": "document-analysis",
+                                  "deployment": ALIAS, "capacity": capacity}}}  # fmt: skip
     (work / "models.json").write_text(json.dumps(catalog))
     openai = f"http://127.0.0.1:{ports['openai']}"
     document["Values"].update(
@@ -173,10 +245,51 @@ def text(index: int, size: int) -> str:
     return f"Document {index}. " + " ".join(words).capitalize() + "."
 
 
+def post(
+    connection: http.client.HTTPConnection, key: str, body: dict[str, Any]
+) -> tuple[int, str | None, float | None]:
+    """``POST /api/v1/requests``: status, the request id of a 202, the Retry-After of a 503."""
+    connection.request(
+        "POST",
+        f"/api/v1/requests?code={key}",
+        body=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "X-Tenant-Id": TENANT},
+    )
+    response = connection.getresponse()
+    payload = response.read()
+    if response.status == 202:
+        return 202, str(json.loads(payload)["id"]), None
+    retry_after = response.getheader("Retry-After")
+    return response.status, None, float(retry_after) if retry_after else None
+
+
+def request_body(index: int, args: Any, deadline: int | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": ALIAS,
+        "input": {"text": text(index, args.text_chars)},
+        "priority": "high" if index % 10 == 0 else "normal",
+    }
+    if deadline is not None:
+        body["deadline_seconds"] = deadline
+    return body
+
+
+def record(run: Run, lock: threading.Lock, body: dict[str, Any], sent: float,
+           answer: tuple[int, str | None, float | None]) -> None:  # fmt: skip
+    status, request_id, retry_after = answer
+    with lock:
+        if status == 202 and request_id:
+            run.submitted[request_id] = (sent, body["priority"])
+        elif status == 503 and retry_after is not None:
+            run.refusals.append((sent, body["priority"], retry_after))
+        else:
+            run.other_refusals += 1
+
+
 def burst(port: int, key: str, run: Run, args: Any) -> None:
-    """``--requests`` submissions by ``--callers`` clients; each tenth is high priority."""
+    """The cell's requests from ``--callers`` clients at once; each tenth is high priority."""
     lock = threading.Lock()
-    indexes = iter(range(args.requests))
+    indexes = iter(range(run.cell.requests))
 
     def caller() -> None:
         connection = connect(port)
@@ -185,17 +298,41 @@ def burst(port: int, key: str, run: Run, args: Any) -> None:
                 index = next(indexes, None)
             if index is None:
                 return
-            priority = "high" if index % 10 == 0 else "normal"
-            request = {"model": ALIAS, "input": {"text": text(index, args.text_chars)}}
+            body = request_body(index, args)
             sent = time.perf_counter()
-            status, request_id = submit(
-                connection, key, json.dumps({**request, "priority": priority}).encode()
-            )
+            record(run, lock, body, sent, post(connection, key, body))
+
+    run_threads(caller, args.callers)
+
+
+def paced(port: int, key: str, run: Run, args: Any) -> None:
+    """Overload: arrivals at ``--overload-factor`` times what the quota clears, for
+    ``--overload-seconds``, each with ``--overload-deadline``."""
+    per_request = args.text_chars / 4 + args.answer_tokens + 150  # prompt, answer, task
+    per_second = args.overload_factor * run.cell.tpm / per_request / 60
+    run.events.append(
+        f"arrivals {per_second:.2f}/s for {args.overload_seconds:.0f}s ({args.overload_factor}x "
+        f"the quota's {per_second / args.overload_factor:.2f}/s at about {per_request:.0f} "
+        f"tokens a request), deadline_seconds {args.overload_deadline}"
+    )
+    lock = threading.Lock()
+    total = int(per_second * args.overload_seconds)
+    start = time.perf_counter()
+    indexes = iter(range(total))
+
+    def caller() -> None:
+        connection = connect(port)
+        while True:
             with lock:
-                if status == 202 and request_id:
-                    run.submitted[request_id] = (sent, priority)
-                else:
-                    run.refused_at_door += 1
+                index = next(indexes, None)
+            if index is None:
+                return
+            delay = start + index / per_second - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            body = request_body(index, args, args.overload_deadline)
+            sent = time.perf_counter()
+            record(run, lock, body, sent, post(connection, key, body))
 
     run_threads(caller, args.callers)
 
@@ -227,19 +364,69 @@ def dead_letters(counts_url: str) -> int:
     return sum(int(counts.get(q, {}).get("dead_letter_message_count", 0)) for q in queues)
 
 
+class Membership:
+    """The join-leave cell's own hosts: one from the start, one joining at a quarter of the
+    outcomes; the first leaves at 60%."""
+
+    def __init__(self, work: Path, settings_path: Path, run: Run) -> None:
+        self._work = work
+        self._settings = settings_path
+        self._run = run
+        self.hosts: list[HostProcess] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+
+    def add(self) -> None:
+        number = len(self.hosts) + 3
+        host = HostProcess(REPO, self._settings, self._work / f"host-{number}.log",
+                           port=free_port())  # fmt: skip
+        host.wait_started(timeout=120)
+        self.hosts.append(host)
+
+    def start(self) -> None:
+        self.add()
+        self._thread.start()
+
+    def _follow(self) -> None:
+        run, began = self._run, time.perf_counter()
+        joined = left = False
+        while not self._stop.wait(0.5):
+            target = max(run.cell.requests, 1)
+            done = len(run.outcomes) / target
+            if not joined and done >= 0.25:
+                self.add()
+                joined = True
+                run.events.append(f"a host joined at {time.perf_counter() - began:.0f}s")
+            if joined and not left and done >= 0.6:
+                self.hosts[0].stop(timeout=120)
+                left = True
+                run.events.append(f"a host left at {time.perf_counter() - began:.0f}s")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(130)
+        for host in self.hosts:
+            host.stop(timeout=120)
+
+
 def run_once(work: Path, run: Run, args: Any) -> Run:
-    settings_path, values = settings(work, run, args)
+    settings_path, values = settings(work, run)
+    cell = run.cell
     command = [sys.executable, "-m", "devtools.stack", "--settings", str(settings_path),
-               "--in-memory", "--instances", str(run.instances)]  # fmt: skip
+               "--in-memory", "--instances", str(cell.instances)]  # fmt: skip
     stack = Child("stack", command, work / "stack.log", cwd=REPO)
+    membership: Membership | None = None
     try:
         stack.wait_for(READY, 180)
         found = KEY.search(stack.output())
         assert found, "the stack printed no function key"
         openai = values["AzureOpenAI__endpoint"]
         control(openai, "PUT", f"/_emulator/deployments/{ALIAS}",
-                {"tokens_per_minute": args.tpm, "requests_per_minute": args.rpm,
-                 "latency_ms": args.latency_ms})  # fmt: skip
+                {"tokens_per_minute": cell.tpm, "requests_per_minute": cell.rpm,
+                 "latency_ms": args.latency_ms, "limiter": cell.limiter})  # fmt: skip
+        if cell.kind == "join-leave":
+            membership = Membership(work, settings_path, run)
+            membership.start()
         stop = threading.Event()
         watcher = threading.Thread(
             target=watch_outcomes, args=(values["ServiceBusConnection"], run, stop), daemon=True
@@ -247,8 +434,8 @@ def run_once(work: Path, run: Run, args: Any) -> Run:
         watcher.start()
         time.sleep(2)  # the watcher's link is open before the first result
         run.began = time.perf_counter()
-        burst(int(json.loads(settings_path.read_text())["Host"]["LocalHttpPort"]),
-              found.group(1), run, args)  # fmt: skip
+        port = int(json.loads(settings_path.read_text())["Host"]["LocalHttpPort"])
+        (paced if cell.kind == "overload" else burst)(port, found.group(1), run, args)
         deadline = time.monotonic() + args.timeout
         while time.monotonic() < deadline and len(run.outcomes) < len(run.submitted):
             time.sleep(1)
@@ -259,65 +446,79 @@ def run_once(work: Path, run: Run, args: Any) -> Run:
         run.tokens = stats["prompt_tokens"] + stats["completion_tokens"]
         run.dead_letters = dead_letters(values["ServiceBusRuntimeCountsUrl"])
     finally:
+        if membership is not None:
+            membership.stop()
         stack.stop(signal.SIGINT, timeout=120)
     return run
 
 
-def describe(run: Run, tpm: int) -> str:
+def describe(run: Run) -> str:
     high, normal = run.waits("high"), run.waits("normal")
     calls = run.served + run.throttled
-    return (
-        f"{run.label}: goodput {run.goodput(tpm):.2f} of TPM, drain {run.drain_seconds:.0f}s, "
-        f"429s {ratio(run.throttled, calls):.1%} of {calls} calls, "
-        f"not completed {run.not_completed()}, dead letters {run.dead_letters}, "
-        f"refused at the door {run.refused_at_door}, wait high p50/p95 "
-        f"{quantile(high, 0.5):.1f}/{quantile(high, 0.95):.1f}s, normal p50/p95 "
-        f"{quantile(normal, 0.5):.1f}/{quantile(normal, 0.95):.1f}s"
+    counted = run.counted()
+    line = (
+        f"{run.label}: goodput {run.goodput():.2f} of TPM, drain {run.drain_seconds:.0f}s, "
+        f"429s {run.throttled_share():.1%} of {calls} calls, not completed "
+        f"{run.not_completed()} (expired {counted.get('expired', 0)}), dead letters "
+        f"{run.dead_letters}, wait high p50/p95 {quantile(high, 0.5):.1f}/"
+        f"{quantile(high, 0.95):.1f}s, normal p50/p95 {quantile(normal, 0.5):.1f}/"
+        f"{quantile(normal, 0.95):.1f}s"
     )
+    if run.cell.kind == "overload":
+        ratios = run.retry_after_ratios()
+        within = sum(1 for r in ratios if 0.7 <= r <= 1.3)
+        line += (
+            f"; {ratio(run.tokens, run.served):.0f} tokens a call; accepted "
+            f"{len(run.submitted)}, refused 503 {len(run.refusals)}"
+            f" (other answers {run.other_refusals}); Retry-After / would-have-waited median "
+            f"{quantile(ratios, 0.5):.2f}, within 30% {within}/{len(ratios)}"
+        )
+    return line + "".join(f"; {event}" for event in run.events)
 
 
 def main() -> int:
     parser = argument_parser(__doc__)
-    parser.add_argument("--requests", type=int, default=600)
+    parser.add_argument("--cells", default=",".join(CELLS),
+                        help=f"comma-separated, of: {', '.join(CELLS)}")  # fmt: skip
     parser.add_argument("--callers", type=int, default=16)
-    parser.add_argument("--tpm", type=int, default=60_000, help="the deployment's tokens/min")
-    parser.add_argument("--rpm", type=int, default=600, help="the deployment's requests/min")
     parser.add_argument("--latency-ms", type=int, default=1_000, help="each model call's time")
     parser.add_argument("--text-chars", type=int, default=800, help="each document's length")
-    parser.add_argument("--instances", type=int, default=3, help="the scaled-out runs' hosts")
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--answer-tokens", type=int, default=60,
+                        help="the emulator's answer size, for the overload's pace")  # fmt: skip
+    parser.add_argument("--overload-factor", type=float, default=3.0)
+    parser.add_argument("--overload-seconds", type=float, default=300.0)
+    parser.add_argument("--overload-deadline", type=int, default=120)
+    parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=1_200, help="a run's longest drain")
-    parser.add_argument("--only", choices=("on", "off"), help="one side of the A/B only")
+    parser.add_argument("--only", choices=("on", "off"), default="on",
+                        help="the gate on (the app) or off (every call at once)")  # fmt: skip
     parser.add_argument("--keep", type=Path, help="keep every run's folder (logs) here")
     args = parser.parse_args()
+    chosen = [CELLS[name] for name in args.cells.split(",") if name]
     print(f"model capacity, {now_stamp()}, {machine()}")
     print(
-        f"{args.requests} requests from {args.callers} callers; deployment {args.tpm} TPM, "
-        f"{args.rpm} RPM, {args.latency_ms} ms a call; the local limit is the deployment's "
-        "quota (goodput 1.0)"
+        f"cells {', '.join(c.name for c in chosen)}; {args.callers} callers, "
+        f"{args.latency_ms} ms a call; the local limit is the deployment's quota (goodput 1.0)"
     )
-    sides = [s for s in (True, False) if args.only is None or (args.only == "on") is s]
-    plan = [(side, n) for _ in range(args.repeats) for n in (1, args.instances) for side in sides]
-    results: dict[tuple[bool, int], list[Run]] = {}
-    for number, (side, instances) in enumerate(plan, 1):
-        keep = args.keep / f"run-{number}" if args.keep else None
+    plan = [cell for _ in range(args.repeats) for cell in chosen]
+    results: dict[str, list[Run]] = {}
+    for number, cell in enumerate(plan, 1):
+        keep = args.keep / f"run-{number}-{cell.name}" if args.keep else None
         with work_folder("capacity-bench-", keep) as work:
-            run = run_once(work, Run(side, instances), args)
-        results.setdefault((side, instances), []).append(run)
-        print(f"  run {number}/{len(plan)} {describe(run, args.tpm)}", flush=True)
-    print("\nmedian [min..max, n] of the repeats:")
-    for runs in results.values():
-        high_p95 = [quantile(r.waits("high"), 0.95) for r in runs]
-        normal_p95 = [quantile(r.waits("normal"), 0.95) for r in runs]
+            run = run_once(work, Run(cell, args.only == "on"), args)
+        results.setdefault(cell.name, []).append(run)
+        print(f"  run {number}/{len(plan)} {describe(run)}", flush=True)
+    print("\nmedian [min..max, n] of the repeats (targets: goodput >= 0.9, 429s <= 5%, "
+          "high p95 / normal p95 <= 0.2, 0 not completed and 0 dead letters):")  # fmt: skip
+    for name, runs in results.items():
         print(
-            f"  {runs[0].label}: goodput {spread([r.goodput(args.tpm) for r in runs], 2)}"
-            f" (target >= 0.9); 429s/calls "
-            f"{spread([100 * ratio(r.throttled, r.served + r.throttled) for r in runs], 1, '%')}"
-            f" (target <= 5%); not completed {spread([r.not_completed() for r in runs], 0)}; "
-            f"dead letters {spread([r.dead_letters for r in runs], 0)}; high p95 / normal p95 "
-            f"{spread([ratio(h, n) for h, n in zip(high_p95, normal_p95, strict=True)], 2)}"
-            f" (target <= 0.2); high p95 {spread(high_p95, 1, 's')}, "
-            f"normal p95 {spread(normal_p95, 1, 's')}"
+            f"  {name}: goodput {spread([r.goodput() for r in runs], 2)}; 429s "
+            f"{spread([100 * r.throttled_share() for r in runs], 1, '%')}; not completed "
+            f"{spread([r.not_completed() for r in runs], 0)}; dead letters "
+            f"{spread([r.dead_letters for r in runs], 0)}; high p95 / normal p95 "
+            f"{spread([r.high_over_normal() for r in runs], 2)}; high p95 "
+            f"{spread([quantile(r.waits('high'), 0.95) for r in runs], 1, 's')}, normal p95 "
+            f"{spread([quantile(r.waits('normal'), 0.95) for r in runs], 1, 's')}"
         )
     return 0
 

@@ -57,7 +57,8 @@ WINDOW_SECONDS: Final = 10.0
 DEFAULT_ANSWER_TOKENS: Final = 512
 RANK: Final = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
 # How much a waiting token of each priority counts in an instance's demand: an instance
-# holding high-priority work takes most of the quota until it is done (RANK's order).
+# holding high-priority work gets a larger part of the quota until it is done (RANK's
+# order); within an instance, high priority goes first anyway.
 DEMAND_WEIGHT: Final = {0: 4.0, 1: 1.0, 2: 0.5}
 
 
@@ -83,7 +84,8 @@ class Fleet(Protocol):
         ...
 
     def demand_changed(self) -> None:
-        """This instance's demand started or stopped: say so before the next heartbeat."""
+        """This instance's demand started or stopped: say so before the next heartbeat
+        (it must not block: gates call it holding their lock)."""
         ...
 
 

@@ -24,7 +24,9 @@ every batch of that instance:
   and this instance never holds more than that.
 - **Throttling is the deployment's state, not a request's fault.** A 429 (``Throttled``)
   pauses every call of the deployment in this instance until the time the service asked
-  for; the call that met it waits and goes again, without counting as an attempt.
+  for; the call that met it waits and goes again, without counting as an attempt. Each
+  429 also teaches the gate headroom: calls wait for a little more room than they reserve,
+  shrinking back as calls go through, since the service counted more than the gate did.
 - **High priority first.** Waiting calls are admitted by priority (high, normal, low), in
   arrival order within one.
 - **A lock is not a waiting room.** A call whose expected wait (the tokens ahead of it in
@@ -60,6 +62,11 @@ RANK: Final = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
 # holding high-priority work gets a larger part of the quota until it is done (RANK's
 # order); within an instance, high priority goes first anyway.
 DEMAND_WEIGHT: Final = {0: 4.0, 1: 1.0, 2: 0.5}
+# What a 429 adds to the room a call waits for, and how that room shrinks back with each
+# call admitted: the gate learns how much more the service counts than it reserves, until
+# a 429 is rare (about one call in thirty at the balance of these two).
+HEADROOM_STEP: Final = 64.0
+HEADROOM_DECAY: Final = 0.99
 
 
 @dataclass(frozen=True)
@@ -203,6 +210,7 @@ class DeploymentGate:
         self._waiting: list[_Waiter] = []
         self._holding: dict[int, float] = {}  # rank -> tokens reserved by calls under way
         self._peak = Demand()  # the most demanded since the last ``demand()``
+        self._headroom = 0.0  # tokens a call waits for beyond its own (learned from 429s)
         self._sequence = itertools.count()
         self.stats = GateStats()
 
@@ -250,7 +258,8 @@ class DeploymentGate:
         buckets = self._buckets(tokens)
         for bucket, _ in buckets:
             bucket.refill(now, share)
-        return max([paused, *(b.wait_for(n, share) for b, n in buckets)])
+        needs = [(b, n + self._headroom if b is self._tokens else n) for b, n in buckets]
+        return max([paused, *(b.wait_for(n, share) for b, n in needs)])
 
     def _expected_wait(self, waiter: _Waiter, now: float, share: float) -> float:
         """How long ``waiter`` should still wait: behind the calls ahead of it in this
@@ -261,7 +270,7 @@ class DeploymentGate:
         here = paused
         everywhere = paused
         if self._tokens is not None:
-            tokens = sum(w.tokens for w in ahead)
+            tokens = sum(w.tokens for w in ahead) + self._headroom
             here = max(here, self._tokens.wait_behind(tokens, share))
             elsewhere = self._fleet.tokens_elsewhere(self.key)
             everywhere = max(everywhere, self._tokens.wait_behind(tokens + elsewhere, 1.0))
@@ -294,6 +303,7 @@ class DeploymentGate:
                         for bucket, amount in self._buckets(tokens):
                             bucket.level -= amount
                         self._holding[waiter.rank] = self._holding.get(waiter.rank, 0) + tokens
+                        self._headroom *= HEADROOM_DECAY
                         self.stats.admitted += 1
                         self.stats.waited_seconds += now - started
                         return Reservation(tokens, waiter.rank)
@@ -352,9 +362,13 @@ class DeploymentGate:
 
     def throttled(self, retry_after: float | None) -> None:
         """The service refused a call for its quota: no call of this deployment goes out
-        in this instance before the time it asked for."""
+        in this instance before the time it asked for, and calls wait for more room than
+        they reserve from now on (``HEADROOM_STEP``): the service counted more for a call
+        than the gate did (its own answer allowance before the answer came, a limiter
+        that lets nothing go until a whole call has left the minute)."""
         with self._condition:
             self.stats.throttled += 1
+            self._headroom += HEADROOM_STEP
             wait = retry_after if retry_after is not None else 1.0
             self._paused_until = max(self._paused_until, self.clock() + wait)
             self._condition.notify_all()

@@ -416,7 +416,10 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         CapacityExhausted,
-        ("no capacity of the deployment within `ModelCapacity__waitSeconds`",),
+        (
+            "no capacity of the deployment within `ModelCapacity__waitSeconds`, or none "
+            "expected within it (the call gives its message back at once)",
+        ),
         OutcomeTable.wait_for_capacity,
     ),
     Row(

@@ -88,16 +88,16 @@ param webhookTokenAudience string = ''
 @description('Issuer of those tokens, e.g. https://sts.windows.net/<tenant id>/.')
 param webhookTokenIssuer string = ''
 
-@description('Concurrent model calls per instance (ModelConcurrency); 0 (the default) derives it from the deployment\'s capacity (infra/README.md, Model capacity).')
+@description('Concurrent model calls per instance (ModelConcurrency); 0 (the default) derives it from the deployment\'s capacity, modelTokensPerCall and modelCallSeconds: twice the calls in flight when one instance has the whole quota, between 2 and 64, or 16 when the capacity is unknown (infra/README.md, Model capacity). A positive value overrides it.')
 @minValue(0)
 @maxValue(256)
 param modelConcurrency int = 0
 
-@description('Tokens of a typical request, prompt and answer (derives ModelConcurrency).')
+@description('Tokens of a typical model call, prompt and answer together (1,000: a 3,000-character document analysed); with the capacity it gives the calls a minute the quota serves, which derive ModelConcurrency when modelConcurrency is 0.')
 @minValue(1)
 param modelTokensPerCall int = 1000
 
-@description('Seconds of a typical model call (derives ModelConcurrency).')
+@description('Seconds of a typical model call, from request to answer; the calls a minute at the quota times this gives the calls in flight, which derive ModelConcurrency when modelConcurrency is 0.')
 @minValue(1)
 param modelCallSeconds int = 5
 

@@ -109,16 +109,16 @@ param webhookTokenAudience string = ''
 @description('Issuer of those tokens, e.g. https://sts.windows.net/<tenant id>/; required with webhookTokenAudience.')
 param webhookTokenIssuer string = ''
 
-@description('Concurrent model calls per instance (ModelConcurrency); 0 (the default) derives it from modelCapacity: what one instance needs to use the whole quota when it is the only one with work, twice over (infra/README.md, Model capacity). The capacity gate, not this, bounds the load.')
+@description('Concurrent model calls per instance (ModelConcurrency); 0 (the default) derives it from modelCapacity, modelTokensPerCall and modelCallSeconds: what one instance needs to use the whole quota when it is the only one with work, twice over, between 2 and 64; 16 when modelCapacity is 0 (infra/README.md, Model capacity). A positive value overrides it. The capacity gate, not this, bounds the load.')
 @minValue(0)
 @maxValue(256)
 param modelConcurrency int = 0
 
-@description('Tokens of a typical request, prompt and answer (derives ModelConcurrency from modelCapacity).')
+@description('Tokens of a typical model call, prompt and answer together; modelCapacity x 1,000 / this is the calls a minute the quota serves (derives ModelConcurrency when modelConcurrency is 0).')
 @minValue(1)
 param modelTokensPerCall int = 1000
 
-@description('Seconds of a typical model call (derives ModelConcurrency from modelCapacity).')
+@description('Seconds of a typical model call, from request to answer; the calls a minute at the quota x this / 60 is the calls in flight (derives ModelConcurrency when modelConcurrency is 0).')
 @minValue(1)
 param modelCallSeconds int = 5
 
@@ -245,17 +245,26 @@ resource scmPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2
   }
 }
 
+// ModelConcurrency from the quota (infra/README.md, Model capacity): what one instance needs
+// to use the whole deployment when it is the only one with work, twice over, between 2 and
+// 64; 16 without a known capacity. Calls a minute at the quota: capacity x 1,000 tokens /
+// modelTokensPerCall, or the requests a minute (capacity x 6) when fewer; in flight: that x
+// modelCallSeconds / 60. Integer math, one division: ceil(a / b) = (a + b - 1) / b.
+// (pycep groups an operator chain from the right: every step is parenthesized.)
+var quotaCallsPerMinuteTimesTokensPerCall = modelCapacity * min(1000, 6 * modelTokensPerCall)
+var twiceInFlightDividend = 2 * (quotaCallsPerMinuteTimesTokensPerCall * modelCallSeconds)
+var twiceInFlightDivisor = 60 * modelTokensPerCall
+var callsInFlightTwiceOver = ((twiceInFlightDividend + twiceInFlightDivisor) - 1) / twiceInFlightDivisor
+var derivedModelConcurrency = (modelCapacity > 0) ? min(64, max(2, callsInFlightTwiceOver)) : 16
+var effectiveModelConcurrency = (modelConcurrency > 0) ? modelConcurrency : derivedModelConcurrency
+// The high-priority lane's own threads: a quarter (16 -> 4 as before), at least 2. Its calls
+// go first at the gate and weigh 4x in the demand, so it needs threads for its own traffic
+// only, not for a backlog's line.
+var effectivePriorityModelConcurrency = max(2, effectiveModelConcurrency / 4)
+
 // Every setting shared/settings.py reads in Azure, plus what the host and bindings need.
 // Flex Consumption takes the runtime from functionAppConfig: FUNCTIONS_WORKER_RUNTIME,
 // FUNCTIONS_EXTENSION_VERSION and WEBSITE_RUN_FROM_PACKAGE are not set here.
-// ModelConcurrency from the quota: the calls in flight when one instance has the whole
-// deployment (capacity x 1,000 / tokens a call, per minute, times a call's seconds), twice
-// over, between 2 and 64; 16 without a known capacity. High priority gets a quarter, at least 2.
-var callsPerMinuteAtQuota = (modelCapacity * 1000) / modelTokensPerCall
-var callsInFlightTwiceOver = ((2 * callsPerMinuteAtQuota * modelCallSeconds) + 59) / 60
-var derivedModelConcurrency = (modelCapacity > 0) ? min(64, max(2, callsInFlightTwiceOver)) : 16
-var effectiveModelConcurrency = (modelConcurrency > 0) ? modelConcurrency : derivedModelConcurrency
-
 var appSettings = {
   // Functions host storage, through the app identity.
   AzureWebJobsStorage__accountName: hostStorageAccountName
@@ -337,7 +346,7 @@ var appSettings = {
   ServiceBusBreaker__openSeconds: '0.5'
   // Processing: retries with backoff, lock renewal, the deferred-message sweeper.
   ModelConcurrency: string(effectiveModelConcurrency)
-  PriorityModelConcurrency: string(max(2, effectiveModelConcurrency / 4))
+  PriorityModelConcurrency: string(effectivePriorityModelConcurrency)
   // The retry budget is at least 917 s of backoff (a ten-minute outage dead-letters
   // nothing); MaxRetries stays below the request queues' maxDeliveryCount (10).
   MaxRetries: '9'

@@ -11,8 +11,8 @@ escapes and ``${...}`` holes as written); calls and operators are ``{"function":
 ``{"operator": ...}`` nodes. The helpers below only look at that output: :func:`render` writes
 a value back as canonical Bicep text, :func:`resolve` evaluates the compile-time part
 (references to constants, ``loadJsonContent``, ``loadTextContent``, interpolation,
-``take``, ``string``, ``union``, ``empty``, ``split``, ``replace``, conditions, comparisons,
-``&&``, ``||`` and ``*``).
+``take``, ``string``, ``union``, ``empty``, ``split``, ``replace``, ``min``, ``max``,
+conditions, comparisons, ``&&``, ``||`` and integer ``+``, ``-``, ``*``, ``/``).
 """
 
 from __future__ import annotations
@@ -422,6 +422,7 @@ _EVALUATED_OPERATORS = {
     "multiply",
     "divide",
     "add",
+    "substract",
 }
 
 
@@ -449,6 +450,8 @@ def _operate(node_type: str, operands: dict[str, Any], known: dict[str, Any], ba
         return first // second  # Bicep divides integers to an integer
     if node_type == "add":
         return first + second
+    if node_type == "substract":  # pycep's spelling
+        return first - second
     return first * second
 
 

@@ -8,7 +8,9 @@ needs (its own settings, and each setting a binding names as ``%Name%``).
 """
 
 import json
+import math
 import re
+from fractions import Fraction
 
 import pytest
 from pydantic import ValidationError
@@ -28,9 +30,11 @@ from tests.infra import (
     Unresolved,
     app_settings,
     constants,
+    decorator,
     is_reference,
     module,
     outputs,
+    params,
     read,
     render,
     resolve,
@@ -283,6 +287,32 @@ def test_readme_documents_every_bicep_setting() -> None:
     assert not undocumented, f"infra/README.md settings table lacks {undocumented}"
 
 
+def derived_concurrency(capacity: int, tokens_per_call: int, call_seconds: int) -> int:
+    """infra/README.md's rule (Model capacity), in exact fractions: twice the calls in
+    flight when one instance has the whole quota, between 2 and 64; 16 without a capacity."""
+    if capacity == 0:
+        return 16
+    calls_per_minute = min(Fraction(capacity * 1000, tokens_per_call), Fraction(capacity * 6))
+    return min(64, max(2, math.ceil(2 * calls_per_minute * call_seconds / 60)))
+
+
+def concurrency_settings(
+    capacity: int, tokens_per_call: int, call_seconds: int, chosen: int = 0
+) -> tuple[str, str]:
+    """ModelConcurrency and PriorityModelConcurrency as the module computes them."""
+    known = constants(FUNCTION_APP) | {
+        "modelCapacity": capacity,
+        "modelTokensPerCall": tokens_per_call,
+        "modelCallSeconds": call_seconds,
+        "modelConcurrency": chosen,
+    }
+    settings = app_settings()
+    return (
+        resolve(settings["ModelConcurrency"], known),
+        resolve(settings["PriorityModelConcurrency"], known),
+    )
+
+
 @pytest.mark.parametrize(
     ("capacity", "tokens_per_call", "call_seconds", "concurrency", "priority"),
     [
@@ -290,6 +320,11 @@ def test_readme_documents_every_bicep_setting() -> None:
         (30, 1000, 5, 5, 2),  # 30 calls a minute, 2.5 in flight: twice over
         (300, 1000, 5, 50, 12),
         (300, 3000, 5, 17, 4),
+        # 66.7 calls a minute, 11.1 in flight: 22.2 rounds up to 23 (rounding the calls a
+        # minute down first would give 22)
+        (100, 1500, 10, 23, 5),
+        # 100-token calls: the requests a minute (180) bind, not the tokens (300 calls)
+        (30, 100, 5, 30, 7),
         (1000, 1000, 5, 64, 16),  # never more than 64
         (1, 1000, 5, 2, 2),  # never fewer than 2
     ],
@@ -297,13 +332,70 @@ def test_readme_documents_every_bicep_setting() -> None:
 def test_model_concurrency_follows_the_deployments_capacity(
     capacity: int, tokens_per_call: int, call_seconds: int, concurrency: int, priority: int
 ) -> None:
-    known = constants(FUNCTION_APP) | {
-        "modelCapacity": capacity,
-        "modelTokensPerCall": tokens_per_call,
-        "modelCallSeconds": call_seconds,
-    }
+    assert derived_concurrency(capacity, tokens_per_call, call_seconds) == concurrency
+    assert concurrency_settings(capacity, tokens_per_call, call_seconds) == (
+        str(concurrency),
+        str(priority),
+    )
+    assert concurrency_settings(capacity, tokens_per_call, call_seconds, chosen=12) == (
+        "12",
+        "3",
+    ), "a set value overrides, and the high-priority lane gets a quarter of it"
+
+
+def test_the_integer_derivation_is_the_documented_rule_everywhere() -> None:
+    """Bicep's integer arithmetic (one rounding up, at the end) equals the exact rule."""
+    for capacity in (1, 7, 30, 59, 100, 187, 193, 450):
+        for tokens_per_call in (50, 166, 167, 1000, 1499, 4000):
+            for call_seconds in (1, 5, 13, 60):
+                concurrency = derived_concurrency(capacity, tokens_per_call, call_seconds)
+                assert concurrency_settings(capacity, tokens_per_call, call_seconds) == (
+                    str(concurrency),
+                    str(max(2, concurrency // 4)),
+                ), (capacity, tokens_per_call, call_seconds)
+
+
+def test_model_concurrency_parameters_derive_by_default() -> None:
+    """modelConcurrency 0 means derived in both templates; main.bicep passes the three on."""
+    for path in (MAIN, FUNCTION_APP):
+        declared = params(path)
+        for name, default, minimum in (
+            ("modelConcurrency", 0, 0),
+            ("modelTokensPerCall", 1000, 1),
+            ("modelCallSeconds", 5, 1),
+        ):
+            assert declared[name]["default"] == default, (path.name, name)
+            assert decorator(declared[name], "min_value") == minimum, (path.name, name)
+            assert "ModelConcurrency" in decorator(declared[name], "description")
+        assert decorator(declared["modelConcurrency"], "max_value") == 256
+    passed = module(MAIN, "functionApp")["params"]
+    for name in ("modelConcurrency", "modelTokensPerCall", "modelCallSeconds"):
+        assert is_reference(passed[name], name)
+
+
+def test_capacity_settings_hold_the_apps_defaults() -> None:
+    """A call waits at most a minute for capacity, and heartbeats carry demand every 5 s."""
     settings = app_settings()
-    assert resolve(settings["ModelConcurrency"], known) == str(concurrency)
-    assert resolve(settings["PriorityModelConcurrency"], known) == str(priority)
-    chosen = known | {"modelConcurrency": 12}
-    assert resolve(settings["ModelConcurrency"], chosen) == "12", "a set value overrides"
+    assert settings["ModelCapacity__waitSeconds"] == "60"
+    assert settings["ModelCapacity__heartbeatSeconds"] == "5"
+    assert not is_reference(settings["ModelCapacity__waitSeconds"])
+    assert not is_reference(settings["ModelCapacity__heartbeatSeconds"])
+    model = Settings.model_validate(
+        {
+            "ModelCapacity__waitSeconds": settings["ModelCapacity__waitSeconds"],
+            "ModelCapacity__heartbeatSeconds": settings["ModelCapacity__heartbeatSeconds"],
+        }
+    )
+    assert model.model_capacity.wait_seconds == 60
+    assert model.model_capacity.heartbeat_seconds == 5
+    assert model.model_capacity.wait_seconds < model.processing.max_lock_renewal_seconds
+
+
+def test_readme_gives_the_default_deployments_concurrency() -> None:
+    """infra/README.md's arithmetic for the default capacity is what the template derives."""
+    capacity = params(MAIN)["queueModelCapacity"]["default"]
+    concurrency, priority = concurrency_settings(capacity, 1000, 5)
+    readme = read(REPO_ROOT / "infra" / "README.md")
+    assert f"| `ModelConcurrency` per instance | **{concurrency}** |" in readme
+    assert f"| `PriorityModelConcurrency` per instance | **{priority}** |" in readme
+    assert f"{concurrency} at the default capacity {capacity}" in readme

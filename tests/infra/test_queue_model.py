@@ -122,6 +122,45 @@ def test_the_budget_follows_the_deployed_capacity() -> None:
     assert decorator(params(MAIN)["queueModelCapacity"], "min_value") == 1
 
 
+MINE = "https://mine.openai.azure.com/"  # an existing endpoint
+
+
+def concurrency(**overrides: Any) -> tuple[str, str]:
+    """ModelConcurrency and PriorityModelConcurrency for main.bicep's parameters."""
+    known = {**constants(FUNCTION_APP), **_DEPLOYED, **main_passes(**overrides)}
+    settings = app_settings()
+    return (
+        resolve(settings["ModelConcurrency"], known),
+        resolve(settings["PriorityModelConcurrency"], known),
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        # 30K TPM: 30 calls a minute of 1,000 tokens, 2.5 in flight at 5 s, twice over
+        ({}, ("5", "2")),
+        ({"queueModelCapacity": 300}, ("50", "12")),
+        ({"queueModelCapacity": 300, "modelTokensPerCall": 3000}, ("17", "4")),
+        ({"queueModelCapacity": 30, "modelCallSeconds": 20}, ("20", "5")),
+        # modelCapacity describes an existing endpoint only: the deployed capacity wins
+        ({"modelCapacity": 300}, ("5", "2")),
+        ({"azureOpenAIEndpoint": MINE, "modelCapacity": 60}, ("10", "2")),
+        # no known capacity: the model's defaults
+        ({"azureOpenAIEndpoint": MINE}, ("16", "4")),
+        ({"modelProvider": "local"}, ("16", "4")),
+        ({"modelCatalog": "catalogs/models.json"}, ("16", "4")),
+        # a set value overrides, whatever the capacity
+        ({"modelConcurrency": 24}, ("24", "6")),
+        ({"modelProvider": "local", "modelConcurrency": 3}, ("3", "2")),
+    ],
+)
+def test_model_concurrency_follows_the_capacity_main_passes(
+    overrides: dict[str, Any], expected: tuple[str, str]
+) -> None:
+    assert concurrency(**overrides) == expected
+
+
 def test_an_existing_endpoint_keeps_its_own_capacity_and_deploys_nothing() -> None:
     endpoint = "https://mine.openai.azure.com/"
     overrides = {"azureOpenAIEndpoint": endpoint, "modelCapacity": 12}

@@ -96,9 +96,14 @@ class RequestedMode(StrEnum):
     BATCH = "batch"
     AUTO = "auto"
 
-    def processing_mode(self) -> ProcessingMode:
-        """The lane asked for, ``auto`` starting with the queue lane."""
-        return ProcessingMode.BATCH if self is RequestedMode.BATCH else ProcessingMode.QUEUE
+    @staticmethod
+    def intake_choice(requested: RequestedMode | None) -> tuple[ProcessingMode | None, bool]:
+        """What a door's ``mode`` asks of intake: the lane (None: the deployment decides;
+        ``auto`` starts with the queue lane), and whether a late request may go to batch."""
+        if requested is None:
+            return None, False
+        lane = ProcessingMode.BATCH if requested is RequestedMode.BATCH else ProcessingMode.QUEUE
+        return lane, requested is RequestedMode.AUTO
 
 
 TERMINAL_STATUSES = frozenset(

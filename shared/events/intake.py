@@ -256,6 +256,7 @@ class EventIntake:
             content = BlobReference(data.input.blob_uri, data.input.sha256)
         key = dedupe_key("event", event.source, event.id)
         not_before: datetime | None = data.not_before
+        mode, batch_when_late = RequestedMode.intake_choice(data.mode)
         return self._intake.submit(
             Submission(
                 tenant_id=data.tenant_id,
@@ -267,8 +268,8 @@ class EventIntake:
                 deadline_seconds=data.deadline_seconds,
                 metadata=data.metadata,
                 document_id=data.document_id,
-                mode=data.mode.processing_mode() if data.mode else None,
-                batch_when_late=data.mode is RequestedMode.AUTO,
+                mode=mode,
+                batch_when_late=batch_when_late,
                 source=source,
                 idempotency_key=key,
                 request_hash=key,

@@ -78,6 +78,10 @@ class Demand:
     weighted: float = 0.0
     tokens: float = 0.0
 
+    def most(self, other: Demand) -> Demand:
+        """The larger of each part (a peak over time)."""
+        return Demand(max(self.weighted, other.weighted), max(self.tokens, other.tokens))
+
 
 class Fleet(Protocol):
     """The other instances, as a gate needs them (``instances.InstanceRegistry``)."""
@@ -229,15 +233,7 @@ class DeploymentGate:
         waits, does not read as an instance without work."""
         with self._condition:
             peak, self._peak = self._peak, self._demand()
-            return Demand(
-                max(peak.weighted, self._peak.weighted), max(peak.tokens, self._peak.tokens)
-            )
-
-    def _note_demand(self) -> None:
-        now = self._demand()
-        self._peak = Demand(
-            max(self._peak.weighted, now.weighted), max(self._peak.tokens, now.tokens)
-        )
+            return peak.most(self._peak)
 
     def _demand(self) -> Demand:
         by_rank = dict(self._holding)
@@ -291,7 +287,7 @@ class DeploymentGate:
         with self._condition:
             idle = not self._waiting and not self._holding
             heapq.heappush(self._waiting, waiter)
-            self._note_demand()
+            self._peak = self._peak.most(self._demand())
             if idle:
                 self._fleet.demand_changed()
             try:
@@ -385,15 +381,14 @@ class AnswerEstimate:
     SMOOTHING: Final = 0.2
     MARGIN: Final = 1.25
 
-    def __init__(self, default: int = DEFAULT_ANSWER_TOKENS) -> None:
-        self._default = default
+    def __init__(self) -> None:
         self._average: float | None = None
         self._lock = threading.Lock()
 
     def tokens(self) -> int:
         with self._lock:
             if self._average is None:
-                return self._default
+                return DEFAULT_ANSWER_TOKENS
             return max(1, math.ceil(self._average * self.MARGIN))
 
     def mean(self) -> float | None:

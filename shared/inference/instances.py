@@ -139,7 +139,7 @@ class InstanceRegistry:
         self._idle_since: dict[str, float] = {}
         self._logged: dict[str, float] = {}
         self._read_at = float("-inf")
-        self._written: tuple[float, str] | None = None
+        self._written: tuple[float, dict[str, Demand]] | None = None  # when, what
         self._started = False
         self._lock = threading.Lock()
         self._nudged = threading.Event()
@@ -149,11 +149,6 @@ class InstanceRegistry:
         """Publish ``demand`` (a gate's ``DeploymentGate.demand``) under ``gate``'s key."""
         with self._lock:
             self._sources[gate_id(gate)] = demand
-
-    def count(self) -> int:
-        """The live instances, this one included (1 until the first heartbeat is read)."""
-        with self._lock:
-            return len(self._others) + 1
 
     def share(self, gate: str) -> float:
         """Implements ``capacity.Fleet.share``."""
@@ -198,17 +193,17 @@ class InstanceRegistry:
         at most one write)."""
         now = self._monotonic()
         own = self._sample()
-        encoded = encode_demands(own)
         written = self._written
-        if written is None or now - written[0] >= self._heartbeat or _moved(written[1], encoded):
+        if written is None or now - written[0] >= self._heartbeat or _moved(written[1], own):
             name = f"{PREFIX}{self.instance_id}.json"
+            encoded = encode_demands(own)
             self._documents.put_described(
                 self._container,
                 name,
                 {"instance": self.instance_id, "at": self._clock().isoformat()},
                 {DEMAND_KEY: encoded} if encoded else {},  # Blob storage drops empty values
             )
-            self._written = (now, encoded)
+            self._written = (now, own)
         listed = self._documents.list_described(self._container, PREFIX)
         newest = max((entry.modified for entry in listed), default=None)
         others = [
@@ -273,11 +268,12 @@ class InstanceRegistry:
             self._nudged.clear()
 
 
-def _moved(before: str, now: str) -> bool:
+def _moved(published: Mapping[str, Demand], current: Mapping[str, Demand]) -> bool:
     """Whether a deployment's demand appeared, went, or moved by more than
     ``MOVED_BY`` since the heartbeat written last: the others' shares are computed from
     it, so a stale demand would hand out the quota by yesterday's needs."""
-    published, current = decode_demands(before), decode_demands(now)
+    published = {key: demand for key, demand in published.items() if demand.weighted > 0}
+    current = {key: demand for key, demand in current.items() if demand.weighted > 0}
     if set(published) != set(current):
         return True
     return any(

@@ -51,7 +51,7 @@ from datetime import timedelta
 
 from shared.accounting.usage_report import UsageReader
 from shared.clock import Clock, utc_now
-from shared.contracts import Door, ProcessingMode
+from shared.contracts import Door, ProcessingMode, RequestedMode
 from shared.documents import ListedDocuments
 from shared.entrypoints.bootstrap import Services, ServicesProvider, get_services
 from shared.entrypoints.cli.eventgrid_dead_letters import EventReplayScope, add_eventgrid_commands
@@ -145,7 +145,7 @@ def event_replay_scope(services: Services) -> EventReplayScope:
     def deadline_of(data: InferenceRequestedData) -> int | None:
         model, ordered = data.model or replay_model, data.document_id is not None
         try:
-            requested = data.mode.processing_mode() if data.mode else None
+            requested, _ = RequestedMode.intake_choice(data.mode)
             mode = rules.mode_for(requested, model, data.priority, ordered)
         except InvalidInput:  # intake rejects it, with the reason
             mode = ProcessingMode.QUEUE

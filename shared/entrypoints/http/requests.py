@@ -154,6 +154,7 @@ def _json_submission(request: ApiRequest, limits: RequestLimits, tenant_id: str)
         assert isinstance(body.input, BlobReferenceInput)
         content = BlobReference(body.input.blob_uri, body.input.sha256)
     canonical = json.dumps(document, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    mode, batch_when_late = RequestedMode.intake_choice(body.mode)
     return Submission(
         tenant_id=tenant_id,
         model=body.model,
@@ -165,8 +166,8 @@ def _json_submission(request: ApiRequest, limits: RequestLimits, tenant_id: str)
         metadata=body.metadata,
         after=body.after,
         document_id=body.document_id,
-        mode=body.mode.processing_mode() if body.mode else None,
-        batch_when_late=body.mode is RequestedMode.AUTO,
+        mode=mode,
+        batch_when_late=batch_when_late,
         idempotency_key=request.header("idempotency-key"),
         request_hash=hashlib.sha256(canonical).hexdigest(),
         trace=continue_or_start(request.header("traceparent"), request.header("tracestate")),
@@ -192,6 +193,7 @@ def _upload_submission(request: ApiRequest, limits: RequestLimits, tenant_id: st
     digest.update(request.media_type.encode() + b"\n")
     digest.update(json.dumps(sorted(request.params.items())).encode() + b"\n")
     digest.update(request.body)
+    mode, batch_when_late = RequestedMode.intake_choice(params.mode)
     return Submission(
         tenant_id=tenant_id,
         model=params.model,
@@ -199,8 +201,8 @@ def _upload_submission(request: ApiRequest, limits: RequestLimits, tenant_id: st
         priority=params.priority,
         not_before=params.not_before,
         deadline_seconds=params.deadline_seconds,
-        mode=params.mode.processing_mode() if params.mode else None,
-        batch_when_late=params.mode is RequestedMode.AUTO,
+        mode=mode,
+        batch_when_late=batch_when_late,
         idempotency_key=request.header("idempotency-key"),
         request_hash=digest.hexdigest(),
         trace=continue_or_start(request.header("traceparent"), request.header("tracestate")),

@@ -23,6 +23,7 @@ from shared.clock import Clock, utc_now
 from shared.documents import Document, ListedDocument, TagQuery, Tags
 from shared.errors import ConcurrencyConflict, NotFound
 from shared.events.ports import CloudEventSpec
+from shared.intake.ports import QueueDepth
 from shared.messaging import OutgoingMessage
 from shared.processing.inbound import InboundMessage
 from shared.processing.values import DeadLetteredMessage, QueueSnapshot
@@ -229,14 +230,15 @@ class RecordingPublisher:
 
 @dataclass
 class FixedBacklog:
-    """Implements ``intake.ports.BacklogProbe`` with a set depth; counts its reads."""
+    """Implements ``intake.ports.BacklogProbe`` with set counts; counts its reads."""
 
-    depth: int
+    depth: int  # active messages
+    scheduled: int = 0
     reads: int = 0
 
-    def active_messages(self) -> int:
+    def queue_depth(self) -> QueueDepth:
         self.reads += 1
-        return self.depth
+        return QueueDepth(self.depth, self.scheduled)
 
 
 @dataclass

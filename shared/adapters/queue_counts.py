@@ -26,7 +26,7 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 from shared.adapters.identity import azure_credential
 from shared.errors import ConfigurationError
 from shared.intake.backpressure import lane_backlog_limits
-from shared.intake.ports import BacklogProbe
+from shared.intake.ports import BacklogProbe, QueueDepth
 from shared.lanes import Lane, LaneQueues
 from shared.processing.backlog import SubscriptionObservers
 from shared.processing.ports import QueueObserver
@@ -49,8 +49,11 @@ class EmulatorBacklogProbe:
         """The emulator's runtime properties of the queue (QueueRuntimeProperties names)."""
         return _read_json(self._url, self._timeout)
 
-    def active_messages(self) -> int:
-        return int(self.counts()["active_message_count"])
+    def queue_depth(self) -> QueueDepth:
+        counts = self.counts()
+        return QueueDepth(
+            int(counts["active_message_count"]), int(counts.get("scheduled_message_count", 0))
+        )
 
 
 class QueueBacklogProbe:
@@ -60,9 +63,12 @@ class QueueBacklogProbe:
         self._admin = admin
         self._queue_name = queue_name
 
-    def active_messages(self) -> int:
+    def queue_depth(self) -> QueueDepth:
         properties = self._admin.get_queue_runtime_properties(self._queue_name)
-        return int(properties.active_message_count or 0)
+        return QueueDepth(
+            int(properties.active_message_count or 0),
+            int(properties.scheduled_message_count or 0),
+        )
 
 
 def administration_client(settings: Settings) -> ServiceBusAdministrationClient:

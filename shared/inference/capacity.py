@@ -27,8 +27,12 @@ every batch of that instance:
   for; the call that met it waits and goes again, without counting as an attempt. Each
   429 also teaches the gate headroom: calls wait for a little more room than they reserve,
   shrinking back as calls go through, since the service counted more than the gate did.
-- **High priority first.** Waiting calls are admitted by priority (high, normal, low), in
-  arrival order within one.
+- **High priority first, then the earliest deadline.** Waiting calls are admitted by
+  priority (high, normal, low), and within one by their request's deadline, earliest
+  first (a request without one goes last). Requests with the same ``deadline_seconds``
+  so go in the order they were accepted, whatever the order their messages reached the
+  gate in: a message given back for want of capacity comes back behind newer ones in its
+  queue, and takes its turn back at the gate instead of expiring behind them.
 - **A lock is not a waiting room.** A call whose expected wait (the tokens ahead of it in
   this instance's line, and everyone's demand against the whole quota) is longer than its
   bound (the request's deadline, and the gate's ``max_wait``, well below the lock renewal
@@ -172,6 +176,7 @@ class GateStats:
 @dataclass(order=True)
 class _Waiter:
     rank: int
+    due: float  # the request's deadline on the gate's clock (inf: none)
     sequence: int
     tokens: int = field(compare=False)
 
@@ -276,14 +281,20 @@ class DeploymentGate:
         return min(here, everywhere)
 
     def acquire(
-        self, tokens: int, priority: Priority, wait_limit: float | None = None
+        self,
+        tokens: int,
+        priority: Priority,
+        wait_limit: float | None = None,
+        *,
+        due: float = math.inf,
     ) -> Reservation:
-        """Reserve ``tokens`` and one request, waiting behind higher priorities and for the
-        budget; CapacityExhausted, at once, when that is expected to take longer than
-        ``wait_limit`` (and the gate's ``max_wait``), or when it did."""
+        """Reserve ``tokens`` and one request, waiting behind higher priorities and earlier
+        deadlines (``due``, on the gate's clock) and for the budget; CapacityExhausted, at
+        once, when that is expected to take longer than ``wait_limit`` (and the gate's
+        ``max_wait``), or when it did."""
         limit = self.max_wait if wait_limit is None else min(wait_limit, self.max_wait)
         started = self.clock()
-        waiter = _Waiter(RANK[priority], next(self._sequence), tokens)
+        waiter = _Waiter(RANK[priority], due, next(self._sequence), tokens)
         with self._condition:
             idle = not self._waiting and not self._holding
             heapq.heappush(self._waiting, waiter)
@@ -437,11 +448,14 @@ class BudgetedModel:
             self.answers.tokens(),
         )
         allowed = self.gate.max_wait
+        due = math.inf
         if request.wait_limit is not None:
             allowed = min(allowed, request.wait_limit)
+            due = self.gate.clock() + request.wait_limit
         until = self.gate.clock() + allowed
         while True:
-            reservation = self.gate.acquire(tokens, request.priority, until - self.gate.clock())
+            left = until - self.gate.clock()
+            reservation = self.gate.acquire(tokens, request.priority, left, due=due)
             try:
                 answer = self._inner.infer(request)
             except Throttled as throttled:

@@ -16,11 +16,16 @@ A fixed depth is only a ceiling: what a caller cares about is whether its reques
 answered before its deadline. So each request is also admitted by its **expected wait**
 (``WaitAdmission``): the messages ahead of it (its own lane's queue, and the lanes that go
 first or alongside at the model's gate: high priority before everything, the standard and
-ordered lanes together), times what one request of its model costs in tokens, over its
-deployment's tokens per minute. A request whose deadline comes before that is refused
-before anything is stored, with ``Retry-After`` the expected wait: the time the backlog it
-would have joined takes to clear. A model without a token quota, or a lane whose depth
-cannot be read, is admitted on depth alone.
+ordered lanes together; active and scheduled messages both, since a message given back
+for want of capacity waits as a scheduled copy and comes back first by its deadline),
+times what one request of its model costs in tokens, over its deployment's tokens per
+minute. A request is refused before anything is stored unless that wait fits in
+``ADMITTED_SHARE`` of its deadline: the rest is for what the estimate does not see (the
+call itself, a share that moves between instances, counts up to ``BacklogCacheSeconds``
+old), since a request accepted and then expired is worse for its caller than one refused
+at once. The refusal's ``Retry-After`` is the expected wait: the time the backlog it would
+have joined takes to clear. A model without a token quota, or a lane whose depth cannot
+be read, is admitted on depth alone.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from shared.errors import ServiceUnavailable
-from shared.intake.ports import BacklogProbe, ModelPace
+from shared.intake.ports import BacklogProbe, ModelPace, QueueDepth
 from shared.lanes import Lane
 from shared.settings import Settings
 
@@ -58,35 +63,35 @@ class BacklogGate:
         self._cache_seconds = cache_seconds
         self._retry_after = retry_after
         self._lock = threading.Lock()
-        self._cached: tuple[float, int | None] | None = None
+        self._cached: tuple[float, QueueDepth | None] | None = None
 
     def check(self) -> None:
         """Raise ServiceUnavailable when the backlog is over the limit (0 disables)."""
         if self._probe is None or self._limit <= 0:
             return
         depth = self._depth()
-        if depth is not None and depth >= self._limit:
+        if depth is not None and depth.active >= self._limit:
             raise ServiceUnavailable(
-                f"the {self._lane} lane's request backlog is {depth} messages "
+                f"the {self._lane} lane's request backlog is {depth.active} messages "
                 f"(limit {self._limit}); retry later",
                 retry_after=self._retry_after,
             )
 
-    def depth(self) -> int | None:
-        """The queue's active messages (cached), or None when they cannot be read."""
+    def depth(self) -> QueueDepth | None:
+        """The queue's counts (cached), or None when they cannot be read."""
         if self._probe is None:
             return None
         return self._depth()
 
-    def _depth(self) -> int | None:
+    def _depth(self) -> QueueDepth | None:
         now = time.monotonic()
         with self._lock:
             if self._cached and now - self._cached[0] < self._cache_seconds:
                 return self._cached[1]
         assert self._probe is not None
-        depth: int | None
+        depth: QueueDepth | None
         try:
-            depth = self._probe.active_messages()
+            depth = self._probe.queue_depth()
         except Exception as error:
             log.warning(
                 "could not read the %s lane's request backlog (%s); accepting work",
@@ -159,12 +164,14 @@ class LaneBacklogGates:
         if gate is not None:
             gate.check()
 
-    def depth(self, lane: Lane) -> int | None:
-        """``lane``'s queue depth (cached), None when it is not gated or unreadable."""
+    def depth(self, lane: Lane) -> QueueDepth | None:
+        """``lane``'s queue counts (cached), None when it is not gated or unreadable."""
         gate = self._gates.get(lane)
         return gate.depth() if gate is not None else None
 
 
+# How much of its deadline a request's expected wait may take (the module doc).
+ADMITTED_SHARE: Final = 2 / 3
 # The lanes whose messages a request of each lane waits behind at the model's gate.
 AHEAD: Final = {
     Lane.PRIORITY: (Lane.PRIORITY,),
@@ -188,7 +195,7 @@ class WaitAdmission:
             return None
         tokens_per_minute, cost = pace
         depths = [self._backlog.depth(ahead) for ahead in AHEAD[lane]]
-        known = [depth for depth in depths if depth is not None]
+        known = [depth.ahead for depth in depths if depth is not None]
         if not known or tokens_per_minute <= 0:
             return None
         return (sum(known) + 1) * cost * 60 / tokens_per_minute
@@ -199,10 +206,10 @@ class WaitAdmission:
         if deadline_seconds is None:
             return
         wait = self.expected_wait(lane, model)
-        if wait is not None and wait > deadline_seconds:
+        if wait is not None and wait > ADMITTED_SHARE * deadline_seconds:
             raise ServiceUnavailable(
                 f"the {lane} lane's backlog takes about {wait:.0f} s to reach model "
-                f"'{model}', past this request's deadline ({deadline_seconds} s); nothing "
-                "was accepted, retry later or with a later deadline",
+                f"'{model}', too close to this request's deadline ({deadline_seconds} s); "
+                "nothing was accepted, retry later or with a later deadline",
                 retry_after=math.ceil(wait),
             )

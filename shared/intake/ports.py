@@ -26,9 +26,23 @@ class IdempotencyRecord:
     created_at: datetime
 
 
+@dataclass(frozen=True)
+class QueueDepth:
+    """A requests queue's messages as the broker counts them."""
+
+    active: int  # deliverable, or locked by a receiver: what the depth ceilings count
+    scheduled: int = 0  # retries and capacity give-backs that come back later
+
+    @property
+    def ahead(self) -> int:
+        """The messages a request sent now waits behind: a scheduled copy comes back
+        before a new request's turn, so it is work ahead as much as an active one."""
+        return self.active + self.scheduled
+
+
 class BacklogProbe(Protocol):
-    def active_messages(self) -> int:
-        """Active (deliverable) messages in the requests queue."""
+    def queue_depth(self) -> QueueDepth:
+        """The requests queue's active and scheduled messages."""
         ...
 
 

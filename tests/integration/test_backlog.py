@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -123,7 +124,7 @@ def test_the_ordered_lane_is_gated_on_the_ordered_queue(
     call: Call, install_services: InstallServices, servicebus_emulator: ServiceBusEmulator
 ) -> None:
     counts_url = f"{servicebus_emulator.admin_url}/runtime"
-    already = EmulatorBacklogProbe(counts_url, ORDERED_QUEUE).active_messages()
+    already = EmulatorBacklogProbe(counts_url, ORDERED_QUEUE).queue_depth().active
     install_services(
         ServiceBusRuntimeCountsUrl=counts_url,
         MaxQueueBacklog="0",
@@ -176,8 +177,12 @@ def test_the_probe_reads_the_emulator_and_refuses_non_loopback_urls(
         drain(bus, QUEUE)
         with bus.get_queue_sender(QUEUE) as sender:
             sender.send_messages([ServiceBusMessage(b"x", message_id=f"m{n}") for n in range(2)])
-        probe = EmulatorBacklogProbe(f"{servicebus_emulator.admin_url}/runtime", QUEUE)
-        assert probe.active_messages() == 2
+            later = datetime.now(UTC) + timedelta(hours=1)
+            scheduled = sender.schedule_messages(ServiceBusMessage(b"y", message_id="s"), later)
+            probe = EmulatorBacklogProbe(f"{servicebus_emulator.admin_url}/runtime", QUEUE)
+            depth = probe.queue_depth()
+            sender.cancel_scheduled_messages(scheduled)
+        assert (depth.active, depth.scheduled, depth.ahead) == (2, 1, 3)
         drain(bus, QUEUE)
     with pytest.raises(ConfigurationError):
         EmulatorBacklogProbe("http://10.0.0.5:5300/runtime", QUEUE)

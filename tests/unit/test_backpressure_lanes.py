@@ -124,9 +124,16 @@ def test_a_request_whose_deadline_comes_before_its_expected_wait_is_refused(
         intake.submit(replace(submission(), deadline_seconds=600))
     assert late.value.retry_after == 1073
     assert not wired.queue.sent, "nothing was accepted"
-    intake.submit(replace(submission(), deadline_seconds=1_200))
+    # The wait must fit in two thirds of the deadline: 1,073 s does not fit in 1,200 s.
+    with pytest.raises(ServiceUnavailable, match=r"too close to this request's deadline"):
+        intake.submit(replace(submission(), deadline_seconds=1_200))
+    intake.submit(replace(submission(), deadline_seconds=1_800))
     intake.submit(replace(submission(Priority.HIGH), deadline_seconds=600))  # 6 ahead: 61 s
     assert len(wired.queue.sent) == 2
+    priority.scheduled = 40  # messages given back wait as scheduled copies: still ahead
+    with pytest.raises(ServiceUnavailable, match="priority lane's backlog takes about 466 s"):
+        intake.submit(replace(submission(Priority.HIGH), deadline_seconds=500))  # 46 ahead
+    priority.scheduled = 0
     priority.depth = 60
     with pytest.raises(ServiceUnavailable, match="priority lane's backlog takes about 617 s"):
         intake.submit(replace(submission(Priority.HIGH), deadline_seconds=600))

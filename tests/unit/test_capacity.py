@@ -259,6 +259,46 @@ def test_high_priority_work_takes_the_budget_first() -> None:
     assert order == [Priority.HIGH, Priority.LOW]
 
 
+def test_within_a_priority_the_earliest_deadline_goes_first() -> None:
+    budget = gate(tokens=60_000)  # 10,000 tokens a window, 1,000 a second
+    budget.acquire(10_000, Priority.NORMAL, 0)  # the window is used up
+    order: list[str] = []
+
+    def call(name: str, due: float) -> None:
+        budget.acquire(800, Priority.NORMAL, 10.0, due=due)
+        order.append(name)
+
+    now = budget.clock()
+    # A message given back comes in behind newer ones; its older deadline puts it first.
+    newer = threading.Thread(target=call, args=("newer", now + 100))
+    newer.start()
+    time.sleep(0.05)  # the newer request waits first
+    older = threading.Thread(target=call, args=("older", now + 40))
+    older.start()
+    newer.join(5)
+    older.join(5)
+    assert order == ["older", "newer"]
+
+
+def test_a_request_takes_its_deadline_to_the_gate() -> None:
+    budget = gate(tokens=60_000)
+    budget.acquire(10_000, Priority.NORMAL, 0)
+    order: list[str] = []
+
+    def infer(name: str, wait_limit: float | None) -> None:
+        budgeted(Service(), budget).infer(REQUEST.model_copy(update={"wait_limit": wait_limit}))
+        order.append(name)
+
+    calls = [("no deadline", None), ("late", 50.0), ("soon", 20.0)]
+    threads = [threading.Thread(target=infer, args=call) for call in calls]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.05)
+    for thread in threads:
+        thread.join(10)
+    assert order == ["soon", "late", "no deadline"]
+
+
 class Service:
     """A model that answers, or first throttles ``throttles`` times."""
 

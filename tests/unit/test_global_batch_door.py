@@ -533,6 +533,6 @@ def test_mode_auto_takes_the_batch_lane_only_when_the_queue_lane_would_be_late()
     queued = submit(wired, mode="queue", deadline_seconds=600)
     assert queued.status == 503
     assert int(queued.headers["Retry-After"]) == 1023
-    assert "past this request's deadline (600 s)" in body(queued)["detail"]
+    assert "too close to this request's deadline (600 s)" in body(queued)["detail"]
     ordered = submit(wired, mode="auto", deadline_seconds=600, document_id="doc-1")
     assert ordered.status == 503, "an ordered step cannot leave its order"

@@ -23,6 +23,7 @@ from shared.errors import (
     UnsupportedMediaType,
 )
 from shared.intake.backpressure import BacklogGate
+from shared.intake.ports import QueueDepth
 
 
 @pytest.mark.parametrize(
@@ -73,7 +74,7 @@ def test_the_gate_fails_open_when_the_depth_cannot_be_read_and_remembers_that() 
     class Broken:
         calls = 0
 
-        def active_messages(self) -> int:
+        def queue_depth(self) -> QueueDepth:
             self.calls += 1
             raise OSError("management endpoint down")
 

@@ -473,12 +473,12 @@ def test_a_429_teaches_the_gate_to_wait_for_more_room_than_it_reserves() -> None
     budget.acquire(50, Priority.NORMAL, 0)  # fits: 50 left
     budget.throttled(retry_after=0.0)  # the service counted more than the gate did
     with pytest.raises(CapacityExhausted):
-        budget.acquire(40, Priority.NORMAL, 0)  # 40 fits, but not with 64 of headroom
-    clock.now += 0.6  # 110 in the bucket: the call and its headroom
+        budget.acquire(40, Priority.NORMAL, 0)  # 40 fits, but not with 128 of headroom
+    clock.now += 1.2  # 170 in the bucket: the call and its headroom
     budget.acquire(40, Priority.NORMAL, 0)
-    for _ in range(300):  # every call that goes through shrinks the headroom back
+    for _ in range(1_000):  # every call that goes through shrinks the headroom back
         clock.now += 1.0
         budget.settle(budget.acquire(1, Priority.NORMAL, 0), 1)
     clock.now += WINDOW_SECONDS
     budget.acquire(900, Priority.NORMAL, 0)
-    budget.acquire(95, Priority.NORMAL, 0)  # 100 left: the headroom has shrunk to 3 tokens
+    budget.acquire(95, Priority.NORMAL, 0)  # 100 left: the headroom has shrunk to 1 token

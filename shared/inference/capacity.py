@@ -450,12 +450,11 @@ class BudgetedModel:
             request.parameters,
             self.answers.tokens(),
         )
-        allowed = self.gate.max_wait
-        due = math.inf
-        if request.wait_limit is not None:
-            allowed = min(allowed, request.wait_limit)
-            due = self.gate.clock() + request.wait_limit
-        until = self.gate.clock() + allowed
+        # The request's deadline orders it at the gate; it and the gate's bound, from now,
+        # bound its whole wait, 429 pauses included.
+        now = self.gate.clock()
+        due = math.inf if request.wait_limit is None else now + request.wait_limit
+        until = min(now + self.gate.max_wait, due)
         while True:
             left = until - self.gate.clock()
             reservation = self.gate.acquire(tokens, request.priority, left, due=due)

@@ -49,7 +49,7 @@ import math
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Final, Protocol
 
 from shared.clock import MonotonicClock
@@ -74,20 +74,28 @@ DEMAND_WEIGHT: Final = {0: 4.0, 1: 1.0, 2: 0.5}
 # 64 and 0.99 left 6-7% of calls refused, this pair under 5% (docs/models.md).
 HEADROOM_STEP: Final = 128.0
 HEADROOM_DECAY: Final = 0.995
+# Over about how long the tokens served by priority are counted (``high_share``).
+SERVED_SECONDS: Final = 60.0
 
 
 @dataclass(frozen=True)
 class Demand:
     """What one instance's calls of one deployment wait for or hold: ``weighted`` (tokens
     times their priority's ``DEMAND_WEIGHT``: what shares follow) and ``tokens`` (what
-    the deployment must still serve for them: what waits follow)."""
+    the deployment must still serve for them: what waits follow); and the tokens it
+    served lately (``served``, about ``SERVED_SECONDS``), ``high`` of them for high
+    priority: summed over the instances, what high priority takes of the deployment
+    (``DeploymentGate.high_share``)."""
 
     weighted: float = 0.0
     tokens: float = 0.0
+    high: float = 0.0
+    served: float = 0.0
 
     def most(self, other: Demand) -> Demand:
         """The larger of each part (a peak over time)."""
-        return Demand(max(self.weighted, other.weighted), max(self.tokens, other.tokens))
+        pairs = zip(astuple(self), astuple(other), strict=True)
+        return Demand(*(max(mine, theirs) for mine, theirs in pairs))
 
 
 class Fleet(Protocol):
@@ -99,6 +107,11 @@ class Fleet(Protocol):
 
     def tokens_elsewhere(self, gate: str) -> float:
         """The tokens the other instances' calls of the deployment wait for or hold."""
+        ...
+
+    def served_elsewhere(self, gate: str) -> tuple[float, float]:
+        """The tokens the other instances served of the deployment lately: for high
+        priority, and in all."""
         ...
 
     def demand_changed(self) -> None:
@@ -115,6 +128,9 @@ class Alone:
 
     def tokens_elsewhere(self, gate: str) -> float:
         return 0.0
+
+    def served_elsewhere(self, gate: str) -> tuple[float, float]:
+        return 0.0, 0.0
 
     def demand_changed(self) -> None:
         return None
@@ -223,6 +239,8 @@ class DeploymentGate:
         self._holding: dict[int, float] = {}  # rank -> tokens reserved by calls under way
         self._peak = Demand()  # the most demanded since the last ``demand()``
         self._headroom = 0.0  # tokens a call waits for beyond its own (learned from 429s)
+        self._served = (0.0, 0.0)  # tokens served lately (``SERVED_SECONDS``): high, all
+        self._served_at = clock()
         self._sequence = itertools.count()
         self.stats = GateStats()
 
@@ -248,7 +266,8 @@ class DeploymentGate:
         for waiter in self._waiting:
             by_rank[waiter.rank] = by_rank.get(waiter.rank, 0.0) + waiter.tokens
         weighted = sum(DEMAND_WEIGHT[rank] * tokens for rank, tokens in by_rank.items())
-        return Demand(weighted, sum(by_rank.values()))
+        high, served = self._served_by(self.clock())
+        return Demand(weighted, sum(by_rank.values()), high, served)
 
     def _share(self) -> float:
         return self._fleet.share(self.key)
@@ -346,9 +365,35 @@ class DeploymentGate:
             if self._tokens is not None:
                 spent = 0 if used_tokens is None else used_tokens
                 self._tokens.level += reservation.tokens - spent
+            if used_tokens is not None:
+                self._count_served(reservation.rank, used_tokens)
             if self._requests is not None and used_tokens is None:
                 self._requests.level += 1
             self._after_change()
+
+    def _served_by(self, now: float) -> tuple[float, float]:
+        """The tokens served lately, high priority's and all, faded to ``now``."""
+        fading = math.exp(-max(0.0, now - self._served_at) / SERVED_SECONDS)
+        high, served = self._served
+        return high * fading, served * fading
+
+    def _count_served(self, rank: int, tokens: int) -> None:
+        now = self.clock()
+        high, served = self._served_by(now)
+        high += tokens if rank == RANK[Priority.HIGH] else 0
+        self._served, self._served_at = (high, served + tokens), now
+
+    def high_share(self) -> float:
+        """The part of the tokens every instance served of the deployment lately (about
+        ``SERVED_SECONDS``) that went to high priority: what high-priority calls, arriving
+        while another request waits, take of the deployment before it (intake's
+        admission). Every instance's, since one instance's mix is not the deployment's:
+        whichever receives first takes more of a short queue."""
+        with self._condition:
+            high, served = self._served_by(self.clock())
+        high_elsewhere, elsewhere = self._fleet.served_elsewhere(self.key)
+        total = served + elsewhere
+        return (high + high_elsewhere) / total if total > 0 else 0.0
 
     def _after_change(self) -> None:
         if not self._waiting and not self._holding:
@@ -477,24 +522,34 @@ class BudgetedModel:
             return answer
 
 
+@dataclass(frozen=True)
+class Pace:
+    """How fast a deployment clears an alias's requests (``intake.ports.ModelPace``)."""
+
+    tokens_per_minute: int
+    cost: float  # the tokens one request of the alias costs
+    high_share: float = 0.0  # the part of the deployment high priority took lately
+
+
 class ServedPace:
     """Implements ``intake.ports.ModelPace`` from the gated models: an alias's
-    deployment quota (its catalog ``capacity``) and what its calls have cost (learned from
+    deployment quota (its catalog ``capacity``), what its calls have cost (learned from
     ``usage``; before the first answer, a request at ``DEFAULT_ANSWER_TOKENS`` and a
-    prompt of ``DEFAULT_PROMPT_TOKENS``)."""
+    prompt of ``DEFAULT_PROMPT_TOKENS``), and what high priority took of the deployment
+    lately (``DeploymentGate.high_share``)."""
 
     DEFAULT_PROMPT_TOKENS: Final = 500
 
     def __init__(self, models: Mapping[str, ServedModel]) -> None:
         self._models = models
 
-    def pace(self, model: str) -> tuple[int, float] | None:
+    def pace(self, model: str) -> Pace | None:
         served = self._models.get(model)
         client = served.client if served is not None else None
         if not isinstance(client, BudgetedModel) or client.gate.tokens_per_minute is None:
             return None
         cost = client.calls.mean() or self.DEFAULT_PROMPT_TOKENS + DEFAULT_ANSWER_TOKENS
-        return client.gate.tokens_per_minute, cost
+        return Pace(client.gate.tokens_per_minute, cost, client.gate.high_share())
 
 
 def gate_key(card: ModelCard) -> str:

@@ -8,9 +8,9 @@ follows demand:
 
 - each instance writes a heartbeat into the app's own storage (``instances/<id>.json`` in
   the ledger container) with, in its metadata, the tokens its calls of each deployment
-  wait for or hold (``capacity.Demand``), every ``heartbeat_seconds``, and sooner (at
-  most once a ``refresh_seconds``) when its demand of a deployment starts, stops or moves
-  by more than ``MOVED_BY``;
+  wait for or hold and the tokens it served lately (``capacity.Demand``), every
+  ``heartbeat_seconds``, and sooner (at most once a ``refresh_seconds``) when its demand
+  of a deployment starts, stops or moves by more than ``MOVED_BY``;
 - it reads every heartbeat in one listing (names, times and metadata: no document is
   read), every ``refresh_seconds`` while it has work and every ``heartbeat_seconds``
   otherwise. An instance is live when its heartbeat is within three
@@ -43,7 +43,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field, fields
 from datetime import datetime
 from typing import Final
 
@@ -54,7 +54,8 @@ from shared.inference.capacity import Demand
 log = logging.getLogger(__name__)
 
 PREFIX: Final = "instances/"
-DEMAND_KEY: Final = "demand"  # the heartbeat's metadata: "<gate id>:<weighted>:<tokens>;..."
+# The heartbeat's metadata: "<gate id>:<weighted>:<tokens>:<high>:<served>;..."
+DEMAND_KEY: Final = "demand"
 IDLE_FLOOR: Final = 0.05  # the part of a quota the idle instances keep, together
 RAMP_SECONDS: Final = 2.0
 MOVED_BY: Final = 0.1  # a demand that moved by more than this part is written at once
@@ -75,23 +76,25 @@ def gate_id(gate: str) -> str:
 
 def encode_demands(demands: Mapping[str, Demand]) -> str:
     return ";".join(
-        f"{gate}:{demand.weighted:.0f}:{demand.tokens:.0f}"
+        ":".join([gate, *(f"{part:.0f}" for part in astuple(demand))])
         for gate, demand in sorted(demands.items())
-        if demand.weighted > 0 or demand.tokens > 0
+        if any(round(part) for part in astuple(demand))
     )
 
 
 def decode_demands(text: str) -> dict[str, Demand]:
     """What ``encode_demands`` wrote; a part that does not read is skipped (a heartbeat of
-    another version counts as no demand rather than stopping the count)."""
+    another version counts as no demand rather than stopping the count), and one of an
+    older version (demand only) served nothing."""
     demands: dict[str, Demand] = {}
     for part in filter(None, text.split(";")):
         gate, _, numbers = part.partition(":")
-        weighted, _, tokens = numbers.partition(":")
         try:
-            demands[gate] = Demand(float(weighted), float(tokens))
+            values = [float(number) for number in numbers.split(":")]
         except ValueError:
             continue
+        if len(values) in (2, len(fields(Demand))):
+            demands[gate] = Demand(*values)
     return demands
 
 
@@ -168,6 +171,13 @@ class InstanceRegistry:
         key = gate_id(gate)
         with self._lock:
             return sum(beat.demands.get(key, Demand()).tokens for beat in self._others)
+
+    def served_elsewhere(self, gate: str) -> tuple[float, float]:
+        """Implements ``capacity.Fleet.served_elsewhere``."""
+        key = gate_id(gate)
+        with self._lock:
+            served = [beat.demands.get(key, Demand()) for beat in self._others]
+        return sum(demand.high for demand in served), sum(demand.served for demand in served)
 
     def demand_changed(self) -> None:
         """Implements ``capacity.Fleet.demand_changed``: beat now (never blocks)."""

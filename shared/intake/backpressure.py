@@ -19,7 +19,11 @@ first or alongside at the model's gate: high priority before everything, the sta
 ordered lanes together; active and scheduled messages both, since a message given back
 for want of capacity waits as a scheduled copy and comes back first by its deadline),
 times what one request of its model costs in tokens, over its deployment's tokens per
-minute. A request is refused before anything is stored unless that wait fits in
+minute; for a lane other than the priority lane, over what high priority leaves of them
+(its part of the tokens the deployment served lately, ``Pace.high_share``): high-priority
+requests that arrive while a request waits go before it, so with high priority taking a
+quarter of the quota a normal request's wait is four thirds of its backlog's. A request
+is refused before anything is stored unless that wait fits in
 ``ADMITTED_SHARE`` of its deadline: the rest is for what the estimate does not see (the
 call itself, a share that moves between instances, counts up to ``BacklogCacheSeconds``
 old), since a request accepted and then expired is worse for its caller than one refused
@@ -172,6 +176,9 @@ class LaneBacklogGates:
 
 # How much of its deadline a request's expected wait may take (the module doc).
 ADMITTED_SHARE: Final = 2 / 3
+# The most of a deployment high priority is counted to take before other lanes' requests
+# (a run of high-priority work alone must not make every other request's wait endless).
+MOST_OVERTAKEN: Final = 0.9
 # The lanes whose messages a request of each lane waits behind at the model's gate.
 AHEAD: Final = {
     Lane.PRIORITY: (Lane.PRIORITY,),
@@ -193,12 +200,13 @@ class WaitAdmission:
         pace = self._pace.pace(model) if self._pace is not None else None
         if pace is None:
             return None
-        tokens_per_minute, cost = pace
         depths = [self._backlog.depth(ahead) for ahead in AHEAD[lane]]
         known = [depth.ahead for depth in depths if depth is not None]
-        if not known or tokens_per_minute <= 0:
+        if not known or pace.tokens_per_minute <= 0:
             return None
-        return (sum(known) + 1) * cost * 60 / tokens_per_minute
+        overtaken = 0.0 if lane is Lane.PRIORITY else min(pace.high_share, MOST_OVERTAKEN)
+        per_minute = pace.tokens_per_minute * (1 - overtaken)
+        return (sum(known) + 1) * pace.cost * 60 / per_minute
 
     def check(self, lane: Lane, model: str, deadline_seconds: int | None) -> None:
         """Raise ServiceUnavailable, Retry-After the expected wait, when the request's

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from shared.inference.capacity import Pace
+
 
 @dataclass(frozen=True)
 class IdempotencyRecord:
@@ -47,9 +49,10 @@ class BacklogProbe(Protocol):
 
 
 class ModelPace(Protocol):
-    def pace(self, model: str) -> tuple[int, float] | None:
-        """The tokens per minute of ``model``'s deployment and the tokens one of its
-        requests costs; None when the deployment declares no token quota."""
+    def pace(self, model: str) -> Pace | None:
+        """The tokens per minute of ``model``'s deployment, the tokens one of its requests
+        costs and the part of the deployment high priority takes; None when the
+        deployment declares no token quota."""
         ...
 
 

@@ -1,5 +1,6 @@
 """The instances' heartbeats on Azurite: each instance's demand travels in its heartbeat's
-metadata, one listing reads everyone's, and the quota's shares follow demand."""
+metadata, one listing reads everyone's, the quota's shares follow demand, and what each
+served lately reaches the others."""
 
 from __future__ import annotations
 
@@ -57,3 +58,12 @@ def test_the_budget_flows_to_the_instances_with_work(azurite: Azurite) -> None:
     assert busy + light + idle == pytest.approx(1.0)
     assert registries["idle"].tokens_elsewhere(GATE) == 10_000
     assert registries["busy"].tokens_elsewhere(GATE) == 1_000
+
+    # What each served lately travels too: the deployment's mix of priorities.
+    demands["busy"] = Demand(weighted=9_000, tokens=9_000, high=300, served=900)
+    demands["light"] = Demand(weighted=1_000, tokens=1_000, high=0, served=300)
+    seconds[0] += 30  # a heartbeat's period: each writes, then each reads the others'
+    for registry in [*registries.values(), *registries.values()]:
+        registry.beat()
+    assert registries["idle"].served_elsewhere(GATE) == (300, 1_200)
+    assert registries["busy"].served_elsewhere(GATE) == (0, 300)

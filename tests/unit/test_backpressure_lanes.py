@@ -17,6 +17,8 @@ from shared.adapters.queue_counts import (
 )
 from shared.contracts import Priority
 from shared.errors import ServiceUnavailable
+from shared.inference.capacity import Pace
+from shared.intake.backpressure import LaneBacklogGates, WaitAdmission
 from shared.intake.submissions import InlineContent, Submission
 from shared.lanes import Lane
 from shared.settings import Settings
@@ -137,3 +139,35 @@ def test_a_request_whose_deadline_comes_before_its_expected_wait_is_refused(
     priority.depth = 60
     with pytest.raises(ServiceUnavailable, match="priority lane's backlog takes about 617 s"):
         intake.submit(replace(submission(Priority.HIGH), deadline_seconds=600))
+
+
+class SteadyPace:
+    """A deployment of 6,000 tokens a minute, 600 tokens a request (``ModelPace``)."""
+
+    def __init__(self, high_share: float) -> None:
+        self.high_share = high_share
+
+    def pace(self, model: str) -> Pace:
+        return Pace(6_000, 600, self.high_share)
+
+
+def test_high_priority_arriving_meanwhile_lengthens_the_other_lanes_waits() -> None:
+    gates = LaneBacklogGates.of(
+        {Lane.STANDARD: FixedBacklog(9), Lane.PRIORITY: FixedBacklog(0)},
+        {Lane.STANDARD: 5_000, Lane.PRIORITY: 1_000},
+        cache_seconds=0,
+        retry_after=5,
+    )
+    alone = WaitAdmission(gates, SteadyPace(0.0))
+    assert alone.expected_wait(Lane.STANDARD, "m") == pytest.approx(60.0), "10 requests, 6 s each"
+    # High priority took a quarter of the deployment lately: it keeps doing so while a
+    # normal request waits, so its backlog clears at three quarters of the pace.
+    shared = WaitAdmission(gates, SteadyPace(0.25))
+    assert shared.expected_wait(Lane.STANDARD, "m") == pytest.approx(80.0)
+    assert shared.expected_wait(Lane.PRIORITY, "m") == pytest.approx(6.0), "nothing overtakes"
+    shared.check(Lane.STANDARD, "m", 121)
+    with pytest.raises(ServiceUnavailable, match="about 80 s") as refused:
+        shared.check(Lane.STANDARD, "m", 119)
+    assert refused.value.retry_after == 80
+    endless = WaitAdmission(gates, SteadyPace(1.0))
+    assert endless.expected_wait(Lane.STANDARD, "m") == pytest.approx(600.0), "at most 90%"

@@ -22,6 +22,7 @@ from shared.errors import CapacityExhausted, PermanentError, Throttled
 from shared.inference import InferenceInput, ModelAnswer
 from shared.inference.capacity import (
     DEFAULT_ANSWER_TOKENS,
+    SERVED_SECONDS,
     WINDOW_SECONDS,
     AnswerEstimate,
     BudgetedModel,
@@ -107,6 +108,7 @@ class Shares:
     def __init__(self, share: float = 1.0, elsewhere: float = 0.0) -> None:
         self.value = share
         self.elsewhere = elsewhere
+        self.served = (0.0, 0.0)
         self.changes = 0
 
     def share(self, gate: str) -> float:
@@ -114,6 +116,9 @@ class Shares:
 
     def tokens_elsewhere(self, gate: str) -> float:
         return self.elsewhere
+
+    def served_elsewhere(self, gate: str) -> tuple[float, float]:
+        return self.served
 
     def demand_changed(self) -> None:
         self.changes += 1
@@ -221,8 +226,8 @@ def test_the_demand_counts_waiting_and_running_calls_high_priority_weighted_up()
     budget.settle(normal, 250)
     budget.settle(high, 90)
     # A heartbeat reads the most since the one before: a gap between batches is not idle.
-    assert budget.demand() == Demand(300 + 4 * 100, 400)
-    assert budget.demand() == Demand()
+    assert budget.demand() == Demand(300 + 4 * 100, 400, high=90, served=340)
+    assert budget.demand() == Demand(high=90, served=340), "what it served stays a while"
     assert fleet.changes == 2, "and stopped"
 
 
@@ -392,9 +397,18 @@ def test_a_share_follows_demand_with_a_floor_for_the_idle() -> None:
 
 
 def test_demands_travel_in_metadata_and_a_foreign_part_counts_as_none() -> None:
-    demands = {"abc": Demand(2100.4, 400), "idle": Demand()}
-    assert decode_demands(encode_demands(demands)) == {"abc": Demand(2100, 400)}
-    assert decode_demands("abc:x:1;def:5:5") == {"def": Demand(5, 5)}
+    demands = {
+        "abc": Demand(2100.4, 400, 30, 900),
+        "idle": Demand(),
+        "served": Demand(0, 0, 0, 1_000),
+    }
+    assert decode_demands(encode_demands(demands)) == {
+        "abc": Demand(2100, 400, 30, 900),
+        "served": Demand(0, 0, 0, 1_000),
+    }
+    assert decode_demands("abc:x:1;def:5:5;new:1:2:3") == {"def": Demand(5, 5)}, (
+        "an older heartbeat's demand alone reads; three numbers do not"
+    )
 
 
 def test_the_instances_are_counted_and_shared_from_their_heartbeats() -> None:
@@ -482,3 +496,22 @@ def test_a_429_teaches_the_gate_to_wait_for_more_room_than_it_reserves() -> None
     clock.now += WINDOW_SECONDS
     budget.acquire(900, Priority.NORMAL, 0)
     budget.acquire(95, Priority.NORMAL, 0)  # 100 left: the headroom has shrunk to 1 token
+
+
+def test_the_gate_says_what_part_of_the_deployment_high_priority_took_lately() -> None:
+    clock = Seconds()
+    fleet = Shares()
+    budget = warmed(gate(tokens=600_000, clock=clock, fleet=fleet), clock)
+    assert budget.high_share() == 0.0, "nothing served: nothing overtakes"
+    budget.settle(budget.acquire(100, Priority.HIGH, 0), 100)
+    budget.settle(budget.acquire(300, Priority.NORMAL, 0), 300)
+    budget.settle(budget.acquire(400, Priority.NORMAL, 0), None)  # failed: nothing served
+    assert budget.high_share() == pytest.approx(0.25)
+    budget.demand()  # the peak since the last heartbeat held the calls
+    assert budget.demand() == Demand(high=100, served=400), "in the heartbeat"
+    fleet.served = (300.0, 400.0)  # another instance served mostly high priority
+    assert budget.high_share() == pytest.approx(0.5), "the deployment's mix, not this one's"
+    fleet.served = (0.0, 0.0)
+    clock.now += 5 * SERVED_SECONDS  # the high-priority run is long over
+    budget.settle(budget.acquire(300, Priority.NORMAL, 0), 300)
+    assert budget.high_share() < 0.01

@@ -190,7 +190,8 @@ class AzureOpenAISettings(SettingsGroup):
     """The Azure OpenAI resource of ``azure_openai`` aliases (``AzureOpenAI__*``)."""
 
     endpoint: str | None = Field(None, alias="AzureOpenAI__endpoint")
-    api_version: str = Field("2024-10-21", alias="AzureOpenAI__apiVersion")
+    # v1: the v1 API, which current models (gpt-5, o-series) need; or a dated version.
+    api_version: str = Field("v1", alias="AzureOpenAI__apiVersion")
     api_key: str | None = Field(None, alias="AzureOpenAI__apiKey", json_schema_extra=ALTERNATIVE)
     client_id: str | None = Field(None, alias="AzureOpenAI__clientId", json_schema_extra=AZURE)
     timeout_seconds: float = Field(120.0, gt=0, alias="AzureOpenAI__timeoutSeconds")

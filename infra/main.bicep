@@ -117,13 +117,15 @@ param azureOpenAIEndpoint string = ''
 
 // The queue lane's model (modules/openai-chat.bicep): deployed into the Azure OpenAI account
 // oai-<environment>-<token> when modelProvider is azure_openai and neither azureOpenAIEndpoint
-// nor modelCatalog brings one.
+// nor modelCatalog brings one. The default, gpt-5.1 2025-11-13, is GA, offered as Global
+// Standard and Global Batch in every listed region, and retires last of the models Global
+// Batch offers (docs/deploy.md, Models).
 
 @description('Model of the queue lane\'s deployments (it must offer queueModelSku in the region).')
-param queueModelName string = 'gpt-4o-mini'
+param queueModelName string = 'gpt-5.1'
 
 @description('Version of that model.')
-param queueModelVersion string = '2024-07-18'
+param queueModelVersion string = '2025-11-13'
 
 @description('Deployment type of the queue lane\'s model: GlobalStandard, DataZoneStandard or Standard.')
 @allowed([
@@ -150,10 +152,10 @@ param globalBatchEnabled bool = false
 param globalBatchAccountName string = ''
 
 @description('Model of the Global Batch deployment (it must offer the GlobalBatch SKU in the account\'s region).')
-param globalBatchModelName string = 'gpt-4o-mini'
+param globalBatchModelName string = 'gpt-5.1'
 
 @description('Version of that model.')
-param globalBatchModelVersion string = '2024-07-18'
+param globalBatchModelVersion string = '2025-11-13'
 
 @description('Capacity of the Global Batch deployment: its enqueued-token quota in thousands of tokens, within the subscription\'s quota for the model.')
 @minValue(1)

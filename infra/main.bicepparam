@@ -24,8 +24,8 @@ param modelProvider = readEnvironmentVariable('INFERBUS_MODEL_PROVIDER', 'azure_
 param azureOpenAIEndpoint = readEnvironmentVariable('INFERBUS_AZURE_OPENAI_ENDPOINT', '')
 
 // The queue lane's model deployment (infra/README.md, "The queue lane's model").
-param queueModelName = readEnvironmentVariable('INFERBUS_QUEUE_MODEL_NAME', 'gpt-4o-mini')
-param queueModelVersion = readEnvironmentVariable('INFERBUS_QUEUE_MODEL_VERSION', '2024-07-18')
+param queueModelName = readEnvironmentVariable('INFERBUS_QUEUE_MODEL_NAME', 'gpt-5.1')
+param queueModelVersion = readEnvironmentVariable('INFERBUS_QUEUE_MODEL_VERSION', '2025-11-13')
 param queueModelSku = readEnvironmentVariable('INFERBUS_QUEUE_MODEL_SKU', 'GlobalStandard')
 param queueModelCapacity = int(readEnvironmentVariable('INFERBUS_QUEUE_MODEL_CAPACITY', '30'))
 

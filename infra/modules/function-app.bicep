@@ -396,7 +396,8 @@ var appSettings = {
   // Per-request fault injection is a development-stack switch: never on in Azure.
   LocalModelFaults: 'false'
   AzureOpenAI__endpoint: azureOpenAIEndpoint
-  AzureOpenAI__apiVersion: '2024-10-21'
+  // The v1 API: current models (gpt-5, o-series) are not served on the GA dated version.
+  AzureOpenAI__apiVersion: 'v1'
   AzureOpenAI__credential: 'managedidentity'
   AzureOpenAI__clientId: appIdentityClientId
   AzureOpenAI__timeoutSeconds: '120'

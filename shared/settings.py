@@ -205,7 +205,7 @@ class GlobalBatchSettings(SettingsGroup):
     deployments: CsvList = Field((), alias="GlobalBatch__deployments")
     # The Azure OpenAI resource of those deployments (unset: AzureOpenAI__endpoint).
     endpoint: str | None = Field(None, alias="GlobalBatch__endpoint")
-    api_version: str = Field("2025-04-01-preview", alias="GlobalBatch__apiVersion")
+    api_version: str = Field("v1", alias="GlobalBatch__apiVersion")
     api_key: str | None = Field(None, alias="GlobalBatch__apiKey", json_schema_extra=LOCAL)
     client_id: str | None = Field(None, alias="GlobalBatch__clientId", json_schema_extra=AZURE)
     # Requests of these priorities that name no mode go to the batch lane.

@@ -405,7 +405,7 @@ var appSettings = {
   // and polls batches, with its identity (no GlobalBatch__apiKey in Azure).
   GlobalBatch__deployments: globalBatchDeployments
   GlobalBatch__endpoint: globalBatchEndpoint
-  GlobalBatch__apiVersion: '2025-04-01-preview'
+  GlobalBatch__apiVersion: 'v1'
   GlobalBatch__clientId: appIdentityClientId
   GlobalBatch__routePriorities: ''
   GlobalBatch__maxLinesPerFile: '100000'

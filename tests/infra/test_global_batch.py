@@ -207,7 +207,7 @@ def test_batch_settings_come_from_the_deployment_and_the_app_identity() -> None:
     assert is_reference(settings["GlobalBatch__deployments"], "globalBatchDeployments")
     assert is_reference(settings["GlobalBatch__endpoint"], "globalBatchEndpoint")
     assert is_reference(settings["GlobalBatch__clientId"], "appIdentityClientId")
-    assert settings["GlobalBatch__apiVersion"] == "2025-04-01-preview"
+    assert settings["GlobalBatch__apiVersion"] == "v1"
     assert "GlobalBatch__apiKey" not in settings
     passed = module(MAIN, "functionApp")["params"]
     assert render(passed["globalBatchDeployments"]) == (

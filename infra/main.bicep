@@ -64,7 +64,9 @@ param serviceBusMaxConcurrentCalls int = 0
 @description('Optional always-ready instances, e.g. [{ name: \'http\', instanceCount: 1 }]. Empty scales to zero.')
 param alwaysReady array = []
 
-@description('Application (client) id of the Entra app registration of the Inferbus API; App Service authentication validates callers\' tokens against it (the tenant claim of the token selects the tenant).')
+@description('Application (client) id of the Entra app registration of the Inferbus API; App Service authentication validates callers\' tokens against it (the tenant claim of the token selects the tenant). With azd, the preprovision hook (infra/hooks/api_registration.py) creates or reuses one unless INFERBUS_API_CLIENT_ID names it.')
+@minLength(36)
+@maxLength(36)
 param apiClientId string
 
 @description('Token audiences the API accepts; empty accepts the client id and api://<client id>.')

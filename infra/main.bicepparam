@@ -12,8 +12,10 @@ using 'main.bicep'
 // The azd environment name (`azd env new <name>`): 2 to 20 characters, as main.bicep requires.
 param environmentName = readEnvironmentVariable('AZURE_ENV_NAME')
 
-// Required: client id of the API's Entra app registration (infra/README.md, "azd up").
-param apiClientId = readEnvironmentVariable('INFERBUS_API_CLIENT_ID')
+// Client id of the API's Entra app registration: the preprovision hook
+// (infra/hooks/api_registration.py) creates or reuses one and sets it when it is unset
+// (docs/deploy.md). Empty only when the hook did not run: main.bicep's @minLength refuses it.
+param apiClientId = readEnvironmentVariable('INFERBUS_API_CLIENT_ID', '')
 
 param allowedModels = readEnvironmentVariable('INFERBUS_ALLOWED_MODELS', '')
 param defaultModel = readEnvironmentVariable('INFERBUS_DEFAULT_MODEL', '')

@@ -16,7 +16,47 @@ targetScope = 'resourceGroup'
 @maxLength(20)
 param environmentName string
 
-@description('Azure region; Flex Consumption must be available there (az functionapp list-flexconsumption-locations).')
+// The regions that offer Flex Consumption (az functionapp list-flexconsumption-locations;
+// infra/README.md, "Regions"): azd offers only these when it asks for AZURE_LOCATION.
+@description('Azure region; one that offers Flex Consumption.')
+@allowed([
+  'australiaeast'
+  'australiasoutheast'
+  'brazilsouth'
+  'canadacentral'
+  'centralindia'
+  'centralus'
+  'eastasia'
+  'eastus'
+  'eastus2'
+  'francecentral'
+  'germanywestcentral'
+  'italynorth'
+  'japaneast'
+  'koreacentral'
+  'northcentralus'
+  'northeurope'
+  'norwayeast'
+  'southafricanorth'
+  'southcentralus'
+  'southeastasia'
+  'southindia'
+  'spaincentral'
+  'swedencentral'
+  'uaenorth'
+  'uksouth'
+  'ukwest'
+  'westcentralus'
+  'westeurope'
+  'westus'
+  'westus2'
+  'westus3'
+])
+@metadata({
+  azd: {
+    type: 'location'
+  }
+})
 param location string = resourceGroup().location
 
 @description('Service Bus tier: Standard by default, Premium for isolation and larger messages.')
@@ -219,7 +259,7 @@ param failureRateThresholdPercent int = 5
 @description('Accept only Microsoft Entra authenticated telemetry in Application Insights.')
 param appInsightsDisableLocalAuth bool = false
 
-@description('Zone-redundant Event Grid namespace (the pull door). Fixed when the namespace is created; set false in a region without availability zones.')
+@description('Zone-redundant Event Grid namespace (the pull door) where the region has availability zones (regionsWithZones). Fixed when the namespace is created.')
 param eventGridNamespaceZoneRedundant bool = true
 
 @description('Public network access of the Event Grid namespace: Enabled (the Flex Consumption app has no VNet integration) or Disabled (private endpoints, not deployed here).')
@@ -268,6 +308,36 @@ var names = {
   functionApp: 'func-${environmentName}-${token}'
   openAI: 'oai-${environmentName}-${token}'
 }
+// The regions of the location list with availability zones: zone redundancy is asked for
+// only there (Azure refuses it elsewhere).
+var regionsWithZones = [
+  'australiaeast'
+  'brazilsouth'
+  'canadacentral'
+  'centralindia'
+  'centralus'
+  'eastasia'
+  'eastus'
+  'eastus2'
+  'francecentral'
+  'germanywestcentral'
+  'italynorth'
+  'japaneast'
+  'koreacentral'
+  'northeurope'
+  'norwayeast'
+  'southafricanorth'
+  'southcentralus'
+  'southeastasia'
+  'spaincentral'
+  'swedencentral'
+  'uaenorth'
+  'uksouth'
+  'westeurope'
+  'westus2'
+  'westus3'
+]
+var zoneRedundant = contains(regionsWithZones, location)
 // The Global Batch deployment the batch lane submits to, named after its model.
 var globalBatchDeploymentName = '${globalBatchModelName}-batch'
 // The queue lane's model is deployed here unless the app is told to use the local stand-in,
@@ -370,7 +440,7 @@ module eventGridNamespace 'modules/eventgrid-namespace.bicep' = {
   params: {
     location: location
     name: names.eventGridNamespace
-    isZoneRedundant: eventGridNamespaceZoneRedundant
+    isZoneRedundant: eventGridNamespaceZoneRedundant && zoneRedundant
     publicNetworkAccess: eventGridNamespacePublicNetworkAccess
     eventGridIdentityId: identities.outputs.eventGridIdentityId
     dataStorageAccountId: dataStorage.outputs.id

@@ -19,8 +19,10 @@ api_registration = hook_module("api_registration")
 
 # What azd asks for itself on a first `azd up`.
 AZD_OWN = {"AZURE_ENV_NAME"}
-# Regions that offer Flex Consumption (`az functionapp list-flexconsumption-locations`,
-# public cloud, production regions; read 2026-12-05).
+# Regions that offer Flex Consumption: the production regions of the location list in
+# Microsoft's Flex Consumption azd template (Azure-Samples/functions-quickstart-python-http-azd,
+# infra/main.bicep), each also in `az functionapp list-flexconsumption-locations`. Newer
+# Flex regions may be added to main.bicep and here together.
 FLEX_REGIONS = {
     "australiaeast", "australiasoutheast", "brazilsouth", "canadacentral", "centralindia",
     "centralus", "eastasia", "eastus", "eastus2", "francecentral", "germanywestcentral",

@@ -40,6 +40,8 @@ def programs() -> list[list[str]]:
         # Apart: a benchmark app is also named function_app.
         ["function_app.py", "triggers"],
         ["tests"],
+        # azd's hooks: scripts of Python's standard library, each run alone.
+        *[[script] for script in _found("infra/hooks/*.py")],
         *[["--exclude", TEST_APP_PATTERN, folder] for folder in _found("tools/*/tests")],
         *[[folder] for folder in _found(TEST_APPS)],
     ]

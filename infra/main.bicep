@@ -16,7 +16,47 @@ targetScope = 'resourceGroup'
 @maxLength(20)
 param environmentName string
 
-@description('Azure region; Flex Consumption must be available there (az functionapp list-flexconsumption-locations).')
+// The regions that offer Flex Consumption (az functionapp list-flexconsumption-locations;
+// infra/README.md, "Regions"): azd offers only these when it asks for AZURE_LOCATION.
+@description('Azure region; one that offers Flex Consumption.')
+@allowed([
+  'australiaeast'
+  'australiasoutheast'
+  'brazilsouth'
+  'canadacentral'
+  'centralindia'
+  'centralus'
+  'eastasia'
+  'eastus'
+  'eastus2'
+  'francecentral'
+  'germanywestcentral'
+  'italynorth'
+  'japaneast'
+  'koreacentral'
+  'northcentralus'
+  'northeurope'
+  'norwayeast'
+  'southafricanorth'
+  'southcentralus'
+  'southeastasia'
+  'southindia'
+  'spaincentral'
+  'swedencentral'
+  'uaenorth'
+  'uksouth'
+  'ukwest'
+  'westcentralus'
+  'westeurope'
+  'westus'
+  'westus2'
+  'westus3'
+])
+@metadata({
+  azd: {
+    type: 'location'
+  }
+})
 param location string = resourceGroup().location
 
 @description('Service Bus tier: Standard by default, Premium for isolation and larger messages.')
@@ -64,7 +104,9 @@ param serviceBusMaxConcurrentCalls int = 0
 @description('Optional always-ready instances, e.g. [{ name: \'http\', instanceCount: 1 }]. Empty scales to zero.')
 param alwaysReady array = []
 
-@description('Application (client) id of the Entra app registration of the Inferbus API; App Service authentication validates callers\' tokens against it (the tenant claim of the token selects the tenant).')
+@description('Application (client) id of the Entra app registration of the Inferbus API; App Service authentication validates callers\' tokens against it (the tenant claim of the token selects the tenant). With azd, the preprovision hook (infra/hooks/api_registration.py) creates or reuses one unless INFERBUS_API_CLIENT_ID names it.')
+@minLength(36)
+@maxLength(36)
 param apiClientId string
 
 @description('Token audiences the API accepts; empty accepts the client id and api://<client id>.')
@@ -117,13 +159,15 @@ param azureOpenAIEndpoint string = ''
 
 // The queue lane's model (modules/openai-chat.bicep): deployed into the Azure OpenAI account
 // oai-<environment>-<token> when modelProvider is azure_openai and neither azureOpenAIEndpoint
-// nor modelCatalog brings one.
+// nor modelCatalog brings one. The default, gpt-5.1 2025-11-13, is GA, offered as Global
+// Standard and Global Batch in every listed region, and retires last of the models Global
+// Batch offers (docs/deploy.md, Models).
 
 @description('Model of the queue lane\'s deployments (it must offer queueModelSku in the region).')
-param queueModelName string = 'gpt-4o-mini'
+param queueModelName string = 'gpt-5.1'
 
 @description('Version of that model.')
-param queueModelVersion string = '2024-07-18'
+param queueModelVersion string = '2025-11-13'
 
 @description('Deployment type of the queue lane\'s model: GlobalStandard, DataZoneStandard or Standard.')
 @allowed([
@@ -150,10 +194,10 @@ param globalBatchEnabled bool = false
 param globalBatchAccountName string = ''
 
 @description('Model of the Global Batch deployment (it must offer the GlobalBatch SKU in the account\'s region).')
-param globalBatchModelName string = 'gpt-4o-mini'
+param globalBatchModelName string = 'gpt-5.1'
 
 @description('Version of that model.')
-param globalBatchModelVersion string = '2024-07-18'
+param globalBatchModelVersion string = '2025-11-13'
 
 @description('Capacity of the Global Batch deployment: its enqueued-token quota in thousands of tokens, within the subscription\'s quota for the model.')
 @minValue(1)
@@ -215,7 +259,7 @@ param failureRateThresholdPercent int = 5
 @description('Accept only Microsoft Entra authenticated telemetry in Application Insights.')
 param appInsightsDisableLocalAuth bool = false
 
-@description('Zone-redundant Event Grid namespace (the pull door). Fixed when the namespace is created; set false in a region without availability zones.')
+@description('Zone-redundant Event Grid namespace (the pull door) where the region has availability zones (regionsWithZones). Fixed when the namespace is created.')
 param eventGridNamespaceZoneRedundant bool = true
 
 @description('Public network access of the Event Grid namespace: Enabled (the Flex Consumption app has no VNet integration) or Disabled (private endpoints, not deployed here).')
@@ -264,6 +308,36 @@ var names = {
   functionApp: 'func-${environmentName}-${token}'
   openAI: 'oai-${environmentName}-${token}'
 }
+// The regions of the location list with availability zones: zone redundancy is asked for
+// only there (Azure refuses it elsewhere).
+var regionsWithZones = [
+  'australiaeast'
+  'brazilsouth'
+  'canadacentral'
+  'centralindia'
+  'centralus'
+  'eastasia'
+  'eastus'
+  'eastus2'
+  'francecentral'
+  'germanywestcentral'
+  'italynorth'
+  'japaneast'
+  'koreacentral'
+  'northeurope'
+  'norwayeast'
+  'southafricanorth'
+  'southcentralus'
+  'southeastasia'
+  'spaincentral'
+  'swedencentral'
+  'uaenorth'
+  'uksouth'
+  'westeurope'
+  'westus2'
+  'westus3'
+]
+var zoneRedundant = contains(regionsWithZones, location)
 // The Global Batch deployment the batch lane submits to, named after its model.
 var globalBatchDeploymentName = '${globalBatchModelName}-batch'
 // The queue lane's model is deployed here unless the app is told to use the local stand-in,
@@ -366,7 +440,7 @@ module eventGridNamespace 'modules/eventgrid-namespace.bicep' = {
   params: {
     location: location
     name: names.eventGridNamespace
-    isZoneRedundant: eventGridNamespaceZoneRedundant
+    isZoneRedundant: eventGridNamespaceZoneRedundant && zoneRedundant
     publicNetworkAccess: eventGridNamespacePublicNetworkAccess
     eventGridIdentityId: identities.outputs.eventGridIdentityId
     dataStorageAccountId: dataStorage.outputs.id

@@ -12,8 +12,10 @@ using 'main.bicep'
 // The azd environment name (`azd env new <name>`): 2 to 20 characters, as main.bicep requires.
 param environmentName = readEnvironmentVariable('AZURE_ENV_NAME')
 
-// Required: client id of the API's Entra app registration (infra/README.md, "azd up").
-param apiClientId = readEnvironmentVariable('INFERBUS_API_CLIENT_ID')
+// Client id of the API's Entra app registration: the preprovision hook
+// (infra/hooks/api_registration.py) creates or reuses one and sets it when it is unset
+// (docs/deploy.md). Empty only when the hook did not run: main.bicep's @minLength refuses it.
+param apiClientId = readEnvironmentVariable('INFERBUS_API_CLIENT_ID', '')
 
 param allowedModels = readEnvironmentVariable('INFERBUS_ALLOWED_MODELS', '')
 param defaultModel = readEnvironmentVariable('INFERBUS_DEFAULT_MODEL', '')
@@ -24,8 +26,8 @@ param modelProvider = readEnvironmentVariable('INFERBUS_MODEL_PROVIDER', 'azure_
 param azureOpenAIEndpoint = readEnvironmentVariable('INFERBUS_AZURE_OPENAI_ENDPOINT', '')
 
 // The queue lane's model deployment (infra/README.md, "The queue lane's model").
-param queueModelName = readEnvironmentVariable('INFERBUS_QUEUE_MODEL_NAME', 'gpt-4o-mini')
-param queueModelVersion = readEnvironmentVariable('INFERBUS_QUEUE_MODEL_VERSION', '2024-07-18')
+param queueModelName = readEnvironmentVariable('INFERBUS_QUEUE_MODEL_NAME', 'gpt-5.1')
+param queueModelVersion = readEnvironmentVariable('INFERBUS_QUEUE_MODEL_VERSION', '2025-11-13')
 param queueModelSku = readEnvironmentVariable('INFERBUS_QUEUE_MODEL_SKU', 'GlobalStandard')
 param queueModelCapacity = int(readEnvironmentVariable('INFERBUS_QUEUE_MODEL_CAPACITY', '30'))
 

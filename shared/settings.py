@@ -190,7 +190,8 @@ class AzureOpenAISettings(SettingsGroup):
     """The Azure OpenAI resource of ``azure_openai`` aliases (``AzureOpenAI__*``)."""
 
     endpoint: str | None = Field(None, alias="AzureOpenAI__endpoint")
-    api_version: str = Field("2024-10-21", alias="AzureOpenAI__apiVersion")
+    # v1: the v1 API, which current models (gpt-5, o-series) need; or a dated version.
+    api_version: str = Field("v1", alias="AzureOpenAI__apiVersion")
     api_key: str | None = Field(None, alias="AzureOpenAI__apiKey", json_schema_extra=ALTERNATIVE)
     client_id: str | None = Field(None, alias="AzureOpenAI__clientId", json_schema_extra=AZURE)
     timeout_seconds: float = Field(120.0, gt=0, alias="AzureOpenAI__timeoutSeconds")
@@ -204,7 +205,7 @@ class GlobalBatchSettings(SettingsGroup):
     deployments: CsvList = Field((), alias="GlobalBatch__deployments")
     # The Azure OpenAI resource of those deployments (unset: AzureOpenAI__endpoint).
     endpoint: str | None = Field(None, alias="GlobalBatch__endpoint")
-    api_version: str = Field("2025-04-01-preview", alias="GlobalBatch__apiVersion")
+    api_version: str = Field("v1", alias="GlobalBatch__apiVersion")
     api_key: str | None = Field(None, alias="GlobalBatch__apiKey", json_schema_extra=LOCAL)
     client_id: str | None = Field(None, alias="GlobalBatch__clientId", json_schema_extra=AZURE)
     # Requests of these priorities that name no mode go to the batch lane.

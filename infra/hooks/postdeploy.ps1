@@ -12,6 +12,16 @@ function Require([string] $name, [string] $hint) {
     return $value
 }
 
+# Stage 2 is an az deployment: without az, or signed out, stop now with the cause (the key
+# loop below would otherwise wait five minutes on an error it hides).
+if (-not (Get-Command az -ErrorAction SilentlyContinue)) {
+    throw 'postdeploy: stage 2 (the Event Grid subscriptions) needs the Azure CLI (az), which is not on PATH: install it (https://aka.ms/installazurecli), run az login, then run: azd hooks run postdeploy'
+}
+az account show --output none 2>$null
+if ($LASTEXITCODE -ne 0) {
+    throw 'postdeploy: the Azure CLI is not signed in: run az login (in the tenant azd deploys to), then run: azd hooks run postdeploy'
+}
+
 $infraDir = Split-Path -Parent $PSScriptRoot
 $subscription = Require 'AZURE_SUBSCRIPTION_ID' 'run this through azd (azd up, azd deploy, azd hooks run postdeploy)'
 $resourceGroup = Require 'AZURE_RESOURCE_GROUP' 'set it in the azd environment'

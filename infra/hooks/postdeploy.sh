@@ -12,7 +12,23 @@
 # with `azd config set auth.useAzCliAuth true`. Re-run alone: `azd hooks run postdeploy`.
 set -eu
 
-infra_dir=$(cd "$(dirname "$0")/.." && pwd)
+# Stage 2 is an az deployment: without az, or signed out, stop now with the cause (the key
+# loop below would otherwise wait five minutes on an error it hides).
+if ! command -v az >/dev/null 2>&1; then
+  echo "postdeploy: stage 2 (the Event Grid subscriptions) needs the Azure CLI (az), which" \
+    "is not on PATH: install it (https://aka.ms/installazurecli), run az login, then run:" \
+    "azd hooks run postdeploy" >&2
+  exit 1
+fi
+if ! az account show --output none >/dev/null 2>&1; then
+  echo "postdeploy: the Azure CLI is not signed in: run az login (in the tenant azd deploys" \
+    "to), then run: azd hooks run postdeploy" >&2
+  exit 1
+fi
+
+# Parameter expansion, not dirname: the hook needs nothing on PATH but az.
+case $0 in */*) hooks_dir=${0%/*} ;; *) hooks_dir=. ;; esac
+infra_dir=$(cd "$hooks_dir/.." && pwd)
 subscription=${AZURE_SUBSCRIPTION_ID:?run this through azd (azd up, azd deploy, azd hooks run postdeploy)}
 resource_group=${AZURE_RESOURCE_GROUP:?AZURE_RESOURCE_GROUP is not set in the azd environment}
 environment_name=${environmentName:?main.bicep output environmentName is missing: run azd provision first}

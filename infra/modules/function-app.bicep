@@ -396,7 +396,8 @@ var appSettings = {
   // Per-request fault injection is a development-stack switch: never on in Azure.
   LocalModelFaults: 'false'
   AzureOpenAI__endpoint: azureOpenAIEndpoint
-  AzureOpenAI__apiVersion: '2024-10-21'
+  // The v1 API: current models (gpt-5, o-series) are not served on the GA dated version.
+  AzureOpenAI__apiVersion: 'v1'
   AzureOpenAI__credential: 'managedidentity'
   AzureOpenAI__clientId: appIdentityClientId
   AzureOpenAI__timeoutSeconds: '120'
@@ -404,7 +405,7 @@ var appSettings = {
   // and polls batches, with its identity (no GlobalBatch__apiKey in Azure).
   GlobalBatch__deployments: globalBatchDeployments
   GlobalBatch__endpoint: globalBatchEndpoint
-  GlobalBatch__apiVersion: '2025-04-01-preview'
+  GlobalBatch__apiVersion: 'v1'
   GlobalBatch__clientId: appIdentityClientId
   GlobalBatch__routePriorities: ''
   GlobalBatch__maxLinesPerFile: '100000'

@@ -24,11 +24,11 @@ param accountName string
 @description('Name of the Global Batch deployment (the model name every line of an input file carries).')
 param deploymentName string
 
-@description('Model the deployment serves, e.g. gpt-4o-mini (it must offer the GlobalBatch SKU in the account\'s region).')
-param modelName string = 'gpt-4o-mini'
+@description('Model the deployment serves, e.g. gpt-5.1 (it must offer the GlobalBatch SKU in the account\'s region).')
+param modelName string = 'gpt-5.1'
 
-@description('Model version, e.g. 2024-07-18 for gpt-4o-mini.')
-param modelVersion string = '2024-07-18'
+@description('Model version, e.g. 2025-11-13 for gpt-5.1.')
+param modelVersion string = '2025-11-13'
 
 @description('Capacity of the deployment: its share of the enqueued-token quota, in thousands of tokens. The app plans files below it (GlobalBatch__enqueuedTokens, capacity x 1000) and fails the requests of a batch still refused for quota when their deadline or GlobalBatch__quotaWaitLimitSeconds comes (batch_quota_exceeded).')
 @minValue(1)
@@ -57,6 +57,9 @@ resource batchDeployment 'Microsoft.CognitiveServices/accounts/deployments@2026-
       name: modelName
       version: modelVersion
     }
+    // As the queue lane's: the version asked for stays until Azure retires it, then the
+    // deployment moves on to the default version instead of failing every batch.
+    versionUpgradeOption: 'OnceCurrentVersionExpired'
   }
 }
 

@@ -18,11 +18,11 @@ param accountName string
 @minLength(1)
 param deploymentNames array
 
-@description('Model every deployment serves, e.g. gpt-4o-mini (it must offer the SKU in the account\'s region).')
-param modelName string = 'gpt-4o-mini'
+@description('Model every deployment serves, e.g. gpt-5.1 (it must offer the SKU in the account\'s region).')
+param modelName string = 'gpt-5.1'
 
-@description('Model version, e.g. 2024-07-18 for gpt-4o-mini.')
-param modelVersion string = '2024-07-18'
+@description('Model version, e.g. 2025-11-13 for gpt-5.1.')
+param modelVersion string = '2025-11-13'
 
 @description('Deployment type: GlobalStandard (the global pool, the widest model and region choice), DataZoneStandard (processing stays in the data zone) or Standard (in the account\'s region).')
 @allowed([

@@ -1,7 +1,9 @@
 """OpenAIBatchService: the Azure OpenAI files and batches APIs behind ``BatchService``.
 
-The real ``openai`` SDK (``AzureOpenAI``) with Microsoft Entra ID (the app identity holds
-Cognitive Services OpenAI User on the resource) or, for the local emulator only, a key.
+The real ``openai`` SDK (``AzureOpenAI`` at a dated API version, ``OpenAI`` on the v1
+API: the client ``models.azure_openai`` builds for ``GlobalBatch__apiVersion``) with
+Microsoft Entra ID (the app identity holds Cognitive Services OpenAI User on the
+resource) or, for the local emulator only, a key.
 Failures are sorted for the control plane: throttling, server errors, timeouts and
 connection failures are transient (the timer's next run tries again); any other 4xx is
 permanent. The client's own retries are off, as for chat completions: the control plane's
@@ -15,7 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from openai import APIConnectionError, APIStatusError, AzureOpenAI, NotFoundError
+from openai import APIConnectionError, APIStatusError, NotFoundError, OpenAI
 
 from shared.adapters.models.azure_openai import azure_openai_client
 from shared.adapters.models.chat_client import status_error
@@ -67,7 +69,7 @@ def remote_batch(batch: Any) -> RemoteBatch:
 class OpenAIBatchService:
     """Implements ``global_batch.ports.BatchService``."""
 
-    def __init__(self, client: AzureOpenAI) -> None:
+    def __init__(self, client: OpenAI) -> None:
         self._client = client
 
     def find_file(self, filename: str, since: datetime) -> str | None:

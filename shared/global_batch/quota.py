@@ -7,9 +7,10 @@ pass it (``token_limit_exceeded``). Two things would make a request wait for eve
 
 - **a file the quota can never hold.** Planning estimates each line as the capacity gate
   estimates a call (``capacity.estimated_tokens``: the messages at four characters a
-  token, plus ``max_tokens`` or the gate's default) and splits files at
-  ``GlobalBatch__enqueuedTokens``; a single line over it goes alone in its file, which is
-  failed at once (``never_fits``) instead of being refused for ever;
+  token, plus the line's ``max_completion_tokens`` or ``max_tokens``, or the gate's
+  default) and splits files at ``GlobalBatch__enqueuedTokens``; a single line over it
+  goes alone in its file, which is failed at once (``never_fits``) instead of being
+  refused for ever;
 - **a quota that never frees up.** A refused batch is created again after a doubling wait
   (``GlobalBatch__quotaRetrySeconds`` up to ``GlobalBatch__quotaRetryMaxSeconds``), until
   its members' earliest deadline and never longer than
@@ -50,7 +51,10 @@ def line_tokens(line: dict[str, Any]) -> int:
     body = body if isinstance(body, dict) else {}
     messages = body.get("messages")
     texts = [_text(m.get("content")) for m in messages or [] if isinstance(m, dict)]
-    return estimated_tokens("", "".join(texts), body)
+    # The line's longest answer under either name (the app writes max_completion_tokens,
+    # which the estimate reads as the request's max_tokens).
+    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    return estimated_tokens("", "".join(texts), {"max_tokens": limit})
 
 
 def _text(content: object) -> str:

@@ -10,9 +10,9 @@ One JSON file ships with the app, ``models.json`` at the app root (the app setti
       },
       "models": {
         "local-analyzer": {"provider": "local", "task": "document-analysis"},
-        "gpt-4o-mini": {"provider": "azure_openai", "deployment": "%ChatDeployment%",
-                        "batch_deployment": "gpt-4o-mini-batch",
-                        "capacity": {"tokens_per_minute": 30000, "requests_per_minute": 180}}
+        "gpt-5.1": {"provider": "azure_openai", "deployment": "%ChatDeployment%",
+                    "batch_deployment": "gpt-5.1-batch",
+                    "capacity": {"tokens_per_minute": 30000, "requests_per_minute": 180}}
       }
     }
 

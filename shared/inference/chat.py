@@ -11,6 +11,12 @@ The answer's shape is asked for with ``response_format``: ``json_schema`` (struc
 outputs: the task's output schema, ``strict`` where the schema allows it) or
 ``json_object`` (any JSON object, for endpoints without structured outputs; the schema
 then travels in the instructions).
+
+The sampling settings go in the body only when the request (or its declaration) sets
+them. A request's ``max_tokens`` (the public parameter keeps that name) goes under the
+field the provider takes: ``max_completion_tokens``, the only one reasoning models
+(gpt-5, o1, o3, o4) accept and the one Azure OpenAI and OpenAI take for every current
+chat model, or ``max_tokens`` for OpenAI-compatible servers that know only that one.
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ MODEL_REFUSAL: Final = "model_refusal"
 ResponseFormat = Literal["json_schema", "json_object"]
 JSON_SCHEMA: Final = "json_schema"
 JSON_OBJECT: Final = "json_object"
+# The body field of the longest answer: OpenAI's current name, or the one it replaced.
+TokenLimitField = Literal["max_completion_tokens", "max_tokens"]
+MAX_COMPLETION_TOKENS: Final = "max_completion_tokens"
+MAX_TOKENS: Final = "max_tokens"
 
 
 def schema_name(task: Task) -> str:
@@ -61,8 +71,11 @@ def chat_request(
     text: str,
     parameters: Mapping[str, Any],
     kind: ResponseFormat = JSON_SCHEMA,
+    token_limit: TokenLimitField = MAX_COMPLETION_TOKENS,
 ) -> dict[str, Any]:
-    """The body of a chat-completions call for one input (``model`` is the deployment)."""
+    """The body of a chat-completions call for one input (``model`` is the deployment):
+    the sampling settings given, nothing for those not given, and ``max_tokens`` under
+    ``token_limit``."""
     instructions = task.instructions(parameters)
     if kind == JSON_OBJECT and not task.instructions_describe_answer:
         schema = json.dumps(task.output_schema, separators=(",", ":"))
@@ -75,9 +88,9 @@ def chat_request(
         ],
         "response_format": response_format(task, kind),
     }
-    body.update(
-        {name: parameters[name] for name in SAMPLING_PARAMETERS if parameters.get(name) is not None}
-    )
+    for name in SAMPLING_PARAMETERS:
+        if parameters.get(name) is not None:
+            body[token_limit if name == MAX_TOKENS else name] = parameters[name]
     return body
 
 

@@ -29,8 +29,9 @@ from shared.inference.json_schemas import CompiledSchema, summarized
 # parameters travel in every request message, whose broker limit is 256 KB.
 MAX_PARAMETERS: Final = 32
 MAX_PARAMETERS_BYTES: Final = 16_384
-# Parameters a chat-completions endpoint takes as they are (OpenAI's names, which every
-# OpenAI-compatible endpoint shares): they go into the request body, not the prompt.
+# Parameters a chat-completions endpoint takes (OpenAI's names, which every
+# OpenAI-compatible endpoint shares): they go into the request body, not the prompt;
+# ``max_tokens`` under the field its provider names (``shared.inference.chat``).
 SAMPLING_PARAMETERS: Final = (
     "temperature",
     "top_p",
@@ -50,9 +51,15 @@ class ModelParameters(BaseModel):
 
 class SamplingParameters(ModelParameters):
     """What a model of a catalog task takes unless its entry declares otherwise: the
-    sampling settings."""
+    sampling settings.
 
-    temperature: float = Field(0.0, ge=0, le=2, description="sampling temperature")
+    None has a default of its own: a setting the request leaves out stays out of the
+    request body, so the model's own default applies. Reasoning models (gpt-5, o1, o3,
+    o4) refuse any temperature but their default with a 400, so a default temperature
+    sent on every call would make them unusable; a caller who wants repeatable answers
+    from a model that takes one asks for ``temperature`` 0 itself."""
+
+    temperature: float | None = Field(None, ge=0, le=2, description="sampling temperature")
     top_p: float | None = Field(None, gt=0, le=1, description="nucleus sampling mass")
     max_tokens: int | None = Field(
         None, ge=1, le=16_384, description="the longest answer, in tokens"

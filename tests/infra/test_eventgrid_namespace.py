@@ -232,7 +232,9 @@ def test_namespace_is_standard_tls12_entra_identity_and_without_mqtt() -> None:
 
 def test_main_wires_the_namespace_parameters_and_identities() -> None:
     passed = module(MAIN, "eventGridNamespace")["params"]
-    assert render(passed["isZoneRedundant"]) == "eventGridNamespaceZoneRedundant"
+    assert render(passed["isZoneRedundant"]) == (
+        "(eventGridNamespaceZoneRedundant && zoneRedundant)"
+    ), "zone redundancy only where the region has availability zones"
     assert render(passed["publicNetworkAccess"]) == "eventGridNamespacePublicNetworkAccess"
     assert render(passed["eventGridIdentityId"]) == "identities.outputs.eventGridIdentityId"
     assert render(passed["dataStorageAccountId"]) == "dataStorage.outputs.id"

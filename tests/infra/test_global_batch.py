@@ -120,6 +120,8 @@ def test_deployment_is_global_batch_with_a_capacity_parameter() -> None:
     assert model["format"] == "OpenAI"
     assert is_reference(model["name"], "modelName")
     assert is_reference(model["version"], "modelVersion")
+    # The version asked for stays until it is retired, then moves on (as the queue lane's).
+    assert body["properties"]["versionUpgradeOption"] == "OnceCurrentVersionExpired"
     # One deployment operation at a time on an account: after its creation and the queue
     # lane's deployments.
     assert resource_body(modules(MAIN)["openAIBatch"])["dependsOn"] == [
@@ -205,7 +207,7 @@ def test_batch_settings_come_from_the_deployment_and_the_app_identity() -> None:
     assert is_reference(settings["GlobalBatch__deployments"], "globalBatchDeployments")
     assert is_reference(settings["GlobalBatch__endpoint"], "globalBatchEndpoint")
     assert is_reference(settings["GlobalBatch__clientId"], "appIdentityClientId")
-    assert settings["GlobalBatch__apiVersion"] == "2025-04-01-preview"
+    assert settings["GlobalBatch__apiVersion"] == "v1"
     assert "GlobalBatch__apiKey" not in settings
     passed = module(MAIN, "functionApp")["params"]
     assert render(passed["globalBatchDeployments"]) == (
@@ -240,7 +242,7 @@ def test_enabled_defaults_make_a_valid_batch_lane() -> None:
     passed = module(MAIN, "functionApp")["params"]
     deployments = _enabled(passed["globalBatchDeployments"], known)
     # The batch alias defaults to the first served alias: the queue lane's model.
-    assert deployments == "gpt-4o-mini=gpt-4o-mini-batch"
+    assert deployments == "gpt-5.1=gpt-5.1-batch"
     app_known = {
         **constants(FUNCTION_APP),
         "allowedModels": resolve(passed["allowedModels"], known),
@@ -253,7 +255,7 @@ def test_enabled_defaults_make_a_valid_batch_lane() -> None:
         if name.startswith(("GlobalBatch", "Batch", "AllowedModels")):
             values[name] = resolve(raw, {**app_known, "appIdentityClientId": "client"})
     settings = Settings.model_validate(values)
-    assert settings.batch_deployments == {"gpt-4o-mini": "gpt-4o-mini-batch"}
+    assert settings.batch_deployments == {"gpt-5.1": "gpt-5.1-batch"}
     # The enqueued-token quota of the default capacity (50 thousand tokens).
     assert settings.global_batch.enqueued_tokens == 50_000
     assert settings.batch_endpoint == "https://oai-test.openai.azure.com/"

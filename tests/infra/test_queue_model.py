@@ -97,7 +97,7 @@ def test_the_default_provider_is_the_deployed_model() -> None:
 def test_default_settings_serve_the_deployment_through_the_shorthand() -> None:
     settings = deployed_settings()
     assert settings["ModelProvider"] == "azure_openai"
-    assert settings["AllowedModels"] == "gpt-4o-mini"
+    assert settings["AllowedModels"] == "gpt-5.1"
     assert settings["ModelCatalog"] == ""
     assert settings["AzureOpenAI__endpoint"] == "https://oai-env.openai.azure.com/"
     assert settings["AzureOpenAI__clientId"] == "client"
@@ -105,9 +105,9 @@ def test_default_settings_serve_the_deployment_through_the_shorthand() -> None:
     catalog = catalog_for(model)
     (card,) = catalog.cards.values()
     assert (card.alias, card.provider, card.deployment) == (
-        "gpt-4o-mini",
+        "gpt-5.1",
         "azure_openai",
-        "gpt-4o-mini",
+        "gpt-5.1",
     )
     # The deployment the module creates is the one the card calls.
     assert resolve(constants(MAIN)["servedAliases"], constants(MAIN)) == [card.deployment]
@@ -241,8 +241,8 @@ def test_deployments_are_chat_models_named_after_the_aliases() -> None:
         "Standard",
     ]
     for name, default in (
-        ("modelName", "gpt-4o-mini"),
-        ("modelVersion", "2024-07-18"),
+        ("modelName", "gpt-5.1"),
+        ("modelVersion", "2025-11-13"),
         ("skuName", "GlobalStandard"),
     ):
         assert declared[name]["default"] == default
@@ -264,9 +264,29 @@ def test_main_passes_the_model_parameters_and_waits_for_the_account() -> None:
     ):
         assert is_reference(passed[name], parameter), name
     declared = params(MAIN)
-    assert declared["queueModelName"]["default"] == "gpt-4o-mini"
-    assert declared["queueModelVersion"]["default"] == "2024-07-18"
+    assert declared["queueModelName"]["default"] == "gpt-5.1"
+    assert declared["queueModelVersion"]["default"] == "2025-11-13"
     assert declared["queueModelSku"]["default"] == "GlobalStandard"
+
+
+def test_both_lanes_default_to_one_current_model_the_app_reaches_on_the_v1_api() -> None:
+    """gpt-5.1 2025-11-13 (docs/deploy.md, Models): GA in Global Standard and Global
+    Batch; a reasoning model, which the GA dated API version does not serve."""
+    declared = params(MAIN)
+    queue = (declared["queueModelName"]["default"], declared["queueModelVersion"]["default"])
+    batch = (
+        declared["globalBatchModelName"]["default"],
+        declared["globalBatchModelVersion"]["default"],
+    )
+    assert queue == batch == ("gpt-5.1", "2025-11-13")
+    for path in (CHAT, MODULES / "openai-batch.bicep"):
+        module_defaults = params(path)
+        assert (
+            module_defaults["modelName"]["default"],
+            module_defaults["modelVersion"]["default"],
+        ) == queue, path.name
+    assert app_settings()["AzureOpenAI__apiVersion"] == "v1"
+    assert Settings.model_validate({}).azure_openai.api_version == "v1", "the app's own default"
 
 
 def test_app_identity_is_openai_user_on_the_account_only() -> None:

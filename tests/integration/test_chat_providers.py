@@ -111,7 +111,7 @@ REQUEST = InferenceInput(
 )
 
 
-def test_azure_openai_calls_the_deployment_with_its_key_and_api_version(service: Recorder) -> None:
+def test_azure_openai_calls_the_deployment_on_the_v1_api_with_its_key(service: Recorder) -> None:
     service.reply(Reply(200, completion(json.dumps(ANSWER))))
     served = serve(service, "azure_openai")
 
@@ -124,15 +124,55 @@ def test_azure_openai_calls_the_deployment_with_its_key_and_api_version(service:
     assert result.usage == TokenUsage(input_tokens=50, output_tokens=30, total_tokens=80)
     assert result.finish_reason == "stop"
     (request,) = service.requests
+    assert request.path == "/openai/v1/chat/completions", "the v1 API by default"
+    assert "api-version" not in request.query
+    assert request.headers["authorization"] == "Bearer test-key"
+    body = request.json()
+    assert body["model"] == "gpt-4o-mini", "the deployment"
+    assert body["response_format"]["type"] == "json_schema", "the v1 API has structured outputs"
+    assert body["response_format"]["json_schema"]["strict"] is True
+    assert body["messages"][1] == {"role": "user", "content": "Invoice 17: 300 EUR due."}
+    assert "temperature" not in body, "reasoning models refuse any but their default"
+    assert served.client.system == "az.ai.openai"
+
+
+def test_azure_openai_at_a_dated_api_version_calls_the_deployments_route(
+    service: Recorder,
+) -> None:
+    service.reply(Reply(200, completion(json.dumps(ANSWER))))
+
+    serve(service, "azure_openai", api_version="2024-10-21").client.infer(REQUEST)
+
+    (request,) = service.requests
     assert request.path == "/openai/deployments/gpt-4o-mini/chat/completions"
     assert request.query["api-version"] == ["2024-10-21"]
     assert request.headers["api-key"] == "test-key"
-    body = request.json()
-    assert body["response_format"]["type"] == "json_schema", "2024-10-21 has structured outputs"
-    assert body["response_format"]["json_schema"]["strict"] is True
-    assert body["messages"][1] == {"role": "user", "content": "Invoice 17: 300 EUR due."}
-    assert body["temperature"] == 0
-    assert served.client.system == "az.ai.openai"
+    assert request.json()["response_format"]["type"] == "json_schema", "2024-10-21 has them"
+
+
+@pytest.mark.parametrize(
+    ("provider", "options", "field"),
+    [
+        ("azure_openai", {}, "max_completion_tokens"),
+        ("openai_compatible", {}, "max_tokens"),
+        ("openai_compatible", {"token_limit_parameter": "max_completion_tokens"}, None),
+        ("azure_openai", {"token_limit_parameter": "max_tokens"}, None),
+    ],
+)
+def test_max_tokens_goes_under_the_field_the_provider_takes(
+    service: Recorder, provider: str, options: dict[str, str], field: str | None
+) -> None:
+    service.reply(Reply(200, completion(json.dumps(ANSWER))))
+    bounded = REQUEST.model_copy(update={"parameters": {"max_tokens": 300, "temperature": 0.2}})
+
+    serve(service, provider, options=options).client.infer(bounded)
+
+    body = service.requests[0].json()
+    expected = field or options["token_limit_parameter"]
+    other = ({"max_tokens", "max_completion_tokens"} - {expected}).pop()
+    assert body[expected] == 300
+    assert other not in body
+    assert body["temperature"] == 0.2, "a temperature the request sets is sent"
 
 
 def test_an_older_azure_api_version_asks_for_any_json_object(service: Recorder) -> None:

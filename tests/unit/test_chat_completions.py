@@ -15,6 +15,7 @@ from shared.inference.chat import (
     CONTENT_FILTER,
     JSON_OBJECT,
     MAX_INPUT_CHARS,
+    MAX_TOKENS,
     MODEL_REFUSAL,
     chat_request,
     filtered_categories,
@@ -101,13 +102,14 @@ def test_the_body_names_the_deployment_and_asks_for_the_tasks_schema() -> None:
         "type": "json_schema",
         "json_schema": {"name": "document-analysis", "schema": ANALYSIS_SCHEMA, "strict": True},
     }
-    assert body["temperature"] == 0.0
+    assert "temperature" not in body, "the model's own default: reasoning models take no other"
     system, user = body["messages"]
     assert system["role"] == "system"
     assert '"summary" (2 sentences at most)' in system["content"]
     assert user == {"role": "user", "content": "Invoice 12"}
     assert "top_p" not in body
     assert "max_tokens" not in body
+    assert "max_completion_tokens" not in body
     assert "summary_sentences" not in body, "the task's own parameter goes in its prompt"
 
 
@@ -120,7 +122,15 @@ def test_one_sentence_is_said_in_the_singular() -> None:
 def test_sampling_settings_are_sent_only_when_given() -> None:
     body = chat_request("d", ANALYSE, "x", defaults(temperature=0.7, top_p=0.5, max_tokens=200))
 
-    assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.7, 0.5, 200)
+    assert (body["temperature"], body["top_p"], body["max_completion_tokens"]) == (0.7, 0.5, 200)
+    assert "max_tokens" not in body, "reasoning models refuse it"
+
+
+def test_max_tokens_goes_under_the_older_name_for_servers_that_know_only_it() -> None:
+    body = chat_request("llama3", ANALYSE, "x", defaults(max_tokens=200), token_limit=MAX_TOKENS)
+
+    assert body["max_tokens"] == 200
+    assert "max_completion_tokens" not in body
 
 
 def test_the_input_is_cut_at_the_limit() -> None:

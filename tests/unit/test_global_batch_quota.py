@@ -236,6 +236,11 @@ def test_a_line_is_estimated_as_the_capacity_gate_estimates_the_same_call(
     system, user = (m["content"] for m in plain["body"]["messages"])
     assert line_tokens(plain) == estimated_tokens(system, user, {})
     assert line_tokens(plain) - line_tokens(bounded) == DEFAULT_ANSWER_TOKENS - 50
+    assert bounded["body"]["max_completion_tokens"] == 50, "the name reasoning models take"
+
+
+def test_a_line_bounded_under_the_older_name_counts_it_too() -> None:
+    assert line_tokens({"body": {"messages": [], "max_tokens": 7}}) == 7
 
 
 def test_a_line_with_text_parts_counts_their_text() -> None:

@@ -12,6 +12,10 @@ failures are the same, and live here:
   ``content_filter``) or the model's own refusal is a PolicyRefusal, i.e. a result;
 - any other 4xx is permanent.
 
+A request's ``max_tokens`` goes in the body under the field the provider takes
+(``max_completion_tokens`` on Azure OpenAI, ``max_tokens`` on other OpenAI-compatible
+servers); an alias's ``token_limit_parameter`` overrides.
+
 Every answer's ``x-ratelimit-remaining-tokens`` / ``-requests`` go on the ``ModelAnswer``:
 the deployment's own view of its quota, which the gate holds itself to. The client's own
 retries are off: the gate and Service Bus scheduling do the retrying, visibly.
@@ -39,6 +43,7 @@ from shared.inference.catalog import ModelCard
 from shared.inference.chat import (
     CONTENT_FILTER,
     ResponseFormat,
+    TokenLimitField,
     chat_request,
     filtered_categories,
     read_completion,
@@ -56,6 +61,10 @@ class ChatOptions(ProviderOptions):
     # object (for endpoints without structured outputs). Unset: the provider decides.
     response_format: ResponseFormat | None = None
     timeout_seconds: float | None = Field(None, gt=0, le=3600)
+    # The body field a request's max_tokens goes under: max_completion_tokens (OpenAI's
+    # current name, the only one reasoning models take) or max_tokens (servers that know
+    # only the older name). Unset: the provider decides.
+    token_limit_parameter: TokenLimitField | None = None
 
     # The app setting it names must hold the key: checked when the app starts.
     setting_options: ClassVar[tuple[str, ...]] = ("api_key_setting",)
@@ -128,11 +137,13 @@ class ChatModel:
         deployment: str,
         system: str,
         response_format: ResponseFormat,
+        token_limit: TokenLimitField,
     ) -> None:
         self._client = client
         self._card = card
         self._deployment = deployment
         self._format: ResponseFormat = response_format
+        self._token_limit: TokenLimitField = token_limit
         self.system = system
 
     def infer(self, request: InferenceInput) -> ModelAnswer:
@@ -143,7 +154,9 @@ class ChatModel:
         except InvalidInput as error:  # intake refuses these: only an unchecked message has one
             raise PermanentError(error.message) from error
         text = request.text()
-        body = chat_request(self._deployment, self._card.task, text, parameters, self._format)
+        body = chat_request(
+            self._deployment, self._card.task, text, parameters, self._format, self._token_limit
+        )
         raw = self._complete(body)
         answer = read_completion(raw.parse().model_dump(), len(text))
         return replace(

@@ -9,7 +9,11 @@ there in Azure). A server that checks no key gets a placeholder one (the SDK alw
 
 The request is the one every provider sends (``shared.inference.chat``), with
 structured outputs (``json_schema``) unless the entry asks for ``json_object`` (servers
-without structured outputs). Failures are sorted as for Azure OpenAI
+without structured outputs). A request's ``max_tokens`` goes in the body as
+``max_tokens``, the name every OpenAI-compatible server knows (Ollama, older vLLM and
+gateways may not know ``max_completion_tokens``); an entry whose server is OpenAI itself,
+or serves reasoning models that refuse ``max_tokens``, says
+``"token_limit_parameter": "max_completion_tokens"``. Failures are sorted as for Azure OpenAI
 (``chat_client``): 429, 5xx and timeouts transient honouring ``retry-after-ms`` /
 ``retry-after``, other 4xx permanent. Aliases on the same endpoint and key share a client.
 """
@@ -25,7 +29,7 @@ from shared.adapters.models.chat_client import ChatModel, ChatOptions, key_in_se
 from shared.adapters.models.provider import ModelProvider
 from shared.errors import ProviderRefusal
 from shared.inference.catalog import ModelCard
-from shared.inference.chat import JSON_SCHEMA
+from shared.inference.chat import JSON_SCHEMA, MAX_TOKENS
 from shared.settings import Settings
 
 # ``gen_ai.system`` of a service reached through the OpenAI protocol.
@@ -51,7 +55,12 @@ def serve(card: ModelCard, options: OpenAICompatibleOptions, settings: Settings)
         options.endpoint.rstrip("/"), key, options.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
     )
     return ChatModel(
-        client, card, options.deployment, SYSTEM, options.response_format or JSON_SCHEMA
+        client,
+        card,
+        options.deployment,
+        SYSTEM,
+        options.response_format or JSON_SCHEMA,
+        options.token_limit_parameter or MAX_TOKENS,
     )
 
 

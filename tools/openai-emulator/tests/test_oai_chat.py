@@ -431,3 +431,66 @@ def test_a_quota_given_at_start_names_its_limiter(tmp_path: Any) -> None:
         )
     finally:
         process.stop()
+
+
+# --- a reasoning deployment refuses what the service refuses -------------------------------
+
+
+def test_a_reasoning_deployment_refuses_a_temperature_other_than_the_default() -> None:
+    chat = ChatService(sleep=lambda _: None)
+    request = {"messages": [{"role": "user", "content": "x"}], "temperature": 0.0}
+    with pytest.raises(ApiError) as refused:
+        chat.complete("gpt-5.1", request)
+    assert refused.value.status == 400
+    assert refused.value.body_json()["error"] == {
+        "code": "unsupported_value",
+        "message": "Unsupported value: 'temperature' does not support 0.0 with this model. "
+        "Only the default (1) value is supported.",
+        "param": "temperature",
+        "type": "invalid_request_error",
+    }
+    assert chat.complete("gpt-5.1", {**request, "temperature": 1}).status == 200
+    assert chat.complete("gpt-4o-mini", request).status == 200, "not a reasoning deployment"
+
+
+@pytest.mark.parametrize("name", ["gpt-5-mini", "GPT-5.1", "o1", "o3-mini", "o4-mini"])
+def test_a_reasoning_deployment_refuses_max_tokens_and_takes_max_completion_tokens(
+    name: str,
+) -> None:
+    chat = ChatService(sleep=lambda _: None)
+    with pytest.raises(ApiError) as refused:
+        chat.complete(name, body(max_tokens=10))
+    error = refused.value.body_json()["error"]
+    assert (refused.value.status, error["code"], error["param"]) == (
+        400,
+        "unsupported_parameter",
+        "max_tokens",
+    )
+    assert "max_completion_tokens" in error["message"]
+    allowed = {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 10}
+    assert chat.complete(name, allowed).status == 200
+    assert chat.stats()["deployments"][name]["served"] == 1, "a refusal is not served"
+
+
+def test_the_sdk_sees_a_reasoning_deployments_refusal_with_its_param(
+    emulator: OpenAIEmulator,
+) -> None:
+    name = f"gpt-5-{deployment()}"
+    client = AzureOpenAI(
+        azure_endpoint=emulator.endpoint,
+        api_key=emulator.api_key,
+        api_version="2024-10-21",
+        max_retries=0,
+    )
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model=name, messages=messages("hi"), temperature=0)
+    assert refused.value.code == "unsupported_value"
+    assert refused.value.param == "temperature"
+    v1 = OpenAI(base_url=emulator.v1_base_url, api_key=emulator.api_key, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused_v1:
+        v1.chat.completions.create(model=name, messages=messages("hi"), max_tokens=5)
+    assert refused_v1.value.code == "unsupported_parameter"
+    answered = v1.chat.completions.create(
+        model=name, messages=messages("hi"), max_completion_tokens=5
+    )
+    assert answered.choices[0].message is not None

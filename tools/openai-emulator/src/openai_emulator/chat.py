@@ -29,6 +29,14 @@ full, the minute empty) and counted in full: the next requests wait until the wi
 refilled past it, or until it has left the minute. A deployment without a quota is not
 limited. ``latency_ms`` makes every answer of a deployment take that long (a model's
 time).
+
+A deployment of a reasoning model refuses what the service refuses for one, before its
+quota counts the request: a ``temperature`` other than the default (1) is a 400
+``unsupported_value``, and ``max_tokens`` a 400 ``unsupported_parameter`` (such a model
+takes ``max_completion_tokens`` only), each naming the ``param``. The emulator has no
+model behind a deployment, so the deployment's name says which it is: a name that starts
+with one of ``REASONING_PREFIXES`` (``gpt-5``, ``o1``, ``o3``, ``o4``, as Azure's
+deployments are usually named after their model) is a reasoning deployment.
 """
 
 from __future__ import annotations
@@ -49,6 +57,9 @@ WINDOW_SECONDS = 10.0
 MINUTE_SECONDS = 60.0
 DEFAULT_COMPLETION_TOKENS = 256
 Clock = Callable[[], float]
+# Deployment names taken for reasoning models (see the module's docstring), lower case.
+REASONING_PREFIXES = ("gpt-5", "o1", "o3", "o4")
+DEFAULT_TEMPERATURE = 1
 Limiter = Literal["window", "minute"]  # 10-second windows (Azure's) or a sliding minute
 LIMITERS: tuple[Limiter, ...] = get_args(Limiter)
 DEFAULT_LIMITER: Limiter = "window"
@@ -244,6 +255,37 @@ def requested_tokens(body: dict[str, Any]) -> int:
     return estimate_tokens(prompt_characters(body)) + (expected or DEFAULT_COMPLETION_TOKENS)
 
 
+def is_reasoning(deployment: str) -> bool:
+    """Whether ``deployment`` stands for a reasoning model (its name's prefix)."""
+    return deployment.lower().startswith(REASONING_PREFIXES)
+
+
+def refuse_reasoning_parameters(deployment: str, body: dict[str, Any]) -> None:
+    """The service's 400 for what a reasoning deployment does not take: a temperature
+    other than the default, or ``max_tokens``. Nothing for any other deployment."""
+    if not is_reasoning(deployment):
+        return
+    temperature = body.get("temperature")
+    if temperature is not None and temperature != DEFAULT_TEMPERATURE:
+        raise ApiError(
+            400,
+            "unsupported_value",
+            f"Unsupported value: 'temperature' does not support {temperature!r} with this "
+            f"model. Only the default ({DEFAULT_TEMPERATURE}) value is supported.",
+            param="temperature",
+            kind="invalid_request_error",
+        )
+    if "max_tokens" in body:
+        raise ApiError(
+            400,
+            "unsupported_parameter",
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead.",
+            param="max_tokens",
+            kind="invalid_request_error",
+        )
+
+
 def _throttled(wait: float, deployment: str) -> ApiError:
     seconds = max(1, math.ceil(wait))
     return ApiError(
@@ -318,6 +360,7 @@ class ChatService:
         """The answer to one chat-completions request for ``deployment``."""
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             raise bad_request("The request body needs 'messages', a list.", "invalid_request")
+        refuse_reasoning_parameters(deployment, body)
         estimate = requested_tokens(body)
         with self._lock:
             entry = self._deployments.setdefault(deployment, Deployment(deployment))

@@ -22,14 +22,30 @@ UNAUTHORIZED_MESSAGE = (
 class ApiError(Exception):
     """A request the emulator refuses: HTTP status, error code and message."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        param: str | None = None,
+        kind: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        # The field at fault and the error's ``type``, which the service adds to a refused
+        # parameter (``invalid_request_error``): a client reads them to say which field.
+        self.param = param
+        self.kind = kind
 
     def body_json(self) -> dict[str, Any]:
-        return {"error": {"code": self.code, "message": self.message}}
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.param is not None:
+            error["param"] = self.param
+        if self.kind is not None:
+            error["type"] = self.kind
+        return {"error": error}
 
     def body(self) -> bytes:
         return json.dumps(self.body_json()).encode()

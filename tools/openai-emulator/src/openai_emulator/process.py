@@ -27,7 +27,7 @@ from openai_emulator.chat import DEFAULT_LIMITER, Limiter, Quota, quota_fields
 from openai_emulator.server import DEFAULT_KEY
 
 STARTUP_TIMEOUT_S = 30.0
-API_VERSION = "2025-04-01-preview"  # what clients send (GlobalBatch__apiVersion); any is accepted
+API_VERSION = "2025-04-01-preview"  # a dated version clients may send; any is accepted
 READY = re.compile(r"ready http=(?P<endpoint>http://[\d.]+:\d+) auto-advance=(?P<auto>\S+)")
 
 

@@ -2,7 +2,8 @@
 // and the private DNS zones of the private endpoints (modules/private-endpoint.bicep).
 //
 // - snet-app: the Flex Consumption app's outbound VNet integration (virtualNetworkSubnetId
-//   of the site), delegated to Microsoft.App/environments as Flex Consumption requires.
+//   of the site), delegated to Microsoft.App/environments as Flex Consumption requires, with
+//   a NAT gateway for the app's internet-bound calls.
 // - snet-private-endpoints: the private endpoints of Service Bus, both storage accounts
 //   (blob, queue, table), the Event Grid topic and namespace and the Azure OpenAI account.
 //
@@ -47,6 +48,39 @@ var zoneList = [
   zoneNames.cognitiveServices
 ]
 
+// Internet-bound calls of the app (Application Insights ingestion, Entra sign-in, a model
+// provider outside Azure) leave through snet-app too; new virtual networks have no default
+// outbound access, so a NAT gateway with one static public address carries them.
+resource natAddress 'Microsoft.Network/publicIPAddresses@2024-05-01' = {
+  name: 'pip-${name}-nat'
+  location: location
+  tags: tags
+  sku: {
+    name: 'Standard'
+  }
+  properties: {
+    publicIPAllocationMethod: 'Static'
+    publicIPAddressVersion: 'IPv4'
+  }
+}
+
+resource natGateway 'Microsoft.Network/natGateways@2024-05-01' = {
+  name: 'ng-${name}'
+  location: location
+  tags: tags
+  sku: {
+    name: 'Standard'
+  }
+  properties: {
+    idleTimeoutInMinutes: 4
+    publicIpAddresses: [
+      {
+        id: natAddress.id
+      }
+    ]
+  }
+}
+
 resource vnet 'Microsoft.Network/virtualNetworks@2024-05-01' = {
   name: name
   location: location
@@ -62,6 +96,9 @@ resource vnet 'Microsoft.Network/virtualNetworks@2024-05-01' = {
         name: 'snet-app'
         properties: {
           addressPrefix: appSubnetPrefix
+          natGateway: {
+            id: natGateway.id
+          }
           delegations: [
             {
               name: 'flex-consumption'
@@ -107,6 +144,7 @@ resource zoneLinks 'Microsoft.Network/privateDnsZones/virtualNetworkLinks@2024-0
 ]
 
 output id string = vnet.id
+output natAddressId string = natAddress.id
 output appSubnetId string = vnet.properties.subnets[0].id
 output privateEndpointSubnetId string = vnet.properties.subnets[1].id
 // Each zone's id, by key (the zones above are created in this deployment).

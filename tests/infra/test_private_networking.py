@@ -169,6 +169,11 @@ def test_the_app_subnet_is_delegated_to_flex_consumption() -> None:
     (delegation,) = subnets["snet-app"]["delegations"]
     assert delegation["properties"]["serviceName"] == "Microsoft.App/environments"
     assert "delegations" not in subnets["snet-private-endpoints"]
+    # Internet-bound calls leave through the NAT gateway (no default outbound access).
+    assert render(subnets["snet-app"]["natGateway"]["id"]) == "natGateway.id"
+    (nat,) = resources_of_type(NETWORK, "Microsoft.Network/natGateways").values()
+    addresses = resource_body(nat)["properties"]["publicIpAddresses"]
+    assert [render(address["id"]) for address in addresses] == ["natAddress.id"]
 
 
 @pytest.mark.parametrize("private", [False, True])

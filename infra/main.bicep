@@ -59,14 +59,14 @@ param environmentName string
 })
 param location string = resourceGroup().location
 
-@description('Service Bus tier: Standard by default, Premium for isolation and larger messages.')
+@description('Service Bus tier: Standard by default, Premium for isolation and larger messages. privateNetworking deploys Premium whatever this says (only Premium has private endpoints).')
 @allowed([
   'Standard'
   'Premium'
 ])
 param serviceBusSku string = 'Standard'
 
-@description('Messaging units when serviceBusSku is Premium.')
+@description('Messaging units when Service Bus is Premium (serviceBusSku Premium, or privateNetworking); each unit is billed by the hour (infra/README.md, Private networking).')
 @allowed([
   1
   2
@@ -262,7 +262,10 @@ param appInsightsDisableLocalAuth bool = false
 @description('Zone-redundant Event Grid namespace (the pull door) where the region has availability zones (regionsWithZones). Fixed when the namespace is created.')
 param eventGridNamespaceZoneRedundant bool = true
 
-@description('Public network access of the Event Grid namespace: Enabled (the Flex Consumption app has no VNet integration) or Disabled (private endpoints, not deployed here).')
+@description('Private networking (infra/README.md, Private networking): a virtual network, the app\'s Flex Consumption VNet integration, private endpoints and private DNS zones for Service Bus (Premium), both storage accounts, the Event Grid topic and namespace and the Azure OpenAI account, each with public network access disabled. Off by default.')
+param privateNetworking bool = false
+
+@description('Public network access of the Event Grid namespace when privateNetworking is false: Enabled (Entra ID only) or Disabled. privateNetworking disables it and adds a private endpoint.')
 @allowed([
   'Enabled'
   'Disabled'
@@ -307,6 +310,7 @@ var names = {
   plan: 'plan-${environmentName}-${token}'
   functionApp: 'func-${environmentName}-${token}'
   openAI: 'oai-${environmentName}-${token}'
+  virtualNetwork: 'vnet-${environmentName}-${token}'
 }
 // The regions of the location list with availability zones: zone redundancy is asked for
 // only there (Azure refuses it elsewhere).
@@ -352,6 +356,10 @@ var batchModelAlias = empty(globalBatchModelAlias) ? servedAliases[0] : globalBa
 // One Azure OpenAI account serves both lanes unless the batch lane names its own.
 var createOpenAIAccount = queueModelDeployed || (globalBatchEnabled && empty(globalBatchAccountName))
 var batchAccountName = empty(globalBatchAccountName) ? names.openAI : globalBatchAccountName
+// Public network access of every service when privateNetworking is on, and Service Bus's
+// tier (only Premium has private endpoints).
+var servicePublicNetworkAccess = privateNetworking ? 'Disabled' : 'Enabled'
+var serviceBusTier = privateNetworking ? 'Premium' : serviceBusSku
 var allTags = union(tags, {
   application: 'inferbus'
   environment: environmentName
@@ -388,6 +396,7 @@ module hostStorage 'modules/storage-host.bicep' = {
     location: location
     name: names.hostStorage
     appPrincipalId: identities.outputs.appIdentityPrincipalId
+    publicNetworkAccess: servicePublicNetworkAccess
     tags: allTags
   }
 }
@@ -405,6 +414,7 @@ module dataStorage 'modules/storage-data.bicep' = {
     idempotencyRetentionDays: idempotencyRetentionDays
     ledgersRetentionDays: ledgersRetentionDays
     batchRetentionDays: batchRetentionDays
+    publicNetworkAccess: servicePublicNetworkAccess
     tags: allTags
   }
 }
@@ -414,9 +424,10 @@ module serviceBus 'modules/servicebus.bicep' = {
   params: {
     location: location
     name: names.serviceBus
-    skuName: serviceBusSku
+    skuName: serviceBusTier
     premiumMessagingUnits: serviceBusPremiumMessagingUnits
     grantBacklogRead: serviceBusGrantBacklogRead
+    publicNetworkAccess: servicePublicNetworkAccess
     appPrincipalId: identities.outputs.appIdentityPrincipalId
     tags: allTags
   }
@@ -430,6 +441,7 @@ module eventGrid 'modules/eventgrid-topics.bicep' = {
     topicName: names.eventGridTopic
     dataStorageAccountId: dataStorage.outputs.id
     eventGridIdentityId: identities.outputs.eventGridIdentityId
+    publicNetworkAccess: servicePublicNetworkAccess
     appPrincipalId: identities.outputs.appIdentityPrincipalId
     tags: allTags
   }
@@ -441,7 +453,7 @@ module eventGridNamespace 'modules/eventgrid-namespace.bicep' = {
     location: location
     name: names.eventGridNamespace
     isZoneRedundant: eventGridNamespaceZoneRedundant && zoneRedundant
-    publicNetworkAccess: eventGridNamespacePublicNetworkAccess
+    publicNetworkAccess: privateNetworking ? 'Disabled' : eventGridNamespacePublicNetworkAccess
     eventGridIdentityId: identities.outputs.eventGridIdentityId
     dataStorageAccountId: dataStorage.outputs.id
     appPrincipalId: identities.outputs.appIdentityPrincipalId
@@ -467,6 +479,7 @@ module openAIAccount 'modules/openai-account.bicep' = if (createOpenAIAccount) {
   params: {
     location: location
     name: names.openAI
+    publicNetworkAccess: servicePublicNetworkAccess
     tags: allTags
   }
 }
@@ -505,6 +518,114 @@ module openAIBatch 'modules/openai-batch.bicep' = if (globalBatchEnabled) {
   ]
 }
 
+// Private networking (modules/network.bicep, modules/private-endpoint.bicep): one private
+// endpoint per service and sub-resource the app reaches, in the virtual network the app's
+// outbound traffic goes through. Event Grid still delivers to the app's webhooks over the
+// app's public inbound endpoint (infra/README.md, Private networking).
+module network 'modules/network.bicep' = if (privateNetworking) {
+  name: 'network'
+  params: {
+    location: location
+    name: names.virtualNetwork
+    tags: allTags
+  }
+}
+
+// Each private endpoint: the service (named, as a loop's items must be known when the
+// deployment starts), its sub-resource (group id) and the DNS zone of that sub-resource.
+var privateEndpoints = [
+  {
+    key: 'sb'
+    serviceId: resourceId('Microsoft.ServiceBus/namespaces', names.serviceBus)
+    groupId: 'namespace'
+    zone: 'serviceBus'
+  }
+  {
+    key: 'sthost-blob'
+    serviceId: resourceId('Microsoft.Storage/storageAccounts', names.hostStorage)
+    groupId: 'blob'
+    zone: 'blob'
+  }
+  {
+    key: 'sthost-queue'
+    serviceId: resourceId('Microsoft.Storage/storageAccounts', names.hostStorage)
+    groupId: 'queue'
+    zone: 'queue'
+  }
+  {
+    key: 'sthost-table'
+    serviceId: resourceId('Microsoft.Storage/storageAccounts', names.hostStorage)
+    groupId: 'table'
+    zone: 'table'
+  }
+  {
+    key: 'stdata-blob'
+    serviceId: resourceId('Microsoft.Storage/storageAccounts', names.dataStorage)
+    groupId: 'blob'
+    zone: 'blob'
+  }
+  {
+    key: 'stdata-queue'
+    serviceId: resourceId('Microsoft.Storage/storageAccounts', names.dataStorage)
+    groupId: 'queue'
+    zone: 'queue'
+  }
+  {
+    key: 'evgt'
+    serviceId: resourceId('Microsoft.EventGrid/topics', names.eventGridTopic)
+    groupId: 'topic'
+    zone: 'eventGrid'
+  }
+  {
+    key: 'evgns'
+    serviceId: resourceId('Microsoft.EventGrid/namespaces', names.eventGridNamespace)
+    groupId: 'topic'
+    zone: 'eventGrid'
+  }
+]
+
+module privateEndpoint 'modules/private-endpoint.bicep' = [
+  for endpoint in privateEndpoints: if (privateNetworking) {
+    name: 'pe-${endpoint.key}'
+    params: {
+      location: location
+      name: 'pe-${environmentName}-${endpoint.key}'
+      subnetId: network.outputs.privateEndpointSubnetId
+      serviceId: endpoint.serviceId
+      groupId: endpoint.groupId
+      privateDnsZoneIds: [
+        network.outputs.zoneIds[endpoint.zone]
+      ]
+      tags: allTags
+    }
+    dependsOn: [
+      serviceBus
+      hostStorage
+      dataStorage
+      eventGrid
+      eventGridNamespace
+    ]
+  }
+]
+
+// The Azure OpenAI account's, when this deployment creates it (an existing account of
+// azureOpenAIEndpoint or globalBatchAccountName brings its own network setup).
+module openAIPrivateEndpoint 'modules/private-endpoint.bicep' = if (privateNetworking && createOpenAIAccount) {
+  name: 'pe-oai'
+  params: {
+    location: location
+    name: 'pe-${environmentName}-oai'
+    subnetId: network.outputs.privateEndpointSubnetId
+    serviceId: openAIAccount.outputs.id
+    groupId: 'account'
+    privateDnsZoneIds: [
+      network.outputs.zoneIds.openAI
+      network.outputs.zoneIds.cognitiveServices
+    ]
+    tags: allTags
+  }
+}
+
 module functionApp 'modules/function-app.bicep' = {
   name: 'function-app'
   params: {
@@ -520,6 +641,7 @@ module functionApp 'modules/function-app.bicep' = {
     dataBlobEndpoint: dataStorage.outputs.blobEndpoint
     dataQueueEndpoint: dataStorage.outputs.queueEndpoint
     serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
+    virtualNetworkSubnetId: privateNetworking ? network.outputs.appSubnetId : ''
     appInsightsName: monitoring.outputs.appInsightsName
     eventGridTopicEndpoint: publishResultsToNamespace ? eventGridNamespace.outputs.endpoint : eventGrid.outputs.topicEndpoint
     eventGridNamespaceTopic: publishResultsToNamespace ? eventGridNamespace.outputs.resultsTopicName : ''

@@ -40,6 +40,10 @@ param webhookTokenIssuer = readEnvironmentVariable('INFERBUS_WEBHOOK_TOKEN_ISSUE
 
 param actionGroupId = readEnvironmentVariable('INFERBUS_ACTION_GROUP_ID', '')
 
+// Private networking (infra/README.md, "Private networking"): only the exact value true
+// turns it on.
+param privateNetworking = readEnvironmentVariable('INFERBUS_PRIVATE_NETWORKING', 'false') == 'true'
+
 // The operators' data roles (docs/operations.md, "Roles for operators"): granted to the
 // principal azd signed in with (AZURE_PRINCIPAL_ID, a user unless
 // INFERBUS_OPERATOR_PRINCIPAL_TYPE says otherwise; unset: no grant), or to

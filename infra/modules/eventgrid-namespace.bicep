@@ -49,7 +49,7 @@ param capacity int = 1
 @description('Zone-redundant namespace. Fixed at creation (it cannot be updated); set false in a region without availability zones.')
 param isZoneRedundant bool = true
 
-@description('Public network access of the namespace: Enabled, because the Flex Consumption app has no VNet integration (it reaches the namespace over its public endpoint, with Entra ID only).')
+@description('Public network access of the namespace: Enabled (Entra ID only) or Disabled (main.bicep\'s privateNetworking: the app pulls through the namespace\'s private endpoint over its VNet integration).')
 @allowed([
   'Enabled'
   'Disabled'

@@ -28,6 +28,13 @@ param eventGridIdentityId string
 @description('Principal id of the Function App identity (publisher on the custom topic).')
 param appPrincipalId string
 
+@description('Public network access: Enabled (the default) or Disabled (main.bicep\'s privateNetworking: reached through its private endpoints only).')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param publicNetworkAccess string = 'Enabled'
+
 @description('Tags applied to every resource.')
 param tags object = {}
 
@@ -61,7 +68,7 @@ resource topic 'Microsoft.EventGrid/topics@2025-02-15' = {
     inputSchema: 'CloudEventSchemaV1_0'
     disableLocalAuth: true
     minimumTlsVersionAllowed: '1.2'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
   }
 }
 

@@ -153,6 +153,9 @@ param globalBatchCapacity int = 0
 @description('Extra or overriding app settings, applied last.')
 param appSettingOverrides object = {}
 
+@description('Resource id of the subnet (delegated to Microsoft.App/environments) of the app\'s outbound VNet integration (main.bicep\'s privateNetworking); empty: none. Inbound stays public.')
+param virtualNetworkSubnetId string = ''
+
 @description('Tags applied to every resource.')
 param tags object = {}
 
@@ -191,6 +194,9 @@ resource site 'Microsoft.Web/sites@2025-03-01' = {
   properties: {
     serverFarmId: plan.id
     httpsOnly: true
+    // Flex Consumption VNet integration: outbound calls go through the subnet, which
+    // reaches the services' private endpoints (modules/network.bicep).
+    virtualNetworkSubnetId: empty(virtualNetworkSubnetId) ? null : virtualNetworkSubnetId
     // No siteConfig.ftpsState: Flex Consumption rejects it (FTP is off through the
     // basicPublishingCredentialsPolicies below); tests/infra/test_flex_site.py holds the
     // Flex deprecation table every property of this site is checked against.

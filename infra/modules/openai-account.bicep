@@ -10,7 +10,7 @@ param location string
 @maxLength(64)
 param name string
 
-@description('Public network access: Enabled (the Flex Consumption app has no VNet integration; Microsoft Entra ID only) or Disabled (private endpoints, not deployed here).')
+@description('Public network access: Enabled (Microsoft Entra ID only) or Disabled (main.bicep\'s privateNetworking: reached through its private endpoint from the app\'s VNet integration).')
 @allowed([
   'Enabled'
   'Disabled'
@@ -38,7 +38,7 @@ resource account 'Microsoft.CognitiveServices/accounts@2026-07-01' = {
     disableLocalAuth: true
     publicNetworkAccess: publicNetworkAccess
     networkAcls: {
-      defaultAction: 'Allow'
+      defaultAction: (publicNetworkAccess == 'Disabled') ? 'Deny' : 'Allow'
     }
   }
 }

@@ -38,6 +38,13 @@ param appPrincipalId string
 @description('Grant Azure Service Bus Data Owner on each request queue and on the results topic (entity scope, never the namespace): the app reads their runtime properties (per-lane backpressure, the inferbus.queue.* gauges, the subscriptions\' dead letters) with the administration API, which needs Manage rights. false leaves the app blind to queue depths.')
 param grantBacklogRead bool = true
 
+@description('Public network access: Enabled (the default) or Disabled (main.bicep\'s privateNetworking: reached through its private endpoints only).')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param publicNetworkAccess string = 'Enabled'
+
 @description('Tags applied to every resource.')
 param tags object = {}
 
@@ -53,7 +60,7 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2026-01-01' = {
   properties: {
     disableLocalAuth: true
     minimumTlsVersion: '1.2'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
   }
 }
 

@@ -71,6 +71,13 @@ param batchRetentionDays int = 90
 @minValue(1)
 param deadLetterRetentionDays int = 30
 
+@description('Public network access: Enabled (the default) or Disabled (main.bicep\'s privateNetworking: reached through its private endpoints only).')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param publicNetworkAccess string = 'Enabled'
+
 @description('Tags applied to every resource.')
 param tags object = {}
 
@@ -89,10 +96,10 @@ resource account 'Microsoft.Storage/storageAccounts@2026-04-01' = {
     defaultToOAuthAuthentication: true
     minimumTlsVersion: 'TLS1_2'
     supportsHttpsTrafficOnly: true
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
     networkAcls: {
       bypass: 'AzureServices'
-      defaultAction: 'Allow'
+      defaultAction: (publicNetworkAccess == 'Disabled') ? 'Deny' : 'Allow'
     }
   }
 }

@@ -18,6 +18,13 @@ param skuName string = 'Standard_LRS'
 @description('Principal id of the Function App identity.')
 param appPrincipalId string
 
+@description('Public network access: Enabled (the default) or Disabled (main.bicep\'s privateNetworking: reached through its private endpoints only).')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param publicNetworkAccess string = 'Enabled'
+
 @description('Tags applied to every resource.')
 param tags object = {}
 
@@ -36,10 +43,10 @@ resource account 'Microsoft.Storage/storageAccounts@2026-04-01' = {
     defaultToOAuthAuthentication: true
     minimumTlsVersion: 'TLS1_2'
     supportsHttpsTrafficOnly: true
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
     networkAcls: {
       bypass: 'AzureServices'
-      defaultAction: 'Allow'
+      defaultAction: (publicNetworkAccess == 'Disabled') ? 'Deny' : 'Allow'
     }
   }
 }
@@ -79,6 +86,7 @@ resource hostQueueContributor 'Microsoft.Authorization/roleAssignments@2022-04-0
   }
 }
 
+output id string = account.id
 output name string = account.name
 output blobEndpoint string = account.properties.primaryEndpoints.blob
 output deploymentContainerUrl string = '${account.properties.primaryEndpoints.blob}${deploymentContainerName}'

@@ -197,9 +197,11 @@ def test_bicepparam_fallbacks_are_the_defaults_of_main() -> None:
     for name, value in bicepparam_assignments().items():
         read_env = _READ_ENV.search(value)
         assert read_env, f"{name} should come from the azd environment"
-        fallback: str | int | None = read_env.group(2)
+        fallback: str | int | bool | None = read_env.group(2)
         if value.startswith("int(") and fallback is not None:
             fallback = int(fallback)  # an int parameter reads its text through int()
+        if value.endswith("== 'true'") and fallback is not None:
+            fallback = fallback == "true"  # a bool parameter compares its text with 'true'
         if has_default(declared[name]):
             assert fallback == declared[name]["default"], f"{name}: {fallback!r}"
         else:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -188,6 +189,68 @@ def scans(checkov_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Sca
     return Scans(configured=_report(configured), unfiltered=_report(unfiltered))
 
 
+# The private setting (main.bicep's privateNetworking=true): checkov scans each file alone,
+# with its parameters' defaults, so the scan of that setting is a copy of infra/ whose
+# defaults are the values main.bicep passes with the option on.
+PRIVATE_DEFAULTS = (
+    ("modules/*.bicep", "param publicNetworkAccess string = 'Enabled'", "'Disabled'"),
+    ("main.bicep", "param privateNetworking bool = false", "true"),
+)
+# The public-access checks the default setting skips, which the private setting passes.
+PUBLIC_ACCESS_CHECKS = {
+    ("CKV_AZURE_59", "Microsoft.Storage/storageAccounts"),
+    ("CKV_AZURE_193", "Microsoft.EventGrid/topics"),
+    ("CKV_AZURE_134", "Microsoft.CognitiveServices/accounts"),
+}
+
+
+@pytest.fixture(scope="session")
+def private_scans(checkov_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Scans:
+    """The scans of ``scans`` on a copy of infra/ set up as privateNetworking=true deploys."""
+    root = tmp_path_factory.mktemp("checkov-private")
+    shutil.copytree(INFRA, root / "infra")
+    shutil.copy(CHECKOV_CONFIG, root / ".checkov.yaml")
+    flipped = 0
+    for pattern, line, value in PRIVATE_DEFAULTS:
+        for path in sorted((root / "infra").glob(pattern)):
+            text = path.read_text(encoding="utf-8")
+            if line in text:
+                head = line.rsplit("= ", 1)[0]
+                path.write_text(text.replace(line, f"{head}= {value}"), encoding="utf-8")
+                flipped += 1
+    # Six modules take publicNetworkAccess (storage x2, Service Bus, the topics, the
+    # namespace, Azure OpenAI), and main.bicep the option itself.
+    assert flipped == 7, f"{flipped} defaults set for the private scan"
+    home = tmp_path_factory.mktemp("checkov-private-home")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("BC_", "PRISMA"))}
+    env.update(OFFLINE_ENV, HOME=str(home))
+    output = ["--output", "json", "--compact"]
+    common: dict[str, Any] = {
+        "stdout": subprocess.PIPE,
+        "stderr": subprocess.PIPE,
+        "text": True,
+        "env": env,
+    }
+    module = [str(checkov_python), "-m", "checkov.main"]
+    configured = subprocess.Popen(
+        [*module, "--config-file", str(root / ".checkov.yaml"), *output], cwd=root, **common
+    )
+    unfiltered = subprocess.Popen(
+        [
+            *module,
+            "--directory",
+            str(root / "infra"),
+            "--framework",
+            "bicep",
+            "--skip-download",
+            *output,
+        ],
+        cwd=home,
+        **common,
+    )
+    return Scans(configured=_report(configured), unfiltered=_report(unfiltered))
+
+
 # --- tests ----------------------------------------------------------------------------------
 
 
@@ -320,3 +383,33 @@ def test_skips_are_few_and_reasoned() -> None:
         assert check_id.startswith("CKV_AZURE_"), check_id
         assert skip.resource_types, check_id
         assert len(skip.reason) >= MIN_REASON, f"{check_id}: say why it does not apply"
+
+
+def test_checkov_with_the_config_fails_nothing_with_private_networking(
+    private_scans: Scans,
+) -> None:
+    """`checkov -d infra` of the privateNetworking=true setting: no failure either."""
+    report = private_scans.configured
+    failed = [
+        f"{r['check_id']} {r['check_name']} ({r['file_path']} {r['resource']})"
+        for r in report["results"]["failed_checks"]
+    ]
+    assert report["summary"]["passed"] > 0, "the private scan checked nothing"
+    assert not failed, "checkov failures with privateNetworking:\n" + "\n".join(failed)
+    skips = configured_skips()
+    unexpected = [
+        f"{r['check_id']} ({r['file_path']} {r['resource']})"
+        for r in private_scans.unfiltered["results"]["failed_checks"]
+        if _skip_for(r, skips) is None
+    ]
+    assert not unexpected, "failures outside the skip list:\n" + "\n".join(unexpected)
+
+
+def test_private_networking_passes_the_public_access_checks(private_scans: Scans) -> None:
+    """The public-access skips hold for the default setting only: with privateNetworking
+    every resource they name passes them, and none fails them."""
+    results = private_scans.unfiltered["results"]
+    failed = {(r["check_id"], r["resource"].rsplit(".", 1)[0]) for r in results["failed_checks"]}
+    passed = {(r["check_id"], r["resource"].rsplit(".", 1)[0]) for r in results["passed_checks"]}
+    assert not PUBLIC_ACCESS_CHECKS & failed
+    assert passed >= PUBLIC_ACCESS_CHECKS

@@ -235,7 +235,26 @@ def test_main_wires_the_namespace_parameters_and_identities() -> None:
     assert render(passed["isZoneRedundant"]) == (
         "(eventGridNamespaceZoneRedundant && zoneRedundant)"
     ), "zone redundancy only where the region has availability zones"
-    assert render(passed["publicNetworkAccess"]) == "eventGridNamespacePublicNetworkAccess"
+    # The parameter's own choice, unless private networking disables public access.
+    access = passed["publicNetworkAccess"]
+    known = constants(MAIN)
+    assert resolve(access, {**known, "eventGridNamespacePublicNetworkAccess": "Enabled"}) == (
+        "Enabled"
+    )
+    assert resolve(access, {**known, "eventGridNamespacePublicNetworkAccess": "Disabled"}) == (
+        "Disabled"
+    )
+    assert (
+        resolve(
+            access,
+            {
+                **known,
+                "privateNetworking": True,
+                "eventGridNamespacePublicNetworkAccess": "Enabled",
+            },
+        )
+        == "Disabled"
+    )
     assert render(passed["eventGridIdentityId"]) == "identities.outputs.eventGridIdentityId"
     assert render(passed["dataStorageAccountId"]) == "dataStorage.outputs.id"
     assert render(passed["appPrincipalId"]) == "identities.outputs.appIdentityPrincipalId"

@@ -33,7 +33,7 @@ TOOL_PROJECTS := $(foreach tool,$(TOOLS),tools/$(tool)/pyproject.toml)
 # -n 6 5m06s).
 TEST_WORKERS ?= 6
 
-.PHONY: help bootstrap swagger-ui protos run test test-unit chaos fuzz lint format bench emulator clean
+.PHONY: help bootstrap lock swagger-ui protos run test test-unit chaos fuzz lint format bench emulator clean
 
 help:
 	@echo "make run        start Azurite, the Service Bus emulator and the app (http://localhost:7071)"
@@ -45,6 +45,7 @@ help:
 	@echo "make bench      run the benchmarks (bench/, tools/*/bench/) and print their figures"
 	@echo "make emulator   run the Service Bus emulator alone on 127.0.0.1:5672"
 	@echo "make protos     compile the FunctionRpc protocol of the local host (part of bootstrap)"
+	@echo "make lock       compile requirements.in into the hashed lock requirements.txt"
 
 bootstrap: $(VENV_STAMP) $(NODE_STAMP) $(SWAGGER_UI) $(PROTO_OUT) $(CHECKOV_STAMP)
 
@@ -55,13 +56,30 @@ $(PROTO_OUT): $(PROTO) $(VENV_STAMP)
 protos: $(VENV_STAMP)
 	$(PY) -m functions_host.protos
 
+# Two installs, since pip checks the hashes of every requirement once one has a hash (in a
+# constraints file too) and an editable install has none: first the app's lock
+# (requirements.txt, what Azure installs), hash-checked; then the dev requirements, held to
+# the lock's versions by its pins without their hashes (LOCK_PINS, derived here).
+LOCK_PINS := $(VENV)/lock-pins.txt
 $(VENV_STAMP): requirements.txt requirements-dev.txt $(TOOL_PROJECTS)
 	$(REQUIRE_PYTHON)
 	@$(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null || \
 	{ rm -rf $(VENV); echo "creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements.txt
+	sed -e '/--hash=/d' -e 's/ *\\$$//' requirements.txt > $(LOCK_PINS)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c $(LOCK_PINS)
 	@touch $@
+
+# The lock of what the app runs in Azure: requirements.txt, every package of requirements.in
+# and their dependencies pinned with the hashes of all their files, resolved for this
+# machine's Python 3.13 (Azure, CI and the dev container are Linux x86_64: run it there).
+# Without --upgrade-package/--upgrade it keeps the pins that still satisfy requirements.in:
+# make lock LOCK_ARGS='--upgrade-package openai' or LOCK_ARGS=--upgrade to move them.
+# The options are the ones Dependabot reads back from the lock's header when it updates it.
+lock: $(VENV_STAMP)
+	$(PY) -m piptools compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+		--output-file requirements.txt $(LOCK_ARGS) requirements.in
 
 $(CHECKOV_STAMP): $(CHECKOV_REQUIREMENTS)
 	$(REQUIRE_PYTHON)

@@ -24,6 +24,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessageState
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from shared.adapters.identity import azure_credential
+from shared.adapters.servicebus import malformed_servicebus_connection
 from shared.errors import ConfigurationError
 from shared.intake.backpressure import lane_backlog_limits
 from shared.intake.ports import BacklogProbe, QueueDepth
@@ -73,9 +74,12 @@ class QueueBacklogProbe:
 
 def administration_client(settings: Settings) -> ServiceBusAdministrationClient:
     if settings.servicebus.connection_string:
-        return ServiceBusAdministrationClient.from_connection_string(
-            settings.servicebus.connection_string
-        )
+        try:
+            return ServiceBusAdministrationClient.from_connection_string(
+                settings.servicebus.connection_string
+            )
+        except ValueError as error:  # the SDK's parse of the string
+            raise malformed_servicebus_connection() from error
     if settings.servicebus.namespace:
         credential = azure_credential(settings.servicebus.client_id)
         return ServiceBusAdministrationClient(settings.servicebus.namespace, credential)

@@ -34,6 +34,17 @@ from shared.settings import Settings
 log = logging.getLogger(__name__)
 
 
+def malformed_servicebus_connection() -> ConfigurationError:
+    """What a ``ServiceBusConnection`` string the SDK could not parse is (a ValueError of
+    its ``from_connection_string``): a configuration error naming the setting, the string
+    itself never quoted."""
+    return ConfigurationError(
+        "the ServiceBusConnection setting (a connection string) is malformed: it needs "
+        "Endpoint=sb://... and SharedAccessKeyName with SharedAccessKey (or "
+        "SharedAccessSignature)"
+    )
+
+
 def servicebus_client(
     settings: Settings, *, retry_total: int = 3, try_timeout: float | None = None
 ) -> ServiceBusClient:
@@ -44,9 +55,12 @@ def servicebus_client(
     if try_timeout is not None:
         options["try_timeout"] = try_timeout
     if settings.servicebus.connection_string:
-        return ServiceBusClient.from_connection_string(
-            settings.servicebus.connection_string, **options
-        )
+        try:
+            return ServiceBusClient.from_connection_string(
+                settings.servicebus.connection_string, **options
+            )
+        except ValueError as error:  # the SDK's parse of the string
+            raise malformed_servicebus_connection() from error
     if settings.servicebus.namespace:
         credential = azure_credential(settings.servicebus.client_id)
         return ServiceBusClient(settings.servicebus.namespace, credential, **options)

@@ -1,9 +1,11 @@
-"""``python -m shared.ops`` run as an operator runs it, in a process of its own with only
-the settings named here (nothing inherited from the test's environment).
+"""``python -m shared.ops`` and ``python -m shared.producer`` run as an operator runs them,
+in a process of their own with only the settings named here (nothing inherited from the
+test's environment).
 
 - A ``Storage`` connection string whose AccountKey is not base64 (the storage SDK only
   fails when it signs the first request) is a configuration error naming the setting:
   exit 2, no traceback, the key not echoed, whichever command reads storage.
+- So is a ``ServiceBusConnection`` string the Service Bus SDK cannot parse.
 - ``usage`` and ``jobs reindex`` read only storage: they run with no Service Bus
   connection configured at all.
 """
@@ -37,10 +39,11 @@ UNREACHABLE_SERVICE_BUS = (
 
 
 def ops(
-    *argv: str, settings: dict[str, str], local_settings: Path
+    *argv: str, settings: dict[str, str], local_settings: Path, module: str = "shared.ops"
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m shared.ops ARGV`` from the repository, its app settings the Values of
-    ``local_settings`` (written here when ``settings`` is given) and nothing else."""
+    """``python -m shared.ops ARGV`` (or another ``module``) from the repository, its app
+    settings the Values of ``local_settings`` (written here when ``settings`` is given) and
+    nothing else."""
     if settings:
         document = {"IsEncrypted": False, "Values": settings}
         local_settings.write_text(json.dumps(document), encoding="utf-8")
@@ -50,9 +53,10 @@ def ops(
         "INFERBUS_LOCAL_SETTINGS": str(local_settings),
     }
     return subprocess.run(
-        [sys.executable, "-m", "shared.ops", *argv],
+        [sys.executable, "-m", module, *argv],
         cwd=ROOT,
         env=environment,
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=120,
@@ -85,6 +89,60 @@ def test_a_malformed_account_key_is_a_configuration_error_naming_the_setting(
     assert "AccountKey that is not base64" in ran.stderr
     assert MALFORMED_KEY not in ran.stderr
     assert ran.stdout == ""
+
+
+def test_the_producer_refuses_a_malformed_account_key_the_same_way(tmp_path: Path) -> None:
+    """Even for a request that needs no storage: the setting is wrong, not the request."""
+    settings = {
+        "Storage": UNREACHABLE_STORAGE.replace(MALFORMED_KEY, "notbase64!"),
+        "ServiceBusConnection": UNREACHABLE_SERVICE_BUS,
+    }
+    argv = ("--tenant", "contoso", "--model", "local-analyzer", "--text", "Invoice 12")
+
+    ran = ops(
+        *argv,
+        settings=settings,
+        local_settings=tmp_path / "local.settings.json",
+        module="shared.producer",
+    )
+
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stderr.splitlines() == [
+        "configuration error: the Storage setting (a connection string) has an AccountKey "
+        "that is not base64: copy the storage account's key again"
+    ]
+    assert ran.stdout == ""
+
+
+MALFORMED_SERVICE_BUS = "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=x"
+
+
+@pytest.mark.parametrize(
+    ("module", "argv"),
+    [
+        ("shared.ops", ("sb-deadletters", "list")),
+        ("shared.ops", ("deadletters", "list")),
+        ("shared.producer", ("--tenant", "contoso", "--model", "m", "--text", "t")),
+        ("shared.producer", ("--model", "m", "--file", "-", "--connection", "not a string")),
+    ],
+    ids=lambda value: value if isinstance(value, str) else " ".join(value),
+)
+def test_a_malformed_service_bus_connection_string_is_a_configuration_error(
+    module: str, argv: tuple[str, ...], tmp_path: Path
+) -> None:
+    settings = {
+        "Storage": "UseDevelopmentStorage=true",
+        "ServiceBusConnection": MALFORMED_SERVICE_BUS,
+    }
+
+    ran = ops(*argv, settings=settings, local_settings=tmp_path / "l.json", module=module)
+
+    assert ran.returncode == 2, ran.stderr
+    assert "Traceback" not in ran.stderr
+    assert ran.stderr.startswith(
+        "configuration error: the ServiceBusConnection setting (a connection string) is malformed"
+    )
+    assert "127.0.0.1:1" not in ran.stderr
 
 
 def test_a_connection_string_that_is_not_name_value_pairs_is_named_too(tmp_path: Path) -> None:

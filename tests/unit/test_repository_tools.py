@@ -42,7 +42,7 @@ EXTENSIONS = (
     "ms-azuretools.vscode-bicep",
     "ms-azuretools.azure-dev",
 )
-# The betas requirements.txt pins exactly: Dependabot must propose their updates too.
+# The betas requirements.in pins exactly: Dependabot must propose their updates too.
 PINNED_BETAS = ("azurefunctions-extensions-bindings-servicebus", "azure-functions-runtime")
 
 
@@ -376,7 +376,7 @@ def test_dependabot_updates_pip_npm_and_actions_weekly() -> None:
 
 
 def test_dependabot_ignores_none_of_the_pinned_betas() -> None:
-    requirements = REPO_ROOT / "requirements.txt"
+    requirements = REPO_ROOT / "requirements.in"
     for name in PINNED_BETAS:
         pinned = [spec.operator for spec in requirement(requirements, name).specifier]
         assert pinned == ["=="], f"{name} is no longer pinned exactly: update this test"

@@ -15,7 +15,9 @@ DefaultAzureCredential in Azure; ``Storage`` for claim checks). With ``--file``,
 ``--tenant`` and ``--model`` fill lines that leave them out. Progress goes to stderr, the
 summary to stdout (``--json``: as JSON). Exit codes: 0 all sent, 1 some requests refused,
 2 usage or configuration error, 3 Service Bus (or storage, for a claim check) unavailable:
-the run stopped; run it again, request ids repeat and repeats are dropped.
+the run stopped; run it again, request ids repeat and repeats are dropped. ``--help`` says
+all of this (``EPILOG``). No ``Storage`` setting only refuses the lines that need storage;
+a ``Storage`` connection string the SDK could not sign with is a configuration error.
 """
 
 from __future__ import annotations
@@ -48,35 +50,99 @@ SINGLE_ONLY = (
 )
 
 
+# The end of --help, kept as written: the line format, the exit codes, the settings' source.
+EPILOG = """\
+a JSONL line:
+  {tenant_id, model, input: {text} | {blob_uri, sha256, size, media_type} | {blob_uri,
+  sha256?}, request_id?, parameters?, priority?, not_before?, deadline? |
+  deadline_seconds?, metadata?, after?, document_id?, schema?}
+
+exit codes:
+  0  all sent
+  1  some requests were refused (the summary lists them with their reasons)
+  2  usage or configuration error: a bad option, a missing or malformed setting
+  3  Service Bus (or storage, for a claim check) unavailable: the run stopped; run it
+     again (request ids repeat and the broker drops the repeats)
+
+settings: the app's own, from the environment over the Values of local.settings.json
+in the current directory (INFERBUS_LOCAL_SETTINGS names another file); a variable of
+the environment wins, as under the Functions host. ServiceBusConnection (or
+ServiceBusConnection__fullyQualifiedNamespace) is the broker, unless --connection or
+--namespace names one; Storage is the account of claim checks and blob references."""
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
         prog="python -m shared.producer",
         description="Send inference requests straight to the Service Bus request queues.",
-        epilog="A JSONL line: {tenant_id, model, input: {text} | {blob_uri, sha256, size, "
-        "media_type} | {blob_uri, sha256?}, request_id?, parameters?, priority?, not_before?, "
-        "deadline? | deadline_seconds?, metadata?, after?, document_id?, schema?}",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = root.add_mutually_exclusive_group(required=True)
     source.add_argument("--file", help="a JSONL file of requests, - for stdin")
     source.add_argument("--text", help="one request with this inline text")
     source.add_argument("--blob-uri", help="one request for a blob of the app's storage")
-    root.add_argument("--tenant", help="the tenant (with --file: for lines without one)")
-    root.add_argument("--model", help="the model (with --file: for lines without one)")
-    root.add_argument("--sha256", help="the blob's SHA-256 (computed when left out)")
-    root.add_argument("--priority", choices=[p.value for p in Priority])
-    root.add_argument("--document-id", help="order this request after the document's others")
-    root.add_argument("--parameters", help="model parameters as a JSON object")
-    root.add_argument("--metadata", action="append", metavar="KEY=VALUE", help="repeatable")
-    root.add_argument("--not-before", help="ISO 8601 time with a zone: do not start before")
-    root.add_argument("--deadline-seconds", type=int, help="give up after (default: setting)")
-    root.add_argument("--after", help="the id of a request that must complete first")
-    root.add_argument("--request-id", help="the id to send under (default: derived)")
+    root.add_argument(
+        "--tenant", help="the tenant (with --file: for lines without one; default: none)"
+    )
+    root.add_argument(
+        "--model", help="the model alias (with --file: for lines without one; default: none)"
+    )
+    root.add_argument("--sha256", help="the blob's SHA-256 (default: computed from the blob)")
+    root.add_argument(
+        "--priority",
+        choices=[p.value for p in Priority],
+        help="the request's priority; high takes the priority queue (default: normal)",
+    )
+    root.add_argument(
+        "--document-id",
+        help="order this request after the document's others (default: unordered)",
+    )
+    root.add_argument("--parameters", help="model parameters as a JSON object (default: none)")
+    root.add_argument(
+        "--metadata",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a metadata entry of the request, repeatable (default: none)",
+    )
+    root.add_argument(
+        "--not-before",
+        help="ISO 8601 time with a zone: do not start before (default: at once)",
+    )
+    root.add_argument(
+        "--deadline-seconds",
+        type=int,
+        help="give up this long after sending (default: the DefaultDeadlineSeconds setting)",
+    )
+    root.add_argument(
+        "--after", help="the id of a request that must complete first (default: none)"
+    )
+    root.add_argument(
+        "--request-id", help="the id to send under (default: derived from the request)"
+    )
     connection = root.add_mutually_exclusive_group()
-    connection.add_argument("--connection", help="a Service Bus connection string")
-    connection.add_argument("--namespace", help="<name>.servicebus.windows.net (identity)")
-    root.add_argument("--json", action="store_true", help="print the summary as JSON")
-    root.add_argument("--no-progress", action="store_true", help="no progress on stderr")
-    root.add_argument("--max-batch-messages", type=int, help="at most N messages per batch")
+    connection.add_argument(
+        "--connection",
+        help="a Service Bus connection string (default: the ServiceBusConnection setting)",
+    )
+    connection.add_argument(
+        "--namespace",
+        help="<name>.servicebus.windows.net, signed in with DefaultAzureCredential "
+        "(default: the ServiceBusConnection setting)",
+    )
+    root.add_argument(
+        "--json", action="store_true", help="print the summary as JSON (default: as text)"
+    )
+    root.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress on stderr (default: progress on stderr)",
+    )
+    root.add_argument(
+        "--max-batch-messages",
+        type=int,
+        help="at most N messages per batch (default: as many as fit in a batch)",
+    )
     return root
 
 
@@ -161,11 +227,12 @@ def send(
     from shared.adapters.servicebus import servicebus_client
     from shared.adapters.servicebus_producer import ServiceBusBatchSenders
 
+    # No storage configured: lines that need a claim check are refused, saying so. A
+    # configured one the SDK could not sign with is a configuration error (raised here).
+    storage = settings.storage
+    configured = storage.connection_string or storage.blob_endpoint
+    blobs = AzureBlobStore(blob_service_client(settings)) if configured else None
     senders = ServiceBusBatchSenders(servicebus_client(settings))
-    try:
-        blobs: AzureBlobStore | None = AzureBlobStore(blob_service_client(settings))
-    except ConfigurationError:
-        blobs = None  # lines that need a claim check are refused, saying so
     progress = None if args.no_progress else ProgressDisplay(stderr)
     producer = Producer.from_settings(
         settings,

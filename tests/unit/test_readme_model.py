@@ -44,7 +44,7 @@ def test_the_readmes_handler_answers_what_the_readme_says(
     monkeypatch.syspath_prepend(str(tmp_path))
     document = json.loads(blocks(section("## Your own model"), "json")[0])
     settings = {
-        "ChatDeployment": "gpt-4o-mini",
+        "ChatDeployment": "gpt-5.1",
         "VllmKey": "k",
         "AzureOpenAI__endpoint": "https://x.openai.azure.com",
         "AzureOpenAI__apiKey": "k",
@@ -68,4 +68,4 @@ def test_the_readmes_handler_answers_what_the_readme_says(
     assert rater.card.task.result(answer) == {"sentiment": "negative", "score": -0.67}
     assert answer.usage is not None
     assert (answer.usage.input_tokens, answer.usage.output_tokens) == (6, 2)
-    assert sorted(served) == ["gpt-4o-mini", "llama", "local-analyzer", "rater"]
+    assert sorted(served) == ["gpt-5.1", "llama", "local-analyzer", "rater"]

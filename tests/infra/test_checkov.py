@@ -162,11 +162,10 @@ def _report(process: subprocess.Popen[str]) -> dict[str, Any]:
     return report
 
 
-@pytest.fixture(scope="session")
-def scans(checkov_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Scans:
-    """checkov's JSON reports of infra/, with and without .checkov.yaml, every result included."""
-    # checkov also reads ~/.checkov.yaml: a home of its own keeps the scans to this repository.
-    home = tmp_path_factory.mktemp("checkov-home")
+def _scan(checkov_python: Path, root: Path, home: Path) -> Scans:
+    """checkov's JSON reports of ``root``'s infra/, with and without its .checkov.yaml, both
+    running at once; ``home`` is checkov's home (it also reads ~/.checkov.yaml: a home of its
+    own keeps the scans to ``root``) and the folder the unconfigured scan runs from."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("BC_", "PRISMA"))}
     env.update(OFFLINE_ENV, HOME=str(home))
     output = ["--output", "json", "--compact"]
@@ -178,15 +177,22 @@ def scans(checkov_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Sca
     }
     module = [str(checkov_python), "-m", "checkov.main"]
     configured = subprocess.Popen(
-        [*module, "--config-file", str(CHECKOV_CONFIG), *output], cwd=REPO_ROOT, **common
+        [*module, "--config-file", str(root / ".checkov.yaml"), *output], cwd=root, **common
     )
     # From a folder without .checkov.yaml (checkov reads the one of the working directory).
+    infra = root / "infra"
     unfiltered = subprocess.Popen(
-        [*module, "--directory", str(INFRA), "--framework", "bicep", "--skip-download", *output],
+        [*module, "--directory", str(infra), "--framework", "bicep", "--skip-download", *output],
         cwd=home,
         **common,
     )
     return Scans(configured=_report(configured), unfiltered=_report(unfiltered))
+
+
+@pytest.fixture(scope="session")
+def scans(checkov_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Scans:
+    """checkov's JSON reports of infra/, with and without .checkov.yaml, every result included."""
+    return _scan(checkov_python, REPO_ROOT, tmp_path_factory.mktemp("checkov-home"))
 
 
 # The private setting (main.bicep's privateNetworking=true): checkov scans each file alone,
@@ -221,34 +227,7 @@ def private_scans(checkov_python: Path, tmp_path_factory: pytest.TempPathFactory
     # Six modules take publicNetworkAccess (storage x2, Service Bus, the topics, the
     # namespace, Azure OpenAI), and main.bicep the option itself.
     assert flipped == 7, f"{flipped} defaults set for the private scan"
-    home = tmp_path_factory.mktemp("checkov-private-home")
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("BC_", "PRISMA"))}
-    env.update(OFFLINE_ENV, HOME=str(home))
-    output = ["--output", "json", "--compact"]
-    common: dict[str, Any] = {
-        "stdout": subprocess.PIPE,
-        "stderr": subprocess.PIPE,
-        "text": True,
-        "env": env,
-    }
-    module = [str(checkov_python), "-m", "checkov.main"]
-    configured = subprocess.Popen(
-        [*module, "--config-file", str(root / ".checkov.yaml"), *output], cwd=root, **common
-    )
-    unfiltered = subprocess.Popen(
-        [
-            *module,
-            "--directory",
-            str(root / "infra"),
-            "--framework",
-            "bicep",
-            "--skip-download",
-            *output,
-        ],
-        cwd=home,
-        **common,
-    )
-    return Scans(configured=_report(configured), unfiltered=_report(unfiltered))
+    return _scan(checkov_python, root, tmp_path_factory.mktemp("checkov-private-home"))
 
 
 # --- tests ----------------------------------------------------------------------------------

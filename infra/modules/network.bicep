@@ -51,7 +51,7 @@ var zoneList = [
 // Internet-bound calls of the app (Application Insights ingestion, Entra sign-in, a model
 // provider outside Azure) leave through snet-app too; new virtual networks have no default
 // outbound access, so a NAT gateway with one static public address carries them.
-resource natAddress 'Microsoft.Network/publicIPAddresses@2026-01-01' = {
+resource natAddress 'Microsoft.Network/publicIPAddresses@2025-09-01' = {
   name: 'pip-${name}-nat'
   location: location
   tags: tags
@@ -64,7 +64,7 @@ resource natAddress 'Microsoft.Network/publicIPAddresses@2026-01-01' = {
   }
 }
 
-resource natGateway 'Microsoft.Network/natGateways@2026-01-01' = {
+resource natGateway 'Microsoft.Network/natGateways@2025-09-01' = {
   name: 'ng-${name}'
   location: location
   tags: tags
@@ -81,7 +81,7 @@ resource natGateway 'Microsoft.Network/natGateways@2026-01-01' = {
   }
 }
 
-resource vnet 'Microsoft.Network/virtualNetworks@2026-01-01' = {
+resource vnet 'Microsoft.Network/virtualNetworks@2025-09-01' = {
   name: name
   location: location
   tags: tags

@@ -31,7 +31,7 @@ param privateDnsZoneIds array
 @description('Tags applied to the private endpoint.')
 param tags object = {}
 
-resource endpoint 'Microsoft.Network/privateEndpoints@2026-01-01' = {
+resource endpoint 'Microsoft.Network/privateEndpoints@2025-09-01' = {
   name: name
   location: location
   tags: tags
@@ -53,7 +53,7 @@ resource endpoint 'Microsoft.Network/privateEndpoints@2026-01-01' = {
   }
 }
 
-resource zoneGroup 'Microsoft.Network/privateEndpoints/privateDnsZoneGroups@2026-01-01' = {
+resource zoneGroup 'Microsoft.Network/privateEndpoints/privateDnsZoneGroups@2025-09-01' = {
   parent: endpoint
   name: 'default'
   properties: {

@@ -230,6 +230,14 @@ def private_scans(checkov_python: Path, tmp_path_factory: pytest.TempPathFactory
     return _scan(checkov_python, root, tmp_path_factory.mktemp("checkov-private-home"))
 
 
+def failures(report: dict[str, Any]) -> list[str]:
+    """A report's failed checks, one line each: the check, its name, the file and resource."""
+    return [
+        f"{r['check_id']} {r['check_name']} ({r['file_path']} {r['resource']})"
+        for r in report["results"]["failed_checks"]
+    ]
+
+
 # --- tests ----------------------------------------------------------------------------------
 
 
@@ -311,10 +319,7 @@ def test_checkov_parses_every_template(scans: Scans) -> None:
 def test_checkov_with_the_config_fails_nothing(scans: Scans) -> None:
     """What `checkov -d infra` (or --config-file .checkov.yaml) prints: no failure at all."""
     report = scans.configured
-    failed = [
-        f"{r['check_id']} {r['check_name']} ({r['file_path']} {r['resource']})"
-        for r in report["results"]["failed_checks"]
-    ]
+    failed = failures(report)
     assert report["summary"]["passed"] > 0, "checkov with .checkov.yaml checked nothing"
     assert not failed, "checkov failures to fix (or skip with a reason):\n" + "\n".join(failed)
 
@@ -369,10 +374,7 @@ def test_checkov_with_the_config_fails_nothing_with_private_networking(
 ) -> None:
     """`checkov -d infra` of the privateNetworking=true setting: no failure either."""
     report = private_scans.configured
-    failed = [
-        f"{r['check_id']} {r['check_name']} ({r['file_path']} {r['resource']})"
-        for r in report["results"]["failed_checks"]
-    ]
+    failed = failures(report)
     assert report["summary"]["passed"] > 0, "the private scan checked nothing"
     assert not failed, "checkov failures with privateNetworking:\n" + "\n".join(failed)
     skips = configured_skips()

@@ -471,7 +471,8 @@ def describe(run: Run) -> str:
             f"; {ratio(run.tokens, run.served):.0f} tokens a call; accepted "
             f"{len(run.submitted)}, refused 503 {len(run.refusals)}"
             f" (other answers {run.other_refusals}); Retry-After / would-have-waited median "
-            f"{quantile(ratios, 0.5):.2f}, within 30% {within}/{len(ratios)}"
+            f"{quantile(ratios, 0.5):.2f} (p10 {quantile(ratios, 0.1):.2f}, p90 "
+            f"{quantile(ratios, 0.9):.2f}), within 30% {within}/{len(ratios)}"
         )
     return line + "".join(f"; {event}" for event in run.events)
 

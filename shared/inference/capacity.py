@@ -21,7 +21,8 @@ every batch of that instance:
   have work, whatever their number. The service's remaining-budget headers
   (``x-ratelimit-remaining-tokens`` / ``-requests``, read from every answer: the
   deployment's own view, whoever else uses it) say what the deployment takes right now,
-  and this instance never holds more than that.
+  and this instance never holds more than that (over a sliding minute, more than its
+  share of it: ``observe``).
 - **Throttling is the deployment's state, not a request's fault.** A 429 (``Throttled``)
   pauses every call of the deployment in this instance until the time the service asked
   for; the call that met it waits and goes again, without counting as an attempt. Each
@@ -170,9 +171,8 @@ class _Bucket:
         return max(0.0, ahead - self.level) / self.rate(share)
 
     def clamp(self, available: float) -> None:
-        """Never more than what the service says the deployment takes right now
-        (``DeploymentGate.observe``). Not this instance's share of it: the others'
-        calls are already in what is left, and the share already bounds this one."""
+        """Never more than what the service says the deployment takes right now, read
+        as its limiter means it (``DeploymentGate.observe``)."""
         self.level = min(self.level, available)
 
 
@@ -402,11 +402,14 @@ class DeploymentGate:
 
     def observe(self, remaining_tokens: int | None, remaining_requests: int | None) -> None:
         """What the service says the deployment has left (its rate-limit headers), read
-        for what its limiter means by them: a window limiter counts the minute, of which
-        a window's part may go now; a sliding minute says what may go now."""
-        usable = WINDOW_SECONDS / 60 if self._limiter == "window" else 1.0
+        for what its limiter means by them. A window limiter counts the minute, of which a
+        window's part may go now; the window refills, so what is left is not this
+        instance's alone to hold back from. A sliding minute says what may go now, until
+        whole calls leave the minute: every instance reads the same figure, so each takes
+        its share of it (all of it, the instances would spend it several times over)."""
         with self._condition:
             share, now = self._share(), self.clock()
+            usable = WINDOW_SECONDS / 60 if self._limiter == "window" else share
             for bucket, left in (
                 (self._tokens, remaining_tokens),
                 (self._requests, remaining_requests),

@@ -2,7 +2,9 @@
 
 Accepting work that will sit for hours past its deadline helps nobody; a 503 with
 Retry-After lets well-behaved clients slow down. The queue depth comes from the broker's
-runtime counts, cached for a few seconds so a burst of submissions costs one lookup. If
+runtime counts, cached for a few seconds so a burst of submissions costs one lookup (and
+what this instance sent since the reading counted on top, so the cache does not hide the
+burst it saves lookups for). If
 the count cannot be read, intake stays open (the broker, not the probe, is the source of
 truth for whether a send succeeds), and the failure is cached like a reading, so an
 unreachable management endpoint costs one attempt per cache period, not one per request.
@@ -39,6 +41,7 @@ import math
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Final
 
 from shared.errors import ServiceUnavailable
@@ -68,6 +71,12 @@ class BacklogGate:
         self._retry_after = retry_after
         self._lock = threading.Lock()
         self._cached: tuple[float, QueueDepth | None] | None = None
+        self._sent = 0  # messages this instance sent since the cached reading
+
+    def sent(self) -> None:
+        """A message went to the queue: counted until the next reading sees it."""
+        with self._lock:
+            self._sent += 1
 
     def check(self) -> None:
         """Raise ServiceUnavailable when the backlog is over the limit (0 disables)."""
@@ -91,7 +100,8 @@ class BacklogGate:
         now = time.monotonic()
         with self._lock:
             if self._cached and now - self._cached[0] < self._cache_seconds:
-                return self._cached[1]
+                read = self._cached[1]
+                return replace(read, active=read.active + self._sent) if read else None
         assert self._probe is not None
         depth: QueueDepth | None
         try:
@@ -105,6 +115,7 @@ class BacklogGate:
             depth = None
         with self._lock:
             self._cached = (now, depth)
+            self._sent = 0
         return depth
 
 
@@ -167,6 +178,12 @@ class LaneBacklogGates:
         gate = self._gates.get(lane)
         if gate is not None:
             gate.check()
+
+    def sent(self, lane: Lane) -> None:
+        """A request's message went to ``lane``'s queue (``BacklogGate.sent``)."""
+        gate = self._gates.get(lane)
+        if gate is not None:
+            gate.sent()
 
     def depth(self, lane: Lane) -> QueueDepth | None:
         """``lane``'s queue counts (cached), None when it is not gated or unreadable."""

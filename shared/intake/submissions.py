@@ -186,6 +186,7 @@ class Intake:
                 if claim:  # nothing was accepted: the key is free for a new attempt
                     self._release_quietly(claim)
                 raise
+            self._backlog.sent(lane)
             job = self._record(queued)
             log.info(
                 "accepted request %s tenant=%s model=%s source=%s",

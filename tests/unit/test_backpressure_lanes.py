@@ -66,6 +66,22 @@ def test_each_submission_is_gated_by_its_own_lanes_depth_and_limit() -> None:
     assert len(wired.queue.sent) == 2
 
 
+def test_what_intake_sent_counts_between_two_readings_of_the_depth() -> None:
+    standard = FixedBacklog(0)
+    wired = wire(
+        MaxQueueBacklog="2",
+        BacklogCacheSeconds="60",
+        ports={"backlogs": {Lane.STANDARD: standard}},
+    )
+    intake = wired.services.http.requests.intake
+    intake.submit(submission())
+    intake.submit(submission())
+    with pytest.raises(ServiceUnavailable, match="backlog is 2 messages"):
+        intake.submit(submission())  # one reading, of 0, and the two sent since
+    assert standard.reads == 1
+    assert len(wired.queue.sent) == 2
+
+
 def test_a_lane_with_limit_zero_is_not_read() -> None:
     probe = FixedBacklog(10**6)
     wired = wire(MaxPriorityQueueBacklog="0", ports={"backlogs": {Lane.PRIORITY: probe}})

@@ -156,7 +156,9 @@ def test_each_instance_takes_its_share_of_the_quota() -> None:
 
 @pytest.mark.parametrize(
     ("limiter", "remaining"),
-    [("window", 1_200), ("minute", 200)],  # a window's part of the minute; what goes now
+    # A window's part of the minute, the other instances' calls already counted in it;
+    # what goes now over a sliding minute, which every instance reads: our half of it.
+    [("window", 1_200), ("minute", 400)],
 )
 def test_the_service_says_what_is_left_and_the_gate_holds_itself_to_it(
     limiter: Literal["window", "minute"], remaining: int
@@ -166,8 +168,7 @@ def test_the_service_says_what_is_left_and_the_gate_holds_itself_to_it(
         "gpt-4o-mini", Capacity(6_000, None, limiter), clock=clock, fleet=Shares(share=0.5)
     )
     warmed(budget, clock)  # our half of the window: 500 tokens
-    # 200 tokens may go now, read as the limiter means it. Not half of them: the other
-    # instances' calls are already counted in what is left.
+    # 200 tokens may go now, read as the limiter means it.
     budget.observe(remaining_tokens=remaining, remaining_requests=None)
     with pytest.raises(CapacityExhausted):
         budget.acquire(300, Priority.NORMAL, 0)

@@ -89,3 +89,19 @@ def test_a_zero_limit_disables_the_gate_without_reading() -> None:
     probe = FixedBacklog(depth=10**6)
     BacklogGate(probe, limit=0, cache_seconds=0, retry_after=5).check()
     assert probe.reads == 0
+
+
+def test_what_this_instance_sent_counts_until_the_next_reading_sees_it() -> None:
+    probe = FixedBacklog(depth=8)
+    gate = BacklogGate(probe, limit=10, cache_seconds=60, retry_after=5)
+    gate.check()
+    gate.sent()
+    gate.check()  # 9: the cached 8 and the one sent since
+    gate.sent()
+    with pytest.raises(ServiceUnavailable, match="backlog is 10 messages"):
+        gate.check()  # the cache still says 8; the two sent since make 10
+    assert probe.reads == 1
+    fresh = BacklogGate(probe, limit=10, cache_seconds=0, retry_after=5)
+    fresh.sent()
+    fresh.check()  # a new reading replaces what was counted: the broker counts it now
+    assert fresh.depth() == QueueDepth(8)

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from shared.contracts import (
+    TENANT_ID_PATTERN,
     ClaimCheck,
     MetadataKey,
     MetadataValue,
@@ -38,7 +39,6 @@ from shared.inference.catalog import ModelCatalog
 from shared.inference.faults import SIMULATE, read_faults
 from shared.inference.parameters import GENERATION_PARAMETERS, check_size
 from shared.intake.claim_checks import ClaimChecks
-from shared.intake.tenancy import TENANT_ID_PATTERN
 from shared.settings import Settings
 
 MAX_METADATA = 16

@@ -30,6 +30,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from shared.contracts import (
     DOCUMENT_ANALYSIS,
+    TENANT_ID_PATTERN,
     AcceptedRequest,
     BatchView,
     JobView,
@@ -44,7 +45,6 @@ from shared.events.incoming import CloudEventDocument, EventGridEventDocument, V
 from shared.events.intake import InferenceRequestedData
 from shared.inference.catalog import ModelCatalog
 from shared.inference.parameters import GenerationParameters, SamplingParameters
-from shared.intake.tenancy import TENANT_ID_PATTERN
 
 OPENAPI_VERSION: Final = "3.1.0"
 API_VERSION: Final = "1.0.0"

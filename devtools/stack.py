@@ -5,9 +5,10 @@ door's namespace, at ``EventGridPull__namespaceEndpoint``) and the Azure OpenAI 
 (the Global Batch lane's service, and chat completions for the catalog's aliases that point
 at it: ``GlobalBatch__endpoint`` or ``AzureOpenAI__endpoint`` on this machine).
 
-The model catalog is checked before anything starts (``models.json``, or ``ModelCatalog``):
-a catalog the app could not serve stops the launch with the file, the alias and the field
-named, and the banner lists the aliases served.
+The model catalog is checked before anything starts (``models.json``, or ``ModelCatalog``),
+and the tenant catalog against it (``tenants.json`` when there is one, or
+``TenantCatalog``): a catalog the app could not serve stops the launch with the file, the
+alias or tenant and the field named, and the banner lists the aliases served.
 
 Ports come from the local settings connection strings (``AzureWebJobsStorage``/``Storage``
 endpoints, ``ServiceBusConnection``). A port that already answers is probed: Azurite (HTTP
@@ -308,7 +309,9 @@ def app_settings(settings_path: Path, values: dict[str, str]) -> Settings:
 
 def served_models(settings: Settings) -> list[str]:
     """The aliases the app will serve, each with its provider and task, after checking the
-    catalog as the app will (StackError naming the file, alias and field otherwise)."""
+    model catalog and then the tenant catalog against it as the app will (StackError
+    naming the file, the alias or tenant and the field otherwise)."""
+    from shared.accounting.tenants import tenant_catalog_for
     from shared.adapters.models import check_catalog
     from shared.errors import ConfigurationError
     from shared.inference.catalog import catalog_for
@@ -318,6 +321,10 @@ def served_models(settings: Settings) -> list[str]:
         check_catalog(catalog)
     except ConfigurationError as error:
         raise StackError(f"the model catalog cannot be served: {error}") from None
+    try:
+        tenant_catalog_for(settings, catalog)
+    except ConfigurationError as error:
+        raise StackError(f"the tenant catalog cannot be used: {error}") from None
     return [f"{alias} ({card.provider}, {card.task.name})" for alias, card in catalog.cards.items()]
 
 

@@ -7,6 +7,7 @@ body is versioned by its URL (``/api/v1/...``) and therefore has no schema field
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
@@ -41,6 +42,9 @@ MetadataValue = Annotated[str, StringConstraints(max_length=256)]
 # A document's id orders its steps: it becomes the message's session id (at most 128
 # characters on Service Bus), so printable ASCII without spaces.
 DocumentId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[!-~]+$")]
+# A tenant id is a blob prefix, an index tag and a key of the tenant catalog: every ring
+# that names a tenant checks it against this one pattern.
+TENANT_ID_PATTERN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 class Priority(StrEnum):

@@ -6,6 +6,7 @@ what happens next, whatever the transport::
     InferbusError                      raised on purpose; ``code`` names it in answers
     ├── ConfigurationError             the deployment must change (app settings)
     │   ├── CatalogError               models.json breaks a rule (file, entry, field)
+    │   │   └── TenantCatalogError     tenants.json breaks a rule (file, tenant, field)
     │   ├── ProviderRefusal            a provider cannot serve a catalog entry (field)
     │   └── AssetsMissing              the API page's vendored files were not built
     ├── TransientError                 try again later (503 + Retry-After, a retry copy)
@@ -25,6 +26,7 @@ what happens next, whatever the transport::
     ├── InvalidInput                   the caller sent something wrong (4xx), ``fields``
     │   ├── InvalidJson                not JSON, too deep or too large (bounded_json)
     │   ├── UnknownModel, UnsupportedMode, InvalidParameters
+    │   ├── ModelNotAllowed            the tenant may not use the alias (403)
     │   ├── PayloadTooLarge, UnsupportedMediaType
     │   ├── InvalidPayload             a message body that is not a request
     │   ├── UsageError                 a command line that cannot be done (exit code 2)
@@ -91,6 +93,13 @@ class CatalogError(ConfigurationError):
         self.file = file
         self.entry = entry
         self.field = field
+
+
+class TenantCatalogError(CatalogError):
+    """The tenant catalog (``tenants.json``) is unreadable or breaks a rule; ``entry``
+    names the tenant (``tenant 'trial'``) and ``field`` what is wrong in it."""
+
+    code = "invalid_tenant_catalog"
 
 
 class ProviderRefusal(ConfigurationError):
@@ -246,6 +255,14 @@ class UnknownModel(InvalidInput):
     """The requested model is not one this deployment serves."""
 
     code = "unknown_model"
+
+
+class ModelNotAllowed(InvalidInput):
+    """The alias is served here, but the tenant catalog does not let this tenant use it
+    (its ``models``). A refusal of the request as sent, like ``UnknownModel``: the event
+    doors reject it and nothing is stored; the HTTP API answers 403."""
+
+    code = "model_not_allowed"
 
 
 class UnsupportedMode(InvalidInput):

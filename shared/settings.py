@@ -401,7 +401,7 @@ class LimitSettings(SettingsGroup):
 
 class TenancySettings(SettingsGroup):
     """Which tenant work runs as: from a caller's principal, and from a producer that
-    sends straight to the queues."""
+    sends straight to the queues; and what each tenant may use (the tenant catalog)."""
 
     # Tenants a producer sending straight to the queues may name. Empty: none, so a
     # direct producer's message is dead-lettered ``TenantNotAllowed`` until its tenant is
@@ -412,6 +412,10 @@ class TenancySettings(SettingsGroup):
         ("tid", "http://schemas.microsoft.com/identity/claims/tenantid"),
         alias="TenantClaimTypes",
     )
+    # The tenant catalog: a JSON file of each tenant's weight, budget and models (relative
+    # to the app root; shared/accounting/tenants.py). Unset: tenants.json at the app root
+    # when there is one, else every tenant weighs 1, with no budget and every model.
+    catalog: str | None = Field(None, alias="TenantCatalog", json_schema_extra=ALTERNATIVE)
 
 
 class ModelSettings(SettingsGroup):

@@ -1,6 +1,8 @@
-"""Accounting: what each tenant's requests consumed, read from the stored jobs.
+"""Accounting: what each tenant may take of a deployment, and what its requests consumed.
 
 ``usage`` sums jobs into rows per UTC day, tenant, model and mode (pure);
 ``usage_report`` finds and reads the jobs through the document ports. The ops command
 ``python -m shared.ops usage`` (``shared.entrypoints.cli.usage``) prints the result.
+``tenants`` is the tenant catalog (``tenants.json``): what each tenant may take of a
+deployment, its weight, its budget and its models.
 """

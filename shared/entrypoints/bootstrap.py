@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from shared import telemetry
+from shared.accounting.tenants import TenantCatalog, tenant_catalog_for
 from shared.entrypoints import builders
 from shared.entrypoints.builders import HttpEndpoints, LaneServices
 from shared.entrypoints.port_sets import Ports, azure_ports
@@ -30,7 +31,7 @@ from shared.events.dead_letters import DeadLetterReplay
 from shared.events.intake import EventIntake
 from shared.events.pull import PullDoor
 from shared.global_batch.control_plane import GlobalBatchControlPlane
-from shared.inference.catalog import catalog_for
+from shared.inference.catalog import ModelCatalog, catalog_for
 from shared.inference.served import ServedModels
 from shared.jobs import JobRepository
 from shared.lanes import Lane
@@ -86,7 +87,7 @@ def build_services(settings: Settings, ports: Ports) -> Services:
     )
 
 
-def verify_model_catalog(environ: Mapping[str, str] | None = None) -> None:
+def verify_model_catalog(environ: Mapping[str, str] | None = None) -> ModelCatalog:
     """Stop the app's start on a catalog that cannot be served: a file that does not read
     or parse, an alias, task or key given twice, an unknown task or provider, a schema
     that is not JSON Schema, a handler that does not import, an option naming an app
@@ -96,7 +97,8 @@ def verify_model_catalog(environ: Mapping[str, str] | None = None) -> None:
 
     The app settings are the environment, as the host hands them to the worker. They may
     still change before the services are built (they are not read otherwise at import
-    time), so a ``%Name%`` that is unset now is checked then.
+    time), so a ``%Name%`` that is unset now is checked then. Returns the catalog, for
+    ``verify_tenant_catalog``.
     """
     from shared.adapters.models import check_catalog
 
@@ -104,7 +106,25 @@ def verify_model_catalog(environ: Mapping[str, str] | None = None) -> None:
     settings = Settings.model_validate(
         {name: values[name] for name in CATALOG_SETTINGS if values.get(name, "").strip()}
     )
-    check_catalog(catalog_for(settings, values.get), settings_complete=False)
+    catalog = catalog_for(settings, values.get)
+    check_catalog(catalog, settings_complete=False)
+    return catalog
+
+
+def verify_tenant_catalog(
+    models: ModelCatalog, environ: Mapping[str, str] | None = None
+) -> TenantCatalog:
+    """Stop the app's start on a tenant catalog that breaks a rule: a file that does not
+    read or parse (``TenantCatalog`` naming one that is not there), a field it does not
+    know, a weight or budget that is not positive, a tenant id the app would never see,
+    a tenant or key given twice, or an alias ``models`` does not serve.
+    ``function_app.py`` calls it after ``verify_model_catalog``, with its catalog, so a
+    broken file stops the indexing with the file, the tenant and the field named instead
+    of refusing every request of the tenant later."""
+    values = os.environ if environ is None else environ
+    setting = values.get("TenantCatalog", "").strip()
+    settings = Settings.model_validate({"TenantCatalog": setting} if setting else {})
+    return tenant_catalog_for(settings, models)
 
 
 # The settings that choose the catalog (shared/inference/catalog.py: catalog_for).

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from shared import telemetry
+from shared.accounting.tenants import TenantCatalog, tenant_catalog_for
 from shared.contracts import Door
 from shared.entrypoints.http.batches import BatchEndpoints
 from shared.entrypoints.http.openapi import OpenApiEndpoint
@@ -58,10 +59,11 @@ from shared.settings import Settings
 
 @dataclass(frozen=True)
 class Commons:
-    """What several parts share: the gated models, the jobs, the claim checks, the
-    announcer, the job endings and the deferral ledger."""
+    """What several parts share: the gated models, the tenant catalog, the jobs, the
+    claim checks, the announcer, the job endings and the deferral ledger."""
 
     models: ServedModels
+    tenants: TenantCatalog
     jobs: JobRepository
     claim_checks: ClaimChecks
     announcer: Announcer
@@ -95,10 +97,12 @@ class HttpEndpoints:
 def commons(settings: Settings, ports: Ports) -> Commons:
     models = gated_models(settings, ports)
     check_models(settings, models)
+    tenants = tenant_catalog_for(settings, models.catalog)
     jobs = JobRepository(DocumentJobStore(ports.documents, settings.containers.jobs), ports.clock)
     announcer = Announcer(ports.events, ports.results_topic)
     return Commons(
         models=models,
+        tenants=tenants,
         jobs=jobs,
         claim_checks=ClaimChecks.from_settings(ports.blobs, settings),
         announcer=announcer,
@@ -108,11 +112,11 @@ def commons(settings: Settings, ports: Ports) -> Commons:
 
 
 def intake(settings: Settings, ports: Ports, shared: Commons) -> Intake:
-    """The doors' one intake; its sends go through the broker breaker, and it admits by
-    depth and by expected wait."""
+    """The doors' one intake; its sends go through the broker breaker, it admits by
+    depth and by expected wait, and each tenant only to the models it may use."""
     backlog = LaneBacklogGates.from_settings(settings, ports.backlogs)
     return Intake(
-        policy=RequestRules.from_settings(settings, shared.models.catalog),
+        policy=RequestRules.from_settings(settings, shared.models.catalog, shared.tenants),
         jobs=shared.jobs,
         claim_checks=shared.claim_checks,
         idempotency=IdempotencyGuard(

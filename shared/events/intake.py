@@ -26,6 +26,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from shared.blobs import BlobStore
 from shared.contracts import (
+    TENANT_ID_PATTERN,
     BlobReferenceInput,
     DocumentId,
     Door,
@@ -39,7 +40,6 @@ from shared.events.incoming import BLOB_CREATED, INFERENCE_REQUESTED, IncomingEv
 from shared.events.webhook_tenancy import UNRESTRICTED, TenantScope
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.submissions import Accepted, BlobReference, InlineContent, Intake, Submission
-from shared.intake.tenancy import TENANT_ID_PATTERN
 from shared.redaction import redact_text, redact_url
 from shared.tracing import continue_or_start
 

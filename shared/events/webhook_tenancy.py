@@ -45,9 +45,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
+from shared.contracts import TENANT_ID_PATTERN
 from shared.errors import ConfigurationError, Forbidden, Unauthenticated
 from shared.events.webhook_auth import SECRET_HEADER
-from shared.intake.tenancy import TENANT_ID_PATTERN
 
 ANY_TENANT: Final = "*"
 AZURE_MARKERS: Final = ("WEBSITE_INSTANCE_ID", "WEBSITE_SITE_NAME")

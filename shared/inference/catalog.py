@@ -72,6 +72,7 @@ from shared.inference.parameters import (
     SchemaParameters,
 )
 from shared.inference.tasks import BUILTIN_TASKS, SchemaTask, Task
+from shared.repeated_keys import parse_noting_repeats
 from shared.settings import Settings
 
 # The folder of function_app.py: relative catalog paths start here, as the Functions host
@@ -297,26 +298,15 @@ def _read_json(text: str, source: str) -> Any:
     """The file's JSON, refused when it is not JSON or gives a key twice in one object:
     JSON itself keeps the last without a word, so an alias declared twice would serve
     only the second."""
-    repeated: dict[int, tuple[dict[str, Any], str]] = {}  # id(object) -> it, its first
-
-    def object_of(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        made: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in made and id(made) not in repeated:
-                repeated[id(made)] = (made, key)  # kept alive: its id is not reused
-            made[key] = value
-        return made
-
     try:
-        raw = json.loads(text, object_pairs_hook=object_of)
+        raw, found = parse_noting_repeats(text)
     except json.JSONDecodeError as error:
         raise CatalogError(
             f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})",
             file=source,
         ) from None
-    found = _first_repeated(raw, repeated, ()) if repeated else None
     if found is not None:
-        location, key = found
+        location, key = found.location, found.key
         entry, field = _where((*location, key))
         if location in (("models",), ("tasks",)):
             kind = "alias" if location == ("models",) else "task"
@@ -327,26 +317,6 @@ def _read_json(text: str, source: str) -> Any:
             f"{message} (JSON would keep only the last)", file=source, entry=entry, field=field
         )
     return raw
-
-
-def _first_repeated(
-    value: Any, repeated: Mapping[int, tuple[dict[str, Any], str]], location: tuple[str, ...]
-) -> tuple[tuple[str, ...], str] | None:
-    """Where the first key given twice is (the object's location, the key), outer first."""
-    if isinstance(value, dict):
-        twice = repeated.get(id(value))
-        if twice is not None and twice[0] is value:
-            return location, twice[1]
-        items = [(str(key), item) for key, item in value.items()]
-    elif isinstance(value, list):
-        items = [(str(index), item) for index, item in enumerate(value)]
-    else:
-        return None
-    for name, item in items:
-        found = _first_repeated(item, repeated, (*location, name))
-        if found is not None:
-            return found
-    return None
 
 
 def parse_catalog(text: str, source: str) -> CatalogDocument:

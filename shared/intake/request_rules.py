@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from shared.accounting.tenants import TenantCatalog
 from shared.contracts import (
+    TENANT_ID_PATTERN,
     ClaimCheck,
     MetadataKey,
     MetadataValue,
@@ -29,6 +31,7 @@ from shared.errors import (
     FieldError,
     InvalidInput,
     InvalidParameters,
+    ModelNotAllowed,
     PayloadTooLarge,
     UnknownModel,
     UnsupportedMode,
@@ -38,7 +41,6 @@ from shared.inference.catalog import ModelCatalog
 from shared.inference.faults import SIMULATE, read_faults
 from shared.inference.parameters import GENERATION_PARAMETERS, check_size
 from shared.intake.claim_checks import ClaimChecks
-from shared.intake.tenancy import TENANT_ID_PATTERN
 from shared.settings import Settings
 
 MAX_METADATA = 16
@@ -67,9 +69,10 @@ class TenantNotAllowed(InvalidInput):
 
 @dataclass(frozen=True)
 class RequestRules:
-    """The intake policy: the catalog's aliases (their parameters and lanes) and the app
-    settings DefaultDeadlineSeconds, MaxDeadlineSeconds, LocalModelFaults,
-    MaxInlineTextBytes, ProducerTenants and GlobalBatch__routePriorities."""
+    """The intake policy: the catalog's aliases (their parameters and lanes), the aliases
+    each tenant may use (the tenant catalog) and the app settings DefaultDeadlineSeconds,
+    MaxDeadlineSeconds, LocalModelFaults, MaxInlineTextBytes, ProducerTenants and
+    GlobalBatch__routePriorities."""
 
     catalog: ModelCatalog
     default_deadline_seconds: int
@@ -83,11 +86,18 @@ class RequestRules:
     # The Global Batch lane: the priorities sent there when a request names no mode (the
     # aliases it takes are those with a batch deployment).
     batch_priorities: tuple[str, ...] = ()
+    # Each tenant's models (``shared.accounting.tenants``); without a file, every alias.
+    tenants: TenantCatalog = field(default_factory=TenantCatalog)
 
     @classmethod
-    def from_settings(cls, settings: Settings, catalog: ModelCatalog) -> RequestRules:
+    def from_settings(
+        cls, settings: Settings, catalog: ModelCatalog, tenants: TenantCatalog | None = None
+    ) -> RequestRules:
+        """``tenants``: the tenant catalog the doors enforce (None: every tenant may use
+        every alias, for the rules of a message that already passed a door)."""
         return cls(
             catalog=catalog,
+            tenants=tenants or TenantCatalog(),
             default_deadline_seconds=settings.limits.default_deadline_seconds,
             max_deadline_seconds=settings.limits.max_deadline_seconds,
             simulated_faults=settings.local_model.faults,
@@ -111,6 +121,16 @@ class RequestRules:
             raise UnknownModel(
                 f"model '{model}' is not served here; use one of: " + ", ".join(self.aliases),
                 (FieldError("model", "unknown model"),),
+            )
+
+    def check_tenant_model(self, tenant_id: str, model: str) -> None:
+        """ModelNotAllowed when the tenant catalog does not let ``tenant_id`` use
+        ``model``. The detail names the tenant and the model, never the aliases the
+        tenant may use (another caller of the same tenant may read it)."""
+        if not self.tenants.policy(tenant_id).may_use(model):
+            raise ModelNotAllowed(
+                f"tenant '{tenant_id}' may not use model '{model}' on this service",
+                (FieldError("model", "not allowed for this tenant"),),
             )
 
     def check_parameters(self, parameters: Mapping[str, Any], model: str) -> dict[str, Any]:

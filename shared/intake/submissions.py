@@ -204,6 +204,7 @@ class Intake:
         service takes up to 24 hours, and the job watchdog bounds the wait."""
         rules = self._policy
         rules.check_model(submission.model)
+        rules.check_tenant_model(submission.tenant_id, submission.model)
         checked = rules.check_parameters(submission.parameters, submission.model)
         ordered = bool(submission.document_id or submission.after)
         mode = rules.mode_for(submission.mode, submission.model, submission.priority, ordered)

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from shared.bounded_json import parse_json
+from shared.contracts import TENANT_ID_PATTERN
 from shared.errors import InvalidInput, Unauthenticated
 
 PRINCIPAL_HEADER = "x-ms-client-principal"
 TENANT_HEADER = "x-tenant-id"
-TENANT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 # App Service caps request headers well below this; a principal with many group claims
 # is still only a few kilobytes.
 MAX_PRINCIPAL_BYTES = 65_536

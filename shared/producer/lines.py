@@ -42,6 +42,7 @@ from pydantic import (
 
 from shared.contracts import (
     REQUEST_MESSAGE_SCHEMA,
+    TENANT_ID_PATTERN,
     BlobReferenceInput,
     ClaimCheck,
     DocumentId,
@@ -53,7 +54,6 @@ from shared.contracts import (
 )
 from shared.errors import FieldError
 from shared.intake.request_rules import MAX_METADATA
-from shared.intake.tenancy import TENANT_ID_PATTERN
 
 # Request ids become message ids (at most 128 characters on Service Bus), job blob names
 # (<tenant>/<id>) and a segment of the status URL: URL-safe characters only.

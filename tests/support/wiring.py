@@ -2,7 +2,8 @@
 
 ``wire()`` builds real use cases over ``shared.adapters.in_memory``; ``Wired`` names the
 in-memory ports by their concrete types so tests can read what was sent, stored and
-published, or make a port fail.
+published, or make a port fail. ``tenant_catalog`` writes a tenant catalog file and names
+it in the app setting the app reads it by, so the wiring reads it as the app does.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, cast
 
+from shared.accounting.tenants import TenantCatalog
 from shared.adapters.in_memory import (
     InMemoryBlobs,
     InMemoryDocuments,
@@ -68,6 +71,11 @@ class Wired:
         return [e.data["error_code"] for e in self.published.published if e.type == FAILED]
 
     @property
+    def tenants(self) -> TenantCatalog:
+        """The tenant catalog intake enforces."""
+        return self.services.http.requests.intake.rules.tenants
+
+    @property
     def http(self) -> HttpEndpoints:
         """The HTTP handlers' endpoints, as the triggers serve them."""
         return self.services.http
@@ -120,6 +128,14 @@ def wire(
     )
     chosen = replace(base, **(ports or {}))
     return Wired(chosen_settings, chosen, build_services(chosen_settings, chosen))
+
+
+def tenant_catalog(directory: Path, document: Mapping[str, Any]) -> dict[str, str]:
+    """The app setting naming a tenant catalog file of ``document``, written in
+    ``directory``: ``wire(settings=tenant_catalog(tmp_path, {...}))``."""
+    path = directory / "tenants.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return {"TenantCatalog": str(path)}
 
 
 def api_request(

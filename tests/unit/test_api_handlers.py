@@ -450,6 +450,7 @@ def test_every_error_class_maps_to_a_status_and_only_the_deployments_are_5xx() -
     assert server_side == {
         "ConfigurationError",
         "CatalogError",
+        "TenantCatalogError",
         "TransientError",
         "InvalidModelOutput",
         "Throttled",

@@ -169,6 +169,15 @@ def test_every_error_is_problem_json_and_submit_lists_the_documented_statuses() 
                     assert list(response["content"]) == ["application/problem+json"]
 
 
+def test_submit_says_its_403_includes_a_model_the_tenant_may_not_use() -> None:
+    doc = document()
+    submit = doc["paths"]["/v1/requests"]["post"]["responses"]
+    job = doc["paths"]["/v1/requests/{id}"]["get"]["responses"]
+
+    assert "model-not-allowed" in submit["403"]["description"]
+    assert "model-not-allowed" not in job["403"]["description"], "only intake refuses a model"
+
+
 def test_the_models_and_their_parameters_follow_the_deployment() -> None:
     local = document(AllowedModels="local-analyzer,other")
     body = local["components"]["schemas"]["SubmitRequestBody"]

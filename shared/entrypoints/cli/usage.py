@@ -27,8 +27,8 @@ from typing import Any
 from shared.accounting.usage import DayRange, UsageCounts, UsageRow
 from shared.accounting.usage_report import UsageReader, UsageReport
 from shared.clock import Clock, as_utc
+from shared.contracts import TENANT_ID_PATTERN
 from shared.entrypoints.cli.ops_help import command_parser
-from shared.intake.tenancy import TENANT_ID_PATTERN
 
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 COLUMNS = ("day", "tenant", "model", "mode", "requests", "input", "output", "total", "no usage")

@@ -30,6 +30,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from shared.contracts import (
     DOCUMENT_ANALYSIS,
+    TENANT_ID_PATTERN,
     AcceptedRequest,
     BatchView,
     JobView,
@@ -44,7 +45,6 @@ from shared.events.incoming import CloudEventDocument, EventGridEventDocument, V
 from shared.events.intake import InferenceRequestedData
 from shared.inference.catalog import ModelCatalog
 from shared.inference.parameters import GenerationParameters, SamplingParameters
-from shared.intake.tenancy import TENANT_ID_PATTERN
 
 OPENAPI_VERSION: Final = "3.1.0"
 API_VERSION: Final = "1.0.0"
@@ -99,11 +99,21 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": SCHEMAS + name}
 
 
-def _errors(*statuses: str) -> dict[str, Any]:
+# What a submission may also be refused with, beside the refusals every operation shares.
+_SUBMIT_ERRORS: Final = {
+    "403": "The credentials do not grant this, or the tenant catalog does not let the "
+    "tenant use the model (model-not-allowed)",
+}
+
+
+def _errors(*statuses: str, described: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The problem+json responses of ``statuses``; ``described``: an operation's own
+    description of some of them."""
     content = {PROBLEM_CONTENT_TYPE: {"schema": _ref("ProblemDetails")}}
     responses: dict[str, Any] = {}
     for status in statuses:
-        response: dict[str, Any] = {"description": _ERRORS[status], "content": content}
+        description = (described or {}).get(status, _ERRORS[status])
+        response: dict[str, Any] = {"description": description, "content": content}
         if status in ("409", "429", "503"):
             response["headers"] = {"Retry-After": {"$ref": "#/components/headers/RetryAfter"}}
         responses[status] = response
@@ -187,7 +197,18 @@ def _request_paths(upload_media_types: tuple[str, ...], catalog: ModelCatalog) -
                         "headers": accepted_headers,
                         "content": {"application/json": {"schema": _ref("AcceptedRequest")}},
                     },
-                    **_errors("400", "401", "403", "409", "413", "415", "422", "429", "503"),
+                    **_errors(
+                        "400",
+                        "401",
+                        "403",
+                        "409",
+                        "413",
+                        "415",
+                        "422",
+                        "429",
+                        "503",
+                        described=_SUBMIT_ERRORS,
+                    ),
                 },
             }
         },

@@ -20,6 +20,7 @@ from shared.errors import (
     InferbusError,
     InvalidInput,
     InvalidParameters,
+    ModelNotAllowed,
     NotFound,
     PayloadTooLarge,
     PermanentError,
@@ -39,6 +40,7 @@ PROBLEM_TYPE_PREFIX = "urn:inferbus:problem:"
 # 4xx; only the deployment's own trouble is a 5xx (503 when waiting helps).
 STATUS_BY_ERROR: tuple[tuple[type[InferbusError], int, str], ...] = (
     (UnknownModel, 422, "Unknown model"),
+    (ModelNotAllowed, 403, "Model not allowed"),
     (UnsupportedMode, 422, "Mode not available"),
     (InvalidParameters, 422, "Invalid model parameters"),
     (PayloadTooLarge, 413, "Payload too large"),

@@ -3,16 +3,22 @@
 ``json.loads`` keeps the last of two equal keys in one object without a word: a model
 catalog declaring an alias twice would serve only the second, a tenant catalog naming a
 tenant twice would grant only the second's weight. ``parse_noting_repeats`` parses the
-text and says where the first repeated key is, so that each catalog refuses it in its
-own words (the file, the entry and the field).
+text and says where the first repeated key is; ``read_catalog_json`` refuses such a file,
+or one that is not JSON, naming the file, the entry and the field as each catalog names
+them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from shared.errors import CatalogError
+
+# Where a catalog's error points: the entry and the field of a location in its document.
+Locate = Callable[[tuple[int | str, ...]], tuple[str | None, str | None]]
 
 
 @dataclass(frozen=True)
@@ -59,3 +65,35 @@ def _first_repeated(
         if found is not None:
             return found
     return None
+
+
+def read_catalog_json(
+    text: str,
+    source: str,
+    *,
+    error: type[CatalogError],
+    locate: Locate,
+    kinds: Mapping[str, str],
+) -> Any:
+    """A catalog file's JSON (``source`` names it), refused with ``error`` when it is not
+    JSON or gives a key twice in one object. ``kinds`` names what the top-level
+    collections hold (``{"models": "alias"}``), so an entry declared twice is said so."""
+    try:
+        raw, found = parse_noting_repeats(text)
+    except json.JSONDecodeError as failure:
+        raise error(
+            f"not valid JSON: {failure.msg} (line {failure.lineno}, column {failure.colno})",
+            file=source,
+        ) from None
+    if found is not None:
+        entry, field = locate((*found.location, found.key))
+        kind = kinds.get(found.location[0]) if len(found.location) == 1 else None
+        message = (
+            f'declared twice in "{found.location[0]}"; declare each {kind} once'
+            if kind is not None
+            else "given twice; give each key once"
+        )
+        raise error(
+            f"{message} (JSON would keep only the last)", file=source, entry=entry, field=field
+        )
+    return raw

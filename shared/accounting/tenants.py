@@ -29,19 +29,18 @@ start with the file, the tenant and the field named.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Final
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from shared.contracts import TENANT_ID_PATTERN, ModelName
 from shared.errors import TenantCatalogError
 from shared.inference.catalog import APP_ROOT, ModelCatalog, shown
-from shared.repeated_keys import parse_noting_repeats
+from shared.repeated_keys import read_catalog_json
 from shared.settings import Settings
 
 DEFAULT_TENANT_CATALOG: Final = "tenants.json"
@@ -186,30 +185,6 @@ def _refusal(error: ValidationError, source: str) -> TenantCatalogError:
     return TenantCatalogError(message, file=source, entry=entry, field=place)
 
 
-def _read_json(text: str, source: str) -> Any:
-    """The file's JSON, refused when it is not JSON or gives a key twice in one object:
-    JSON itself keeps the last without a word, so a tenant named twice would get only
-    the second's terms."""
-    try:
-        raw, found = parse_noting_repeats(text)
-    except json.JSONDecodeError as error:
-        raise TenantCatalogError(
-            f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})",
-            file=source,
-        ) from None
-    if found is not None:
-        entry, place = _where((*found.location, found.key))
-        message = (
-            'declared twice in "tenants"; declare each tenant once'
-            if found.location == ("tenants",)
-            else "given twice; give each key once"
-        )
-        raise TenantCatalogError(
-            f"{message} (JSON would keep only the last)", file=source, entry=entry, field=place
-        )
-    return raw
-
-
 def _policy(entry: PolicyEntry) -> TenantPolicy:
     budget = entry.budget
     return TenantPolicy(
@@ -224,7 +199,9 @@ def _policy(entry: PolicyEntry) -> TenantPolicy:
 def parse_tenant_catalog(text: str, source: str) -> TenantCatalog:
     """The tenant catalog of ``text`` (the file ``source``), checked; its models are
     checked against the model catalog by ``check_models``."""
-    raw = _read_json(text, source)
+    raw = read_catalog_json(
+        text, source, error=TenantCatalogError, locate=_where, kinds={"tenants": "tenant"}
+    )
     try:
         document = TenantDocument.model_validate(raw)
     except ValidationError as error:

@@ -45,7 +45,6 @@ each provider needs.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -72,7 +71,7 @@ from shared.inference.parameters import (
     SchemaParameters,
 )
 from shared.inference.tasks import BUILTIN_TASKS, SchemaTask, Task
-from shared.repeated_keys import parse_noting_repeats
+from shared.repeated_keys import read_catalog_json
 from shared.settings import Settings
 
 # The folder of function_app.py: relative catalog paths start here, as the Functions host
@@ -294,36 +293,13 @@ def _json_kind(value: object) -> str:
     return next((name for kind, name in kinds if isinstance(value, kind)), "an object")
 
 
-def _read_json(text: str, source: str) -> Any:
-    """The file's JSON, refused when it is not JSON or gives a key twice in one object:
-    JSON itself keeps the last without a word, so an alias declared twice would serve
-    only the second."""
-    try:
-        raw, found = parse_noting_repeats(text)
-    except json.JSONDecodeError as error:
-        raise CatalogError(
-            f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})",
-            file=source,
-        ) from None
-    if found is not None:
-        location, key = found.location, found.key
-        entry, field = _where((*location, key))
-        if location in (("models",), ("tasks",)):
-            kind = "alias" if location == ("models",) else "task"
-            message = f'declared twice in "{location[0]}"; declare each {kind} once'
-        else:
-            message = "given twice; give each key once"
-        raise CatalogError(
-            f"{message} (JSON would keep only the last)", file=source, entry=entry, field=field
-        )
-    return raw
-
-
 def parse_catalog(text: str, source: str) -> CatalogDocument:
     """The catalog file's document, checked: JSON (an alias, a task or any key given twice
     in one object is refused), shape, tasks, schemas, and that every alias names a task.
     Provider-specific fields are the adapters' to check."""
-    raw = _read_json(text, source)
+    raw = read_catalog_json(
+        text, source, error=CatalogError, locate=_where, kinds={"models": "alias", "tasks": "task"}
+    )
     try:
         document = CatalogDocument.model_validate(raw)
     except ValidationError as error:

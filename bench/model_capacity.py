@@ -40,9 +40,12 @@ Per run, and as ``median [min..max, n]`` over the repeats:
 * high-priority and normal wait, submission to outcome, p95. Target: high p95 at most
   0.2 of normal p95;
 * overload only: accepted and refused, requests expired after acceptance (target 0), and
-  for each refusal its ``Retry-After`` over the wait it would have had (the time from the
-  refusal until the last request of its priority accepted before it had its outcome):
-  median, and the share within 30% (target: all).
+  for each refusal its ``Retry-After`` against the wait it would have had. That wait is
+  bracketed: from the refusal until the last request of its priority accepted before it
+  had its outcome (the lower bound) and until the first accepted after it had its outcome
+  (the upper bound). Printed: the ratio over each bound (median, p10, p90), the share
+  within 30% of the lower bound, and the share within 30% of the bracket (at least 0.7 of
+  the lower bound, at most 1.3 of the upper; target: all).
 
 The deployment's quota is the local limit here: 1.0 goodput is all the deployment can
 answer, whatever the machine. A gate starts with an empty window (the instances cannot
@@ -170,18 +173,31 @@ class Run:
     def high_over_normal(self) -> float:
         return ratio(quantile(self.waits("high"), 0.95), quantile(self.waits("normal"), 0.95))
 
-    def retry_after_ratios(self) -> list[float]:
-        """Each refusal's Retry-After over the wait it would have had."""
+    def would_have_waited(self) -> list[tuple[float, float, float]]:
+        """Each refusal's Retry-After and the bounds of the wait it would have had.
+
+        The refused request was never run, so its wait is bracketed by the two accepted
+        requests of its priority around it: the last accepted before the refusal had its
+        outcome no later than the refused one would have (the lower bound, which shortens
+        through a run of refusals), the first accepted after it no earlier (the upper bound).
+        A refusal with no accepted request after it has the lower bound for both.
+        """
         accepted = sorted((at, i, p) for i, (at, p) in self.submitted.items())
-        ratios = []
+        bounds = []
         for refused_at, priority, retry_after in self.refusals:
             before = [i for at, i, p in accepted if at <= refused_at and p == priority]
+            after = [i for at, i, p in accepted if at > refused_at and p == priority]
             if not before or before[-1] not in self.outcomes:
                 continue
-            would_wait = self.outcomes[before[-1]][0] - refused_at
-            if would_wait > 0:
-                ratios.append(retry_after / would_wait)
-        return ratios
+            lower = self.outcomes[before[-1]][0] - refused_at
+            upper = (
+                self.outcomes[after[0]][0] - refused_at
+                if after and after[0] in self.outcomes
+                else lower
+            )
+            if lower > 0:
+                bounds.append((retry_after, lower, max(lower, upper)))
+        return bounds
 
 
 def settings(work: Path, run: Run) -> tuple[Path, dict[str, str]]:
@@ -465,14 +481,20 @@ def describe(run: Run) -> str:
         f"{quantile(normal, 0.95):.1f}s"
     )
     if run.cell.kind == "overload":
-        ratios = run.retry_after_ratios()
-        within = sum(1 for r in ratios if 0.7 <= r <= 1.3)
+        bounds = run.would_have_waited()
+        over_lower = [after / lower for after, lower, _ in bounds]
+        over_upper = [after / upper for after, _, upper in bounds]
+        within = sum(1 for after, lower, _ in bounds if 0.7 <= after / lower <= 1.3)
+        bracketed = sum(1 for after, lower, upper in bounds if 0.7 * lower <= after <= 1.3 * upper)
         line += (
             f"; {ratio(run.tokens, run.served):.0f} tokens a call; accepted "
             f"{len(run.submitted)}, refused 503 {len(run.refusals)}"
-            f" (other answers {run.other_refusals}); Retry-After / would-have-waited median "
-            f"{quantile(ratios, 0.5):.2f} (p10 {quantile(ratios, 0.1):.2f}, p90 "
-            f"{quantile(ratios, 0.9):.2f}), within 30% {within}/{len(ratios)}"
+            f" (other answers {run.other_refusals}); Retry-After / would-have-waited, over "
+            f"its lower bound median {quantile(over_lower, 0.5):.2f} (p10 "
+            f"{quantile(over_lower, 0.1):.2f}, p90 {quantile(over_lower, 0.9):.2f}), within 30% "
+            f"{within}/{len(bounds)}; over its upper bound median {quantile(over_upper, 0.5):.2f}"
+            f" (p10 {quantile(over_upper, 0.1):.2f}, p90 {quantile(over_upper, 0.9):.2f}); "
+            f"within 30% of the bracket {bracketed}/{len(bounds)}"
         )
     return line + "".join(f"; {event}" for event in run.events)
 

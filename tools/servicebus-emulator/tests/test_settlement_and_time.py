@@ -185,6 +185,33 @@ async def refuse_part_way(
     return first, second
 
 
+async def test_a_due_scheduled_message_joins_the_tail_and_an_abandoned_one_keeps_its_place(
+    client: Sdk, entity: Callable[[str], str]
+) -> None:
+    """Service Bus moves a scheduled message into the queue when it is due, behind what
+    was sent meanwhile, though its sequence number is older; a message given back (an
+    abandon) is delivered again before the ones behind it."""
+    queue = entity("schedule-order")
+    async with client.get_queue_sender(queue) as sender:
+        soon = utcnow() + dt.timedelta(seconds=1)
+        (scheduled,) = await sender.schedule_messages(ServiceBusMessage("scheduled"), soon)
+        await sender.send_messages([ServiceBusMessage("sent after"), ServiceBusMessage("last")])
+    await asyncio.sleep(max(0.0, (soon - utcnow()).total_seconds()) + 0.5)
+    async with client.get_queue_receiver(queue) as receiver:
+        (first,) = await receiver.receive_messages(max_wait_time=5)
+        assert str(first) == "sent after"
+        assert first.sequence_number > scheduled
+        await receiver.abandon_message(first)
+        received = []
+        while len(received) < 3:
+            batch = await receiver.receive_messages(max_message_count=3, max_wait_time=5)
+            assert batch, f"only {received} came back"
+            for message in batch:
+                received.append(str(message))
+                await receiver.complete_message(message)
+    assert received == ["sent after", "last", "scheduled"]
+
+
 async def test_schedule_and_cancel(
     client: Sdk, entity: Callable[[str], str], test_emulator: ServiceBusEmulator
 ) -> None:

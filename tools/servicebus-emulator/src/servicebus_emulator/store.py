@@ -41,6 +41,9 @@ class Envelope:
     lock_token: uuid.UUID | None = None
     locked_until: float = 0.0
     lock_owner: object | None = None
+    # Its place in the entity's order (``EntityStore._make_available``): its sequence
+    # number, or, for a scheduled message, the tail of the entity when it was activated.
+    position: tuple[int, int] | None = None
 
     @property
     def session_id(self) -> str | None:
@@ -117,15 +120,18 @@ class EntityStore:
     messages: dict[int, Envelope] = field(default_factory=dict)
     locks: dict[uuid.UUID, Envelope] = field(default_factory=dict)
     sessions: dict[str, SessionInfo] = field(default_factory=dict)
-    _available: dict[str | None, list[int]] = field(default_factory=dict)
+    _available: dict[str | None, list[tuple[tuple[int, int], int]]] = field(default_factory=dict)
     _lock_heap: list[tuple[float, int]] = field(default_factory=list)
     _schedule_heap: list[tuple[float, int]] = field(default_factory=list)
     _expiry_heap: list[tuple[float, int]] = field(default_factory=list)
+    _last_sequence: int = 0  # the highest sequence number this entity holds or held
+    _activations: int = 0  # scheduled messages activated so far (their order at the tail)
     journal: Journal = NO_JOURNAL
 
     # --- enqueue -------------------------------------------------------------------
     def add(self, envelope: Envelope) -> None:
         self.messages[envelope.sequence_number] = envelope
+        self._last_sequence = max(self._last_sequence, envelope.sequence_number)
         self.journal.message_changed(self, envelope.sequence_number)
         if envelope.expires_at is not None:
             heapq.heappush(self._expiry_heap, (envelope.expires_at, envelope.sequence_number))
@@ -143,6 +149,7 @@ class EntityStore:
         while the broker was down is lost on the first tick, the same way.
         """
         self.messages[envelope.sequence_number] = envelope
+        self._last_sequence = max(self._last_sequence, envelope.sequence_number)
         if envelope.expires_at is not None:
             heapq.heappush(self._expiry_heap, (envelope.expires_at, envelope.sequence_number))
         if envelope.state is MessageState.SCHEDULED and envelope.scheduled_at is not None:
@@ -161,9 +168,12 @@ class EntityStore:
             heapq.heappush(self._lock_heap, (locked_until, envelope.sequence_number))
 
     def _make_available(self, envelope: Envelope) -> None:
+        """Available in its place: its sequence number, kept through abandons and lost
+        locks (a message given back is delivered again before the ones behind it)."""
         envelope.state = MessageState.ACTIVE
         key = envelope.session_id if self.settings.requires_session else None
-        heapq.heappush(self._available.setdefault(key, []), envelope.sequence_number)
+        position = envelope.position or (envelope.sequence_number, 0)
+        heapq.heappush(self._available.setdefault(key, []), (position, envelope.sequence_number))
 
     def _is_available(self, sequence_number: int) -> Envelope | None:
         envelope = self.messages.get(sequence_number)
@@ -176,7 +186,7 @@ class EntityStore:
         """The oldest available message (of one session for session entities)."""
         heap = self._available.get(session_id)
         while heap:
-            envelope = self._is_available(heap[0])
+            envelope = self._is_available(heap[0][1])
             heapq.heappop(heap)
             if envelope is not None:
                 return envelope
@@ -185,7 +195,7 @@ class EntityStore:
     def has_available(self, session_id: str | None = None) -> bool:
         heap = self._available.get(session_id)
         while heap:
-            if self._is_available(heap[0]) is not None:
+            if self._is_available(heap[0][1]) is not None:
                 return True
             heapq.heappop(heap)
         return False
@@ -281,7 +291,12 @@ class EntityStore:
             _, seq = heapq.heappop(self._schedule_heap)
             envelope = self.messages.get(seq)
             if envelope is not None and envelope.state is MessageState.SCHEDULED:
+                # As Service Bus does, an activated message joins the tail of the entity,
+                # behind every message sent before it became due, whatever its sequence
+                # number (assigned when it was scheduled).
                 envelope.enqueued_at = time.time()
+                self._activations += 1
+                envelope.position = (self._last_sequence, self._activations)
                 self._make_available(envelope)
                 self.journal.message_changed(self, envelope.sequence_number)
                 changed = True

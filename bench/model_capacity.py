@@ -202,6 +202,17 @@ class Run:
 
 def settings(work: Path, run: Run) -> tuple[Path, dict[str, str]]:
     """The sample's settings on free ports, one alias on the emulator's limited deployment."""
+    cell = run.cell
+    capacity = {"tokens_per_minute": cell.tpm, "requests_per_minute": cell.rpm,
+                "limiter": cell.limiter}  # fmt: skip
+    return stack_settings(work, capacity, {"ModelCapacity__enabled": str(run.capacity).lower()})
+
+
+def stack_settings(
+    work: Path, capacity: dict[str, Any], extra: dict[str, str]
+) -> tuple[Path, dict[str, str]]:
+    """The sample's settings on free ports, ``ALIAS`` on the emulator's deployment of that
+    ``capacity``, and ``extra`` app settings."""
     document = json.loads((REPO / "local.settings.sample.json").read_text())
     ports = {name: free_port() for name in ("blob", "queue", "table", "bus", "http", "counts",
                                             "eventgrid", "openai")}  # fmt: skip
@@ -209,9 +220,6 @@ def settings(work: Path, run: Run) -> tuple[Path, dict[str, str]]:
         f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT_NAME};AccountKey={ACCOUNT_KEY};"
         f"BlobEndpoint=http://127.0.0.1:{ports['blob']}/{ACCOUNT_NAME};"
     )
-    cell = run.cell
-    capacity = {"tokens_per_minute": cell.tpm, "requests_per_minute": cell.rpm,
-                "limiter": cell.limiter}  # fmt: skip
     catalog = {"models": {ALIAS: {"provider": "azure_openai", "task": "document-analysis",
                                   "deployment": ALIAS, "capacity": capacity}}}  # fmt: skip
     (work / "models.json").write_text(json.dumps(catalog))
@@ -233,7 +241,7 @@ def settings(work: Path, run: Run) -> tuple[Path, dict[str, str]]:
             "GlobalBatch__endpoint": openai,
             "GlobalBatch__deployments": "",
             "LocalModelFaults": "false",
-            "ModelCapacity__enabled": "true" if run.capacity else "false",
+            **extra,
         }
     )
     document["Host"]["LocalHttpPort"] = ports["http"]
@@ -262,14 +270,14 @@ def text(index: int, size: int) -> str:
 
 
 def post(
-    connection: http.client.HTTPConnection, key: str, body: dict[str, Any]
+    connection: http.client.HTTPConnection, key: str, body: dict[str, Any], tenant: str = TENANT
 ) -> tuple[int, str | None, float | None]:
     """``POST /api/v1/requests``: status, the request id of a 202, the Retry-After of a 503."""
     connection.request(
         "POST",
         f"/api/v1/requests?code={key}",
         body=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "X-Tenant-Id": TENANT},
+        headers={"Content-Type": "application/json", "X-Tenant-Id": tenant},
     )
     response = connection.getresponse()
     payload = response.read()
@@ -353,8 +361,11 @@ def paced(port: int, key: str, run: Run, args: Any) -> None:
     run_threads(caller, args.callers)
 
 
-def watch_outcomes(connection_string: str, run: Run, stop: threading.Event) -> None:
-    """Every result message (the ``audit`` subscription takes them all), until ``stop``."""
+def watch_outcomes(
+    connection_string: str, outcomes: dict[str, tuple[float, str]], stop: threading.Event
+) -> None:
+    """Every result message (the ``audit`` subscription takes them all), until ``stop``:
+    ``outcomes`` gets each request's time and outcome."""
     with (
         ServiceBusClient.from_connection_string(connection_string) as client,
         client.get_subscription_receiver(
@@ -369,8 +380,8 @@ def watch_outcomes(connection_string: str, run: Run, stop: threading.Event) -> N
             for message in receiver.receive_messages(max_message_count=200, max_wait_time=1):
                 body = json.loads(b"".join(message.body))
                 request_id = str(body.get("request_id"))
-                if request_id not in run.outcomes:
-                    run.outcomes[request_id] = (time.perf_counter(), str(body.get("outcome")))
+                if request_id not in outcomes:
+                    outcomes[request_id] = (time.perf_counter(), str(body.get("outcome")))
 
 
 def dead_letters(counts_url: str) -> int:
@@ -445,7 +456,9 @@ def run_once(work: Path, run: Run, args: Any) -> Run:
             membership.start()
         stop = threading.Event()
         watcher = threading.Thread(
-            target=watch_outcomes, args=(values["ServiceBusConnection"], run, stop), daemon=True
+            target=watch_outcomes,
+            args=(values["ServiceBusConnection"], run.outcomes, stop),
+            daemon=True,
         )
         watcher.start()
         time.sleep(2)  # the watcher's link is open before the first result

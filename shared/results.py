@@ -59,6 +59,7 @@ def run_model(
         attempt=attempt,
         task=served.card.task.name,
         priority=request.priority,
+        tenant=request.tenant_id,
         wait_limit=(request.deadline - now).total_seconds() if request.deadline else None,
     )
     completed_at = now.isoformat()

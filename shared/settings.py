@@ -165,6 +165,11 @@ class ModelCapacitySettings(SettingsGroup):
     # How often each instance writes its heartbeat with its demand (the quota flows to the
     # instances with work); it also writes at once when its demand starts or stops.
     heartbeat_seconds: float = Field(5.0, gt=0, le=300, alias="ModelCapacity__heartbeatSeconds")
+    # The work (in seconds of its share of the deployment) a tenant's messages hold in one
+    # instance before its next message goes back to the queue, scheduled for its turn:
+    # one tenant's backlog then waits in the broker's schedule, not ahead of everyone
+    # else's messages (shared/processing/fair_turns.py). 0: never sent back.
+    fair_share_seconds: float = Field(5.0, ge=0, le=300, alias="ModelCapacity__fairShareSeconds")
     # The quota of the aliases of AllowedModels/ModelProvider (a catalog's entries give
     # their own capacity): Bicep sets them from the model deployment's capacity.
     tokens_per_minute: int | None = Field(

@@ -95,9 +95,9 @@ class HttpEndpoints:
 
 
 def commons(settings: Settings, ports: Ports) -> Commons:
-    models = gated_models(settings, ports)
+    tenants = tenant_catalog_for(settings, ports.models.catalog)
+    models = gated_models(settings, ports, tenants)
     check_models(settings, models)
-    tenants = tenant_catalog_for(settings, models.catalog)
     jobs = JobRepository(DocumentJobStore(ports.documents, settings.containers.jobs), ports.clock)
     announcer = Announcer(ports.events, ports.results_topic)
     return Commons(
@@ -113,8 +113,10 @@ def commons(settings: Settings, ports: Ports) -> Commons:
 
 def intake(settings: Settings, ports: Ports, shared: Commons) -> Intake:
     """The doors' one intake; its sends go through the broker breaker, it admits by
-    depth and by expected wait, and each tenant only to the models it may use."""
+    depth and by expected wait, each tenant only to the models it may use, and paces
+    each tenant's requests into the queue."""
     backlog = LaneBacklogGates.from_settings(settings, ports.backlogs)
+    pace = ServedPace(shared.models, settings.model_capacity.fair_share_seconds)
     return Intake(
         policy=RequestRules.from_settings(settings, shared.models.catalog, shared.tenants),
         jobs=shared.jobs,
@@ -128,7 +130,9 @@ def intake(settings: Settings, ports: Ports, shared: Commons) -> Intake:
             ports.intake_requests or ports.requests, settings.servicebus.breaker_open_seconds
         ),
         backlog=backlog,
-        admission=WaitAdmission(backlog, ServedPace(shared.models)),
+        admission=WaitAdmission(backlog, pace),
+        pacing=pace,
+        longest_pacing=settings.job_resend.after_seconds / 2,
         clock=ports.clock,
     )
 
@@ -274,6 +278,7 @@ def processing_policy(
         ordered_retry_max_wait_seconds=ordered_retry_max_wait(
             settings.processing.max_lock_renewal_seconds
         ),
+        fair_share_seconds=settings.model_capacity.fair_share_seconds,
     )
 
 
@@ -409,10 +414,11 @@ def http_endpoints(
     )
 
 
-def gated_models(settings: Settings, ports: Ports) -> ServedModels:
+def gated_models(settings: Settings, ports: Ports, tenants: TenantCatalog) -> ServedModels:
     """Every alias's client behind its deployment's capacity gate (aliases on one
     deployment share it), unless ModelCapacity__enabled is off. A quota flows to the
-    instances by their demand, which their heartbeats in the app's storage carry."""
+    instances by their demand, which their heartbeats in the app's storage carry; within
+    an instance, to the tenants by their weights."""
     models = ports.models
     if not settings.model_capacity.enabled:
         return models
@@ -439,6 +445,7 @@ def gated_models(settings: Settings, ports: Ports) -> ServedModels:
                 fleet=registry,
                 key=key,
                 max_wait=settings.model_capacity.wait_seconds,
+                weight_of=lambda tenant: tenants.policy(tenant).weight,
             )
             if registry is not None:
                 registry.watch(key, gates[key].demand)

@@ -43,6 +43,7 @@ class InferenceInput(BaseModel):
     attempt: int = 0
     task: str = DOCUMENT_ANALYSIS  # the alias's task (a handler may serve several)
     priority: Priority = Priority.NORMAL  # who goes first when the deployment's capacity is short
+    tenant: str = ""  # whose share of the deployment the call takes (tenant_shares)
     # Seconds the call may wait for its deployment's capacity (its deadline); None: the
     # gate's own bound.
     wait_limit: float | None = None

@@ -44,14 +44,13 @@ every batch of that instance:
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import astuple, dataclass, field
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from shared.clock import MonotonicClock
 from shared.contracts import Priority
@@ -59,6 +58,7 @@ from shared.errors import CapacityExhausted, Throttled
 from shared.inference import InferenceInput, ModelAnswer, ModelClient, reads_as_text
 from shared.inference.catalog import Capacity, ModelCard
 from shared.inference.served import ServedModel
+from shared.inference.tenant_shares import TenantShares, equal_weights
 
 WINDOW_SECONDS: Final = 10.0
 DEFAULT_ANSWER_TOKENS: Final = 512
@@ -198,6 +198,16 @@ class _Waiter:
     due: float  # the request's deadline on the gate's clock (inf: none)
     sequence: int
     tokens: int = field(compare=False)
+    tenant: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class Booking:
+    """Tokens a message of ``tenant`` holds of its share until its processing ends
+    (``DeploymentGate.book``; 0: nothing booked, the gate counts no tokens)."""
+
+    tenant: str
+    tokens: int
 
 
 class DeploymentGate:
@@ -212,6 +222,7 @@ class DeploymentGate:
         key: str | None = None,
         clock: MonotonicClock = time.monotonic,
         max_wait: float = 60.0,
+        weight_of: Callable[[str], float] = equal_weights,
     ) -> None:
         self.name = name
         self.key = key or name
@@ -242,6 +253,7 @@ class DeploymentGate:
         self._served = (0.0, 0.0)  # tokens served lately (``SERVED_SECONDS``): high, all
         self._served_at = clock()
         self._sequence = itertools.count()
+        self._tenants = TenantShares(weight_of)
         self.stats = GateStats()
 
     @property
@@ -288,19 +300,48 @@ class DeploymentGate:
         """How long ``waiter`` should still wait: behind the calls ahead of it in this
         instance's line at this instance's share, or, if shorter, behind every instance's
         demand at the whole quota's pace (the share follows demand within a heartbeat)."""
-        ahead = [w for w in self._waiting if w <= waiter]
+        ahead_tokens, ahead_calls = self._ahead(waiter)
         paused = max(0.0, self._paused_until - now)
         here = paused
         everywhere = paused
         if self._tokens is not None:
-            tokens = sum(w.tokens for w in ahead) + self._headroom
+            tokens = ahead_tokens + self._headroom
             here = max(here, self._tokens.wait_behind(tokens, share))
             elsewhere = self._fleet.tokens_elsewhere(self.key)
             everywhere = max(everywhere, self._tokens.wait_behind(tokens + elsewhere, 1.0))
         if self._requests is not None:
-            here = max(here, self._requests.wait_behind(len(ahead), share))
-            everywhere = max(everywhere, self._requests.wait_behind(len(ahead), 1.0))
+            here = max(here, self._requests.wait_behind(ahead_calls, share))
+            everywhere = max(everywhere, self._requests.wait_behind(ahead_calls, 1.0))
         return min(here, everywhere)
+
+    def _ahead(self, waiter: _Waiter) -> tuple[float, float]:
+        """The tokens and calls that go before ``waiter``, its own included: every call of
+        a higher priority, its tenant's earlier ones, and of each other tenant of its
+        priority as much as its weight takes while ``waiter``'s tenant takes its own."""
+        better = [w for w in self._waiting if w.rank < waiter.rank]
+        same = [w for w in self._waiting if w.rank == waiter.rank]
+        own = [w.tokens for w in same if w.tenant == waiter.tenant and w <= waiter]
+        tokens = float(sum(w.tokens for w in better) + sum(own))
+        calls = float(len(better) + len(own))
+        others: dict[str, list[int]] = {}
+        for w in same:
+            if w.tenant != waiter.tenant:
+                others.setdefault(w.tenant, []).append(w.tokens)
+        own_weight = self._tenants.weight(waiter.tenant)
+        for tenant, theirs in others.items():
+            theirs_total = max(sum(theirs), 1)
+            taken = min(1.0, sum(own) * self._tenants.weight(tenant) / own_weight / theirs_total)
+            tokens += theirs_total * taken
+            calls += len(theirs) * taken
+        return tokens, calls
+
+    def _next(self) -> _Waiter:
+        """The call that goes next: of the highest priority waiting, the tenant least
+        served for its weight (``TenantShares``), and of its calls the earliest due."""
+        rank = min(w.rank for w in self._waiting)
+        first = [w for w in self._waiting if w.rank == rank]
+        tenant = self._tenants.next_tenant({w.tenant for w in first})
+        return min(w for w in first if w.tenant == tenant)
 
     def acquire(
         self,
@@ -309,17 +350,21 @@ class DeploymentGate:
         wait_limit: float | None = None,
         *,
         due: float = math.inf,
+        tenant: str = "",
     ) -> Reservation:
-        """Reserve ``tokens`` and one request, waiting behind higher priorities and earlier
-        deadlines (``due``, on the gate's clock) and for the budget; CapacityExhausted, at
-        once, when that is expected to take longer than ``wait_limit`` (and the gate's
-        ``max_wait``), or when it did."""
+        """Reserve ``tokens`` and one request, waiting behind higher priorities, the
+        tenants served less for their weight and earlier deadlines (``due``, on the gate's
+        clock), and for the budget; CapacityExhausted, at once, when that is expected to
+        take longer than ``wait_limit`` (and the gate's ``max_wait``), or when it did."""
         limit = self.max_wait if wait_limit is None else min(wait_limit, self.max_wait)
         started = self.clock()
-        waiter = _Waiter(RANK[priority], due, next(self._sequence), tokens)
+        waiter = _Waiter(RANK[priority], due, next(self._sequence), tokens, tenant)
         with self._condition:
             idle = not self._waiting and not self._holding
-            heapq.heappush(self._waiting, waiter)
+            waiting = {w.tenant for w in self._waiting}
+            if tenant not in waiting:
+                self._tenants.activate(tenant, waiting)
+            self._waiting.append(waiter)
             self._peak = self._peak.most(self._demand())
             if idle:
                 self._fleet.demand_changed()
@@ -328,10 +373,11 @@ class DeploymentGate:
                     now = self.clock()
                     share = self._share()
                     wait = self._wait_needed(tokens, now, share)
-                    if self._waiting[0] is waiter and wait <= 0:
+                    if self._next() is waiter and wait <= 0:
                         for bucket, amount in self._buckets(tokens):
                             bucket.level -= amount
                         self._holding[waiter.rank] = self._holding.get(waiter.rank, 0) + tokens
+                        self._tenants.admitted(tenant, tokens, now)
                         self._headroom *= HEADROOM_DECAY
                         self.stats.admitted += 1
                         self.stats.waited_seconds += now - started
@@ -346,11 +392,10 @@ class DeploymentGate:
                         )
                     # The first in line waits for its budget; the others for their turn
                     # (a notification), looking again each second for their time limit.
-                    first = self._waiting[0] is waiter
+                    first = self._next() is waiter
                     self._condition.wait(timeout=min(max(wait, 0.01), 1.0) if first else 1.0)
             finally:
                 self._waiting.remove(waiter)
-                heapq.heapify(self._waiting)
                 self._after_change()
 
     def settle(self, reservation: Reservation, used_tokens: int | None) -> None:
@@ -398,7 +443,42 @@ class DeploymentGate:
     def _after_change(self) -> None:
         if not self._waiting and not self._holding:
             self._fleet.demand_changed()
+        self._tenants.forget_idle({w.tenant for w in self._waiting})
         self._condition.notify_all()
+
+    def book(self, tenant: str, tokens: int, horizon: float) -> Booking | float:
+        """Book ``tokens`` of ``tenant``'s share for a message about to be read (a
+        ``Booking`` to ``release`` when it ends); or, when the tenant already holds
+        ``horizon`` seconds of work at its rate here, the seconds after which the message
+        should come back (``TenantShares.book``: its part of this instance's share of the
+        deployment; an instance that holds little has a small share, and grows it one
+        message at a time, since a tenant holding nothing always books). A gate that
+        counts no tokens, or a horizon of 0, books nothing."""
+        with self._condition:
+            if self._tokens is None or horizon <= 0:
+                return Booking(tenant, 0)
+            rates = (self._tokens.rate(self._share()), self._tokens.rate(1.0))
+            back = self._tenants.book(tenant, tokens, rates, horizon, self.clock())
+            return Booking(tenant, tokens) if back <= 0 else back
+
+    def release_delay(self, tenant: str, tokens: int, horizon: float) -> float:
+        """The seconds after which a new request of ``tenant`` should reach the queue, so
+        that the queue holds about ``horizon`` seconds of its work at the deployment's
+        rate (``TenantShares.release_delay``; 0: now). The whole deployment's rate, not
+        this instance's share: a platform that spreads one tenant's requests over the
+        instances releases them faster, and the processors' bookings send back the
+        excess."""
+        with self._condition:
+            if self._tokens is None or horizon <= 0:
+                return 0.0
+            rate = self._tokens.rate(1.0)
+            return self._tenants.release_delay(tenant, tokens, rate, horizon, self.clock())
+
+    def release(self, booking: Booking) -> None:
+        """The booked message's processing ended, however it did."""
+        if booking.tokens:
+            with self._condition:
+                self._tenants.release(booking.tenant, booking.tokens)
 
     def observe(self, remaining_tokens: int | None, remaining_requests: int | None) -> None:
         """What the service says the deployment has left (its rate-limit headers), read
@@ -490,6 +570,15 @@ class BudgetedModel:
         self.calls = AnswerEstimate()  # the whole call's tokens: what a request costs
         self.system = inner.system
 
+    def typical(self, text_chars: int, parameters: Mapping[str, Any]) -> int:
+        """What a call on a text of ``text_chars`` characters typically costs: its prompt
+        and the answers' average so far (none before the first: a guess on the low side).
+        Tenants' shares are paced by it (a message's booking before its input is read,
+        intake's release into the queue): too high, it would hold back work the deployment
+        could serve; too low, a little more waits in the queue than the horizon."""
+        prompt = len(self._card.task.instructions(parameters)) + text_chars
+        return math.ceil(prompt / 4) + math.ceil(self.answers.mean() or 0)
+
     def infer(self, request: InferenceInput) -> ModelAnswer:
         text = request.text() if reads_as_text(request.media_type) else ""
         tokens = estimated_tokens(
@@ -505,7 +594,9 @@ class BudgetedModel:
         until = min(now + self.gate.max_wait, due)
         while True:
             left = until - self.gate.clock()
-            reservation = self.gate.acquire(tokens, request.priority, left, due=due)
+            reservation = self.gate.acquire(
+                tokens, request.priority, left, due=due, tenant=request.tenant
+            )
             try:
                 answer = self._inner.infer(request)
             except Throttled as throttled:
@@ -535,7 +626,7 @@ class Pace:
 
 
 class ServedPace:
-    """Implements ``intake.ports.ModelPace`` from the gated models: an alias's
+    """Implements ``intake.ports.ModelPace`` and ``TenantPacing`` from the gated models: an alias's
     deployment quota (its catalog ``capacity``), what its calls have cost (learned from
     ``usage``; before the first answer, a request at ``DEFAULT_ANSWER_TOKENS`` and a
     prompt of ``DEFAULT_PROMPT_TOKENS``), and what high priority took of the deployment
@@ -543,8 +634,22 @@ class ServedPace:
 
     DEFAULT_PROMPT_TOKENS: Final = 500
 
-    def __init__(self, models: Mapping[str, ServedModel]) -> None:
+    def __init__(self, models: Mapping[str, ServedModel], release_horizon: float = 0.0) -> None:
         self._models = models
+        self._release_horizon = release_horizon
+
+    def release_delay(
+        self, tenant: str, model: str, text_chars: int, parameters: Mapping[str, Any]
+    ) -> float:
+        """Implements ``intake.ports.TenantPacing`` from the alias's gate
+        (``DeploymentGate.release_delay``, ``release_horizon`` seconds of the tenant's
+        work in the queue); 0 for an alias whose deployment counts no tokens."""
+        served = self._models.get(model)
+        client = served.client if served is not None else None
+        if not isinstance(client, BudgetedModel) or self._release_horizon <= 0:
+            return 0.0
+        tokens = client.typical(text_chars, parameters)
+        return client.gate.release_delay(tenant, tokens, self._release_horizon)
 
     def pace(self, model: str) -> Pace | None:
         served = self._models.get(model)

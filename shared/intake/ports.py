@@ -6,13 +6,17 @@
   (``adapters.queue_counts``).
 - ``ModelPace``: how fast an alias's deployment clears requests
   (``inference.capacity.ServedPace``), for the admission by expected wait.
+- ``TenantPacing``: when a tenant's new request should reach the queue
+  (``inference.capacity.ServedPace``), so that one tenant's burst does not stand in front
+  of every other tenant's work.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from shared.inference.capacity import Pace
 
@@ -53,6 +57,17 @@ class ModelPace(Protocol):
         """The tokens per minute of ``model``'s deployment, the tokens one of its requests
         costs and the part of the deployment high priority takes; None when the
         deployment declares no token quota."""
+        ...
+
+
+class TenantPacing(Protocol):
+    def release_delay(
+        self, tenant: str, model: str, text_chars: int, parameters: Mapping[str, Any]
+    ) -> float:
+        """The seconds after which a new request of ``tenant`` for ``model`` (its text
+        ``text_chars`` long) should reach the queue: 0 while the queue holds little of the
+        tenant's work, later when its earlier requests fill the deployment's next
+        seconds (``inference.tenant_shares``)."""
         ...
 
 

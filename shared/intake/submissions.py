@@ -43,9 +43,10 @@ from shared.errors import (
 from shared.intake.backpressure import LaneBacklogGates, WaitAdmission
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.idempotency import Claimed, IdempotencyGuard, Replay
+from shared.intake.ports import TenantPacing
 from shared.intake.request_rules import RequestRules
 from shared.jobs import JobRepository
-from shared.lanes import lane_for
+from shared.lanes import Lane, lane_for
 from shared.messaging import MessageSender, request_envelope, request_message_of
 from shared.request_ids import new_request_id
 from shared.tracing import TraceContext, continue_or_start
@@ -112,6 +113,8 @@ class Intake:
         sender: MessageSender,
         backlog: LaneBacklogGates,
         admission: WaitAdmission | None = None,
+        pacing: TenantPacing | None = None,
+        longest_pacing: float = 600.0,
         clock: Clock = utc_now,
     ) -> None:
         self._policy = policy
@@ -121,6 +124,8 @@ class Intake:
         self._sender = sender
         self._backlog = backlog
         self._admission = admission or WaitAdmission(backlog, None)
+        self._pacing = pacing
+        self._longest_pacing = longest_pacing
         self._clock = clock
 
     @property
@@ -279,6 +284,7 @@ class Intake:
             now=self._clock(),
             source=job.source,
         )
+        envelope = replace(envelope, scheduled_enqueue_time=self._release_time(job))
         try:
             self._sender.send(envelope)
         except TransientError as error:
@@ -287,6 +293,27 @@ class Intake:
                 retry_after=error.retry_after or 5,
             ) from error
         return job
+
+    def _release_time(self, job: Job) -> datetime | None:
+        """When the request's message should reach the queue (None: now): a tenant's
+        burst is paced into the standard lane (``TenantPacing``), so that it does not
+        stand in front of every other tenant's work. Not paced: high priority and the
+        ordered lane (their own queues), Global Batch work, a request that waits for
+        ``not_before`` or ``after`` anyway, and one whose deadline would come first. None
+        waits longer than ``longest_pacing`` (half of JobResend__afterSeconds: the
+        watchdog would take a job still ``accepted`` then for one whose message was
+        lost)."""
+        if self._pacing is None or lane_for(job.priority, job.document_id) is not Lane.STANDARD:
+            return None
+        if job.mode is not ProcessingMode.QUEUE or job.not_before or job.after:
+            return None
+        given = job.input
+        chars = len(given.text) if isinstance(given, InlineText) else given.size if given else 0
+        delay = self._pacing.release_delay(job.tenant_id, job.model, chars, job.parameters)
+        if delay < 1.0:
+            return None
+        due = self._clock() + timedelta(seconds=min(delay, self._longest_pacing))
+        return due if job.deadline is None or due < job.deadline else None
 
     def _record(self, job: Job) -> Job:
         """Record the job of queued work (exclusive create: no read first).

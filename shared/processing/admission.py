@@ -12,6 +12,7 @@ outcome table (``outcomes``). Storage or the broker failing on the way is an out
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from shared import telemetry
@@ -23,13 +24,14 @@ from shared.intake.claim_checks import ClaimChecks
 from shared.jobs import JobRepository, Versioned, held_by_a_delivery, transition
 from shared.processing.adopted_jobs import JobAdoption
 from shared.processing.execution import announce_result
+from shared.processing.fair_turns import FairTurns
 from shared.processing.inbound import InboundMessage
 from shared.processing.outcomes import OutcomeTable, Unsettled, platform_call
 from shared.processing.policy import ProcessingPolicy
 from shared.processing.ports import BatchStaging, DeferralLedger, Settler
 from shared.processing.request_parsing import parse_request
 from shared.processing.settlement import NotedSettler
-from shared.processing.values import Admitted, DeferredEntry, Outcome
+from shared.processing.values import NO_TURN, Admitted, DeferredEntry, Outcome, Turn
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ class Admission:
         outcomes: OutcomeTable,
         clock: Clock = utc_now,
         stager: BatchStaging | None = None,
+        turns: FairTurns | None = None,
     ) -> None:
         self._policy = policy
         self._jobs = jobs
@@ -61,6 +64,7 @@ class Admission:
         self._outcomes = outcomes
         self._clock = clock
         self._stager = stager
+        self._turns = turns
 
     def admit(self, message: InboundMessage, settler: NotedSettler) -> Outcome | Admitted:
         """``Admitted``, or the outcome of a message settled here or by the table."""
@@ -71,13 +75,32 @@ class Admission:
             log.info("message %s -> %s", message.message_id, outcome)
             return outcome
         with telemetry.log_dimensions(request_id=request.request_id, tenant_id=request.tenant_id):
+            turn = self._turn(message, request, settler)
+            if isinstance(turn, Outcome):
+                return turn
             try:
                 admitted = self._route(message, request, settler)
             except Exception as error:
                 admitted = self._outcomes.settle(Unsettled(message, settler, error, request))
             if isinstance(admitted, Outcome):
+                turn.release()
                 log.info("message %s -> %s", message.message_id, admitted)
-            return admitted
+                return admitted
+            return replace(admitted, turn=turn)
+
+    def _turn(
+        self, message: InboundMessage, request: RequestMessage, settler: NotedSettler
+    ) -> Turn | Outcome:
+        """The message's turn among its deployment's tenants (``fair_turns``), or the
+        outcome of sending it back for it; a failure to book is no reason to hold it."""
+        if self._turns is None:
+            return NO_TURN
+        try:
+            return self._turns.take(message, request, settler)
+        except Exception:
+            log.warning("message %s: its tenant's turn was not booked", message.message_id,
+                        exc_info=True)  # fmt: skip
+            return NO_TURN
 
     def _route(
         self, message: InboundMessage, request: RequestMessage, settler: NotedSettler

@@ -22,6 +22,7 @@ from shared.messaging import MessageSender
 from shared.processing.admission import Admission
 from shared.processing.adopted_jobs import JobAdoption
 from shared.processing.execution import Execution
+from shared.processing.fair_turns import FairTurns
 from shared.processing.outcomes import OutcomeTable
 from shared.processing.pipeline import MessageProcessor
 from shared.processing.policy import ProcessingPolicy
@@ -75,6 +76,11 @@ def lane_processor(
         outcomes=outcomes,
         clock=clock,
         stager=stager,
+        turns=(
+            FairTurns(models=models, retries=retries, horizon_seconds=policy.fair_share_seconds)
+            if policy.fair_share_seconds > 0 and not policy.ordered
+            else None
+        ),
     )
     execution = Execution(
         policy=policy,

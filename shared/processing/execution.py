@@ -78,6 +78,8 @@ class Execution:
                 outcome = self._run(message, admitted, settler)
             except Exception as error:
                 outcome = self._outcomes.settle(Unsettled(message, settler, error, request))
+            finally:
+                admitted.turn.release()
             log.info("message %s -> %s", message.message_id, outcome)
             return outcome
 

@@ -32,6 +32,8 @@ def normalise_properties(raw: Mapping[Any, Any] | None) -> dict[str, PropertyVal
 # how many such retries, and when the first one met the outage (ISO 8601).
 OUTAGE_RETRY_COUNT = "outage_retry_count"
 OUTAGE_SINCE = "outage_since"
+# How many times a message went back to the queue for its tenant's turn (fair_turns).
+FAIR_SHARE_WAITS = "fair_share_waits"
 
 
 def read_retry_count(properties: Mapping[str, PropertyValue], name: str = "retry_count") -> int:
@@ -74,6 +76,12 @@ class InboundMessage:
         """Retries caused by the platform's own storage or broker being down, which do not
         use the request's ``retry_count`` budget (see ``OutcomeTable.wait_out_outage``)."""
         return read_retry_count(self.application_properties, OUTAGE_RETRY_COUNT)
+
+    @property
+    def fair_share_waits(self) -> int:
+        """How many times this request went back for its tenant's turn: no attempt, and
+        nothing was read for it (``processing.fair_turns``)."""
+        return read_retry_count(self.application_properties, FAIR_SHARE_WAITS)
 
     @property
     def attempted_before(self) -> bool:

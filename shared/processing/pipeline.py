@@ -25,6 +25,8 @@ from shared.processing.values import Outcome
 # test holds both against the page).
 SETTLED_ON_THE_HAPPY_PATH = (
     "no job yet (intake is a step behind, or a direct producer)",
+    "its tenant already holds `ModelCapacity__fairShareSeconds` of its share of the "
+    "deployment in this instance (not the ordered lane, not high priority)",
     "job already finished (duplicate delivery)",
     "past its deadline",
     "`not_before` in the future, or `after` not yet completed",

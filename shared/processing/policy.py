@@ -48,3 +48,6 @@ class ProcessingPolicy:
     max_lock_renewal_seconds: float = 600.0
     # The ordered lane's longest wait in place a try (``ordered_retry_max_wait``).
     ordered_retry_max_wait_seconds: float = ORDERED_RETRY_MAX_WAIT_SECONDS
+    # ModelCapacity__fairShareSeconds: the work a tenant holds of a deployment here before
+    # its next message goes back to the queue for its turn (``fair_turns``; 0: never).
+    fair_share_seconds: float = 0.0

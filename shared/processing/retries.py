@@ -20,7 +20,12 @@ from shared.errors import TransientError
 from shared.jobs import JobRepository, transition
 from shared.messaging import MessageSender, OutgoingMessage
 from shared.processing.backoff import retry_delay
-from shared.processing.inbound import OUTAGE_RETRY_COUNT, OUTAGE_SINCE, InboundMessage
+from shared.processing.inbound import (
+    FAIR_SHARE_WAITS,
+    OUTAGE_RETRY_COUNT,
+    OUTAGE_SINCE,
+    InboundMessage,
+)
 from shared.processing.policy import ProcessingPolicy
 from shared.processing.ports import Settler
 from shared.processing.values import Outcome
@@ -37,6 +42,7 @@ def retry_copy(
     *,
     outage_retry_count: int | None = None,
     outage_since: datetime | None = None,
+    fair_share_waits: int | None = None,
 ) -> OutgoingMessage:
     """A copy of ``message`` for a scheduled retry.
 
@@ -47,11 +53,18 @@ def retry_copy(
     base_id = (message.message_id or "message").split(":retry:")[0]
     # An outage retry keeps retry_count, so it is told apart by its own count (the queue's
     # duplicate detection would drop a second copy with the same id).
-    suffix = f":outage:{outage_retry_count}" if outage_retry_count is not None else ""
+    # A wait for the tenant's turn keeps both, and is told apart by its own.
+    outage_count = outage_retry_count
+    if outage_count is None and fair_share_waits is not None:
+        outage_count = message.outage_retry_count
+    suffix = f":outage:{outage_count}" if outage_count is not None else ""
+    suffix += f":turn:{fair_share_waits}" if fair_share_waits is not None else ""
     properties = {k: v for k, v in message.application_properties.items() if v is not None}
     properties["retry_count"] = retry_count
     if outage_retry_count is not None:
         properties[OUTAGE_RETRY_COUNT] = outage_retry_count
+    if fair_share_waits is not None:
+        properties[FAIR_SHARE_WAITS] = fair_share_waits
     if outage_since is not None:
         properties[OUTAGE_SINCE] = outage_since.isoformat()
     ttl = max(deadline - now, timedelta(seconds=1)) if deadline else None
@@ -153,6 +166,26 @@ class Retries:
         self._note(request, error, f"waiting for model capacity, again in {wait:.1f}s")
         settler.complete(message)
         return Outcome.CAPACITY_WAIT
+
+    def fair_share_copy(
+        self, message: InboundMessage, request: RequestMessage, settler: Settler, delay: float
+    ) -> Outcome | None:
+        """Its tenant holds its share of the deployment already (``fair_turns``): a copy
+        back in ``delay`` seconds that keeps every count, and the original completed;
+        nothing is read or written for it. None when its deadline comes first: it goes on
+        to the gate and takes its chance there."""
+        now = self._clock()
+        due = now + timedelta(seconds=delay)
+        if request.deadline is not None and request.deadline <= due:
+            return None
+        copy = retry_copy(
+            message, message.retry_count, due, request.deadline, now,
+            fair_share_waits=message.fair_share_waits + 1,
+        )  # fmt: skip
+        if not self._sent(message, settler, copy):
+            return Outcome.ABANDONED
+        settler.complete(message)
+        return Outcome.FAIR_SHARE_WAIT
 
     def outage_copy(
         self, message: InboundMessage, request: RequestMessage, settler: Settler,

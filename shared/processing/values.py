@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from shared.contracts import RequestMessage
+from shared.inference.capacity import Booking, DeploymentGate
 from shared.jobs import Versioned
 from shared.processing.inbound import PropertyValue
 
@@ -28,6 +29,9 @@ class Outcome(StrEnum):
     DEFERRED = "deferred"
     # No model capacity within the wait: a copy comes back when the deployment has room.
     CAPACITY_WAIT = "capacity-wait"
+    # Its tenant holds its share of the deployment here already: a copy comes back at its
+    # turn, before anything was read (processing.fair_turns).
+    FAIR_SHARE_WAIT = "fair-share-wait"
     DUPLICATE = "duplicate"
     EXPIRED = "expired"
     STAGED = "staged"
@@ -97,11 +101,28 @@ class DeadLetteredMessage:
 
 
 @dataclass(frozen=True)
+class Turn:
+    """A message's tokens booked against its tenant's share (``fair_turns``), released
+    when its processing ends, however it ends."""
+
+    gate: DeploymentGate | None = None
+    booking: Booking | None = None
+
+    def release(self) -> None:
+        if self.gate is not None and self.booking is not None:
+            self.gate.release(self.booking)
+
+
+NO_TURN = Turn()
+
+
+@dataclass(frozen=True)
 class Admitted:
     """A message whose model may run (``admission``): its request, its job moved to
-    running, and its input."""
+    running, its input, and its turn among the deployment's tenants."""
 
     request: RequestMessage
     running: Versioned
     content: bytes
     media_type: str
+    turn: Turn = NO_TURN

@@ -1,0 +1,179 @@
+"""Tenants' fair shares of one deployment in one instance: whose call goes next, whose
+message goes back to the broker until its turn, and when intake lets new work reach the
+queue.
+
+Tenants share every deployment (``tenants.json``: each tenant's ``weight``). A broker's
+queue is first in, first out, so fairness needs three parts, all here, all per gate:
+
+- **When new work reaches the queue** (``release_delay``): intake sends a tenant's
+  request to the queue at once while the queue holds less than ``horizon`` seconds of
+  that tenant's work at the deployment's rate, and schedules the rest to arrive at that
+  rate. Four hundred requests dropped at once so reach the queue a few at a time, and
+  another tenant's request, sent at once, waits behind a few seconds of them, not all.
+
+- **Whose call goes next** (``next_tenant``): among the calls waiting at the gate with
+  the best priority, the tenant that has been served least for its weight, like a
+  fair scheduler's virtual runtime: each tenant's ``virtual_time`` grows by the tokens
+  of its admitted calls divided by its weight. A tenant that starts waiting takes the
+  smallest virtual time of those already waiting (``activate``): it gets no credit for
+  the time it sent nothing, and loses none for the backlog of another.
+- **Whose message waits in the broker** (``book``): a message of a tenant that already
+  holds more than ``horizon`` seconds of work at its rate goes back to the broker,
+  scheduled for when its turn should come, before anything is read for it. Without this
+  a tenant's backlog would fill the queue ahead of everyone else's messages, and the
+  gate could only reorder the few it holds. Each tenant's rate is its weight's part of
+  the instance's, or, when the others use less than their part, what they leave
+  (``served_rate``): a trickle does not slow a backlog down. The returns of one tenant are
+  spaced at that rate (``_returns``), so that a backlog comes back a little at a time
+  instead of all at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+# Over about how long a tenant's served tokens make its rate (``served_rate``).
+SERVED_RATE_SECONDS: Final = 10.0
+
+
+def equal_weights(tenant: str) -> float:
+    """Every tenant weighs the same (no tenant catalog)."""
+    return 1.0
+
+
+@dataclass
+class _Tenant:
+    virtual_time: float = 0.0
+    booked: float = 0.0  # tokens of its messages between ``book`` and ``release``
+    returns_at: float = -math.inf  # when its last message sent back is due
+    released_until: float = -math.inf  # when the work intake sent so far has gone, at the rate
+    served: float = 0.0  # tokens served lately, faded (``SERVED_RATE_SECONDS``)
+    served_at: float = 0.0
+
+
+@dataclass
+class TenantShares:
+    """Each tenant's turn at one gate (see the module doc). Not thread-safe: the gate
+    calls it holding its lock."""
+
+    weight_of: Callable[[str], float] = equal_weights
+    _tenants: dict[str, _Tenant] = field(default_factory=dict)
+    _floor: float = 0.0  # the smallest virtual time of the tenants waiting, lately
+    _now: float = -math.inf  # the latest time it was told
+
+    def weight(self, tenant: str) -> float:
+        return max(self.weight_of(tenant), 1e-6)
+
+    def _tenant(self, tenant: str) -> _Tenant:
+        state = self._tenants.get(tenant)
+        if state is None:
+            state = self._tenants[tenant] = _Tenant(virtual_time=self._floor)
+        return state
+
+    def activate(self, tenant: str, waiting: set[str]) -> None:
+        """``tenant`` starts waiting (none of its calls waited): it takes the smallest
+        virtual time of the tenants already waiting, if that is later than its own."""
+        others = [self._tenants[t].virtual_time for t in waiting if t in self._tenants]
+        floor = min(others) if others else self._floor
+        self._floor = max(self._floor, floor)
+        state = self._tenant(tenant)
+        state.virtual_time = max(state.virtual_time, self._floor)
+
+    def virtual_time(self, tenant: str) -> float:
+        return self._tenant(tenant).virtual_time
+
+    def next_tenant(self, candidates: set[str]) -> str:
+        """The tenant whose call goes next: the least served for its weight (ties: by
+        name, so that the choice is the same every time)."""
+        return min(candidates, key=lambda tenant: (self.virtual_time(tenant), tenant))
+
+    def admitted(self, tenant: str, tokens: int, now: float) -> None:
+        """A call of ``tenant`` goes: it has been served ``tokens`` more."""
+        self._now = max(self._now, now)
+        state = self._tenant(tenant)
+        state.virtual_time += tokens / self.weight(tenant)
+        state.served = self._faded(state, now) + tokens
+        state.served_at = now
+
+    def forget_idle(self, waiting: set[str]) -> None:
+        """Tenants with nothing waiting or booked, and no lead over the floor, are as
+        good as new: drop them, so that the gate's memory follows its tenants of now."""
+        if waiting:
+            self._floor = max(
+                self._floor, min(self._tenant(tenant).virtual_time for tenant in waiting)
+            )
+        for tenant in [t for t, s in self._tenants.items() if t not in waiting]:
+            state = self._tenants[tenant]
+            idle = state.booked <= 0 and state.virtual_time <= self._floor
+            if idle and state.returns_at <= self._now and state.released_until <= self._now:
+                del self._tenants[tenant]
+
+    def book(
+        self, tenant: str, tokens: int, rates: tuple[float, float], horizon: float, now: float
+    ) -> float:
+        """Book ``tokens`` for a message of ``tenant`` about to be read, and return 0; or,
+        when the tenant already holds more than ``horizon`` seconds of work at its rate,
+        book nothing and return the seconds after which the message should come back.
+
+        ``rates`` are the instance's tokens a second (its share of the deployment) and
+        the whole deployment's. The tenant's rate is its part of the instance's: what it
+        holds here is what its calls wait behind. The returns are spaced at the whole
+        deployment's rate: one that comes back too early goes back again (two broker
+        operations), one that came back too late would leave the deployment idle once
+        the other tenants are done, and the instance's share grows with what it holds.
+        """
+        self._now = max(self._now, now)
+        instance_rate, deployment_rate = rates
+        state = self._tenant(tenant)
+        tenant_rate = max(self.tenant_rate(tenant, instance_rate, now), 1e-9)
+        if state.booked <= 0 or state.booked + tokens <= tenant_rate * horizon:
+            state.booked += tokens
+            return 0.0
+        # Back when what it holds is down to half the horizon, behind its earlier returns.
+        due = max(now + state.booked / tenant_rate - horizon / 2, state.returns_at)
+        state.returns_at = due + tokens / max(deployment_rate, 1e-9)
+        return max(due - now, 1.0)
+
+    def release_delay(
+        self, tenant: str, tokens: int, rate: float, horizon: float, now: float
+    ) -> float:
+        """The seconds after which new work of ``tenant`` should reach the queue (0: now),
+        so that the queue holds about ``horizon`` seconds of the tenant's work at
+        ``rate`` (the deployment's tokens a second) and the rest waits in the broker's
+        schedule, released at that rate (intake's pacing, ``inference.pacing``)."""
+        self._now = max(self._now, now)
+        state = self._tenant(tenant)
+        start = max(now, state.released_until)
+        state.released_until = start + tokens / max(rate, 1e-9)
+        return max(0.0, start - now - horizon)
+
+    def release(self, tenant: str, tokens: int) -> None:
+        """The booked message ended, however it did."""
+        state = self._tenants.get(tenant)
+        if state is not None:
+            state.booked = max(0.0, state.booked - tokens)
+
+    def tenant_rate(self, tenant: str, rate: float, now: float) -> float:
+        """``tenant``'s part of ``rate``: its weight's part among the tenants holding work;
+        or, while none of the others has messages sent back (they have all they ask
+        for), what they leave of it, if that is more. A tenant with messages sent back
+        wants more than it gets: leaving it only what it took would hold every split."""
+        active = {t for t, s in self._tenants.items() if s.booked > 0} | {tenant}
+        weights = sum(self.weight(t) for t in active)
+        by_weight = rate * self.weight(tenant) / weights
+        others = [t for t in active if t != tenant]
+        if any(self._tenants[t].returns_at > now for t in others):
+            return by_weight
+        return max(by_weight, rate - sum(self.served_rate(t, now) for t in others))
+
+    def served_rate(self, tenant: str, now: float) -> float:
+        """The tokens a second ``tenant`` was served lately."""
+        state = self._tenants.get(tenant)
+        return 0.0 if state is None else self._faded(state, now) / SERVED_RATE_SECONDS
+
+    @staticmethod
+    def _faded(state: _Tenant, now: float) -> float:
+        return state.served * math.exp(-max(0.0, now - state.served_at) / SERVED_RATE_SECONDS)

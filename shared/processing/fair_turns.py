@@ -1,0 +1,72 @@
+"""A message's turn among its deployment's tenants, taken before anything is read for it.
+
+A queue is first in, first out: one tenant's backlog of four hundred messages stands in
+front of another tenant's one, and the capacity gate, which orders the calls it holds by
+their tenants' weights (``inference.tenant_shares``), only ever sees the head of the
+queue. So each message first books its tokens against its tenant's share of the
+deployment in this instance (``DeploymentGate.book``); a tenant that already holds
+``ModelCapacity__fairShareSeconds`` of work here sends the message back to the queue,
+scheduled for its turn, before its job or input is read: no storage operation, no
+attempt, the job untouched. The backlog so waits in the broker's schedule instead of at
+the head of the queue, and another tenant's message is received within seconds.
+
+Not booked, and so never sent back: the ordered lane (a copy would let the document's
+next step overtake; its sessions keep one document's messages apart anyway), high
+priority (its own queue, ahead of the others at the gate), the Global Batch lane's
+requests, and an alias whose deployment counts no tokens.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from shared.contracts import InlineText, Priority, ProcessingMode, RequestMessage
+from shared.inference.capacity import Booking, BudgetedModel, DeploymentGate
+from shared.inference.served import ServedModels
+from shared.processing.inbound import InboundMessage
+from shared.processing.ports import Settler
+from shared.processing.retries import Retries
+from shared.processing.values import NO_TURN, Outcome, Turn
+
+log = logging.getLogger(__name__)
+
+
+class FairTurns:
+    """Books each message's tokens against its tenant's share (see the module doc)."""
+
+    def __init__(self, *, models: ServedModels, retries: Retries, horizon_seconds: float) -> None:
+        self._models = models
+        self._retries = retries
+        self._horizon = horizon_seconds
+
+    def take(
+        self, message: InboundMessage, request: RequestMessage, settler: Settler
+    ) -> Turn | Outcome:
+        """The message's ``Turn``, or ``Outcome.FAIR_SHARE_WAIT`` when it was sent back."""
+        gate_and_tokens = self._booked_call(request)
+        if gate_and_tokens is None:
+            return NO_TURN
+        gate, tokens = gate_and_tokens
+        booked = gate.book(request.tenant_id, tokens, self._horizon)
+        if isinstance(booked, Booking):
+            return Turn(gate, booked)
+        outcome = self._retries.fair_share_copy(message, request, settler, booked)
+        if outcome is None:  # its deadline comes first: it takes its chance at the gate
+            return NO_TURN
+        log.info(
+            "message %s: tenant %s holds its share of %s; back in %.1fs",
+            message.message_id, request.tenant_id, gate.name, booked,
+        )  # fmt: skip
+        return outcome
+
+    def _booked_call(self, request: RequestMessage) -> tuple[DeploymentGate, int] | None:
+        if self._retries.in_place or request.priority is Priority.HIGH:
+            return None
+        if request.mode is ProcessingMode.BATCH or request.model not in self._models:
+            return None
+        client = self._models[request.model].client
+        if not isinstance(client, BudgetedModel):
+            return None
+        given = request.input
+        chars = len(given.text) if isinstance(given, InlineText) else given.size
+        return client.gate, client.typical(chars, request.parameters)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime
+from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
@@ -18,8 +19,10 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainSerializer,
     StringConstraints,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -45,6 +48,9 @@ DocumentId = Annotated[str, StringConstraints(min_length=1, max_length=128, patt
 # A tenant id is a blob prefix, an index tag and a key of the tenant catalog: every ring
 # that names a tenant checks it against this one pattern.
 TENANT_ID_PATTERN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+# A currency is named by its ISO 4217 code (USD, EUR): the model catalog's prices and every
+# cost are in one.
+CURRENCY_PATTERN: Final = re.compile(r"^[A-Z]{3}$")
 
 
 class Priority(StrEnum):
@@ -204,6 +210,22 @@ class TokenUsage(_Strict):
     total_tokens: int = Field(ge=0)
 
 
+class Cost(_Strict):
+    """What the result's token usage cost at its model's prices in the model catalog, in
+    the catalog's currency: the online price on the queue lane, the discounted price on
+    the Global Batch lane; the amount is rounded to 10 decimal places."""
+
+    # A Decimal, exact to the places ``shared.accounting.cost`` rounds to, written to JSON
+    # as a number (the schema says so: a JSON reader sees a number, never a string).
+    amount: Annotated[
+        Decimal,
+        Field(ge=0, allow_inf_nan=False),
+        PlainSerializer(float, return_type=float, when_used="json"),
+        WithJsonSchema({"type": "number", "minimum": 0}),
+    ]
+    currency: Annotated[str, StringConstraints(pattern=CURRENCY_PATTERN.pattern)]
+
+
 class InferenceResult(BaseModel):
     """The result of the built-in task, document analysis (``DOCUMENT_ANALYSIS``)."""
 
@@ -229,7 +251,10 @@ class ResultDocument(BaseModel):
     ``task`` says what ``result`` is: for the built-in ``document-analysis`` an
     ``InferenceResult`` (summary, document type, ...), for any other task the answer object
     its output schema describes, as the model gave it. ``usage`` and ``finish_reason`` are
-    the model call's, whatever the task (the built-in result also carries them inside).
+    the model call's, whatever the task (the built-in result also carries them inside);
+    ``cost`` is what ``usage`` cost at the model's prices on the lane that ran it (null:
+    the model has no prices in the catalog, the call reported no usage, or the result was
+    stored before costs were kept).
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -243,6 +268,7 @@ class ResultDocument(BaseModel):
     result: InferenceResult | dict[str, Any] | None = None
     refusal: dict[str, str] | None = None
     usage: TokenUsage | None = None
+    cost: Cost | None = None
     finish_reason: str | None = None
     completed_at: str
 

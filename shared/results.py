@@ -22,8 +22,16 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from shared import telemetry
+from shared.accounting.cost import request_cost
 from shared.clock import Clock, utc_now
-from shared.contracts import InferenceResult, RequestMessage, ResultDocument, TokenUsage
+from shared.contracts import (
+    Cost,
+    InferenceResult,
+    ProcessingMode,
+    RequestMessage,
+    ResultDocument,
+    TokenUsage,
+)
 from shared.errors import InvalidModelOutput, PermanentError, PolicyRefusal, TransientError
 from shared.inference import InferenceInput, ModelAnswer, ModelClient
 from shared.inference.faults import SimulatedFaults, raise_simulated, split_faults
@@ -45,9 +53,10 @@ def run_model(
     *,
     faults_allowed: bool = False,
 ) -> ResultDocument:
-    """Ask the alias's model and shape its answer by the alias's task; a policy refusal
-    becomes a ``refused`` result, not an error. ``faults_allowed``: the faults a request
-    asks for (``parameters.simulate``) are raised (LocalModelFaults), else dropped."""
+    """Ask the alias's model and shape its answer by the alias's task, costed at the
+    alias's queue-lane prices; a policy refusal becomes a ``refused`` result, not an error.
+    ``faults_allowed``: the faults a request asks for (``parameters.simulate``) are raised
+    (LocalModelFaults), else dropped."""
     parameters, faults = split_faults(request.parameters, faults_allowed)
     now = clock()
     model_input = InferenceInput(
@@ -69,7 +78,13 @@ def run_model(
         return refused_result(request, served.card.task.name, category, str(outcome), completed_at)
     result, answer = outcome
     return completed_result(
-        request, served.card.task.name, result, answer.usage, answer.finish_reason, completed_at
+        request,
+        served.card.task.name,
+        result,
+        answer.usage,
+        answer.finish_reason,
+        completed_at,
+        cost=request_cost(answer.usage, served.card.prices, ProcessingMode.QUEUE),
     )
 
 
@@ -80,8 +95,11 @@ def completed_result(
     usage: TokenUsage | None,
     finish_reason: str | None,
     completed_at: str,
+    *,
+    cost: Cost | None,
 ) -> ResultDocument:
-    """The result document of a model's answer (either lane)."""
+    """The result document of a model's answer (either lane), with what its usage cost
+    on that lane (``shared.accounting.cost``; None when not known)."""
     return ResultDocument.model_validate(
         {
             **_result_ids(request, task, completed_at),
@@ -90,6 +108,7 @@ def completed_result(
             if isinstance(result, InferenceResult)
             else result,
             "usage": usage.model_dump() if usage is not None else None,
+            "cost": cost,
             "finish_reason": finish_reason,
         }
     )

@@ -4,5 +4,6 @@
 ``usage_report`` finds and reads the jobs through the document ports. The ops command
 ``python -m shared.ops usage`` (``shared.entrypoints.cli.usage``) prints the result.
 ``tenants`` is the tenant catalog (``tenants.json``): what each tenant may take of a
-deployment, its weight, its budget and its models.
+deployment, its weight, its budget and its models. ``cost`` is what a request's usage
+cost at its alias's prices in the model catalog, on the lane that ran it (pure).
 """

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from shared import telemetry
-from shared.contracts import Job, RequestMessage, ResultDocument
+from shared.contracts import Cost, Job, RequestMessage, ResultDocument
 from shared.events.ports import CloudEventSpec, EventPublisher
 from shared.messaging import MessageSender, OutgoingMessage
 
@@ -44,6 +44,7 @@ class Announcement:
     review_required: bool = False
     result_url: str | None = None
     error_code: str | None = None
+    cost: Cost | None = None  # what the result's tokens cost (None: not known, or no result)
     traceparent: str | None = None
     tracestate: str | None = None
     correlation_id: str | None = None
@@ -80,6 +81,7 @@ def event_data(announcement: Announcement) -> dict[str, Any]:
         "priority": announcement.priority,
         "result_url": announcement.result_url,
         "error_code": announcement.error_code,
+        "cost": announcement.cost.model_dump(mode="json") if announcement.cost else None,
     }
 
 
@@ -176,6 +178,7 @@ def announcement_for(
         review_required=_review_required(result),
         result_url=result_url,
         error_code=error_code,
+        cost=result.cost if result is not None else None,
         traceparent=traceparent if isinstance(traceparent, str) else None,
         tracestate=tracestate if isinstance(tracestate, str) else None,
         correlation_id=correlation_id,

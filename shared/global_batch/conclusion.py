@@ -5,8 +5,9 @@ in our storage (so a crash after the copy needs nothing more from the service), 
 job change is a compare-and-swap that leaves a job already terminal as it is: a request
 its caller cancelled meanwhile stays cancelled. The ends, by what the service said:
 
-- an answer: the alias's task makes the result of it, stored in the job (``completed``)
-  and announced; an answer that breaks the task's schema is a failed line;
+- an answer: the alias's task makes the result of it, costed at the alias's batch prices,
+  stored in the job (``completed``) and announced; an answer that breaks the task's
+  schema is a failed line;
 - the content filter stopped the prompt or the answer: a ``refused`` result, announced;
 - the line failed: sent through the queue lane (``GlobalBatch__failedLines=queue``), or
   the job fails with the service's error (``fail``);
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from shared import telemetry
+from shared.accounting.cost import request_cost
 from shared.clock import Clock, utc_now
 from shared.contracts import (
     BatchMembership,
@@ -44,7 +46,7 @@ from shared.global_batch.files import Answered, LineFailed, NotAnswered, Refused
 from shared.global_batch.quota import quota_exceeded
 from shared.global_batch.records import MemberFacts, Submission
 from shared.global_batch.store import BatchRecords
-from shared.inference.catalog import ModelCatalog
+from shared.inference.catalog import ModelCard, ModelCatalog
 from shared.jobs import JobRepository, Versioned, transition
 from shared.messaging import MessageSender, request_envelope
 from shared.processing.endings import Ending, JobEndings
@@ -136,12 +138,12 @@ class Conclusion:
             except InvalidModelOutput as invalid:
                 meaning = LineFailed(invalid.code, str(invalid))
             else:
-                return self._complete(current, member, card.task.name, (result, meaning))
+                return self._complete(current, member, card, (result, meaning))
         if isinstance(meaning, LineFailed):
             if submission.cancel_requested:  # the tenant gave up on the rest
                 return self._unanswered(submission, current, member)
             return self._line_failed(current, member, meaning, submission)
-        return self._complete(current, member, card.task.name, meaning)
+        return self._complete(current, member, card, meaning)
 
     # --- the ends ----------------------------------------------------------------------
 
@@ -149,10 +151,11 @@ class Conclusion:
         self,
         current: Versioned,
         member: MemberFacts,
-        task: str,
+        card: ModelCard,
         meaning: tuple[TaskResult, Answered] | Refused,
     ) -> Concluded:
         request = member.request
+        task = card.task.name
         completed_at = self._clock().isoformat()
         if isinstance(meaning, Refused):
             document = refused_result(
@@ -161,8 +164,9 @@ class Conclusion:
         else:
             result, answered = meaning
             answer = answered.answer
+            cost = request_cost(answer.usage, card.prices, ProcessingMode.BATCH)
             document = completed_result(
-                request, task, result, answer.usage, answer.finish_reason, completed_at
+                request, task, result, answer.usage, answer.finish_reason, completed_at, cost=cost
             )
         try:
             completed = self._jobs.advance(

@@ -9,11 +9,11 @@ later, honouring ``retry_after``), ``PermanentError`` (the request can never suc
 ``PolicyRefusal`` (the model declined: a result).
 
 The rest of this package is provider-free vocabulary: ``catalog`` (the aliases a
-deployment serves, read from ``models.json``), ``tasks`` (instructions plus an output
-schema, and how an answer becomes a result), ``parameters`` (what a request may pass to
-its model), ``chat`` (the chat-completions exchange as data) and ``served`` (an alias
-with the client that answers it). The clients themselves are adapters
-(``shared.adapters.models``).
+deployment serves, read from ``models.json``), ``prices`` (an alias's prices in it),
+``tasks`` (instructions plus an output schema, and how an answer becomes a result),
+``parameters`` (what a request may pass to its model), ``chat`` (the chat-completions
+exchange as data) and ``served`` (an alias with the client that answers it). The
+clients themselves are adapters (``shared.adapters.models``).
 
 A Python handler (``provider: python``) is written against this module: it receives an
 ``InferenceInput`` and returns a mapping (the answer object) or a ``ModelAnswer``.

@@ -4,6 +4,7 @@ One JSON file ships with the app, ``models.json`` at the app root (the app setti
 ``ModelCatalog`` names another)::
 
     {
+      "currency": "USD",
       "tasks": {
         "document-analysis": {"builtin": true},
         "sentiment": {"instructions": "...", "output_schema": {"type": "object", ...}}
@@ -12,16 +13,20 @@ One JSON file ships with the app, ``models.json`` at the app root (the app setti
         "local-analyzer": {"provider": "local", "task": "document-analysis"},
         "gpt-5.1": {"provider": "azure_openai", "deployment": "%ChatDeployment%",
                     "batch_deployment": "gpt-5.1-batch",
-                    "capacity": {"tokens_per_minute": 30000, "requests_per_minute": 180}}
+                    "capacity": {"tokens_per_minute": 30000, "requests_per_minute": 180},
+                    "prices": {"input_per_million": 1.25, "output_per_million": 10,
+                               "batch_discount": 0.5}}
       }
     }
 
 A request's ``model`` is an alias. Each alias names its ``provider`` (an adapter of
 ``shared.adapters.models``), its ``task``, and what every alias may have (``capacity``,
-``parameters``, ``batch_deployment``, ``description``). What the provider needs to reach the
-model are its options: an ``options`` object, or (the first catalogs' form, still read) the
-seven fields of ``FLAT_OPTIONS`` beside the alias's own. The catalog holds the options as
-written, ``%Name%`` resolved; the provider's options model checks them (``check_catalog``).
+``parameters``, ``batch_deployment``, ``prices``, ``description``). Prices are in the one
+``currency`` the catalog names, required once any alias has prices (``prices``). What the
+provider needs to reach the model are its options: an ``options`` object, or (the first
+catalogs' form, still read) the seven fields of ``FLAT_OPTIONS`` beside the alias's own.
+The catalog holds the options as written, ``%Name%`` resolved; the provider's options
+model checks them (``check_catalog``).
 ``%Name%`` in an entry's values is the app setting of that name, as in binding expressions;
 a reference to a setting that is unset or empty leaves an optional field unset, and a
 required one names the setting in its error.
@@ -61,7 +66,7 @@ from pydantic import (
     model_validator,
 )
 
-from shared.contracts import DOCUMENT_ANALYSIS, ModelName
+from shared.contracts import CURRENCY_PATTERN, DOCUMENT_ANALYSIS, ModelName
 from shared.errors import CatalogError, ConfigurationError
 from shared.inference.json_schemas import check_object_schema
 from shared.inference.parameters import (
@@ -70,6 +75,7 @@ from shared.inference.parameters import (
     ParameterDeclaration,
     SchemaParameters,
 )
+from shared.inference.prices import Prices, PricesEntry, prices_of
 from shared.inference.tasks import BUILTIN_TASKS, SchemaTask, Task
 from shared.repeated_keys import read_catalog_json
 from shared.settings import Settings
@@ -147,6 +153,7 @@ class ModelEntry(_Entry):
     parameters: dict[str, Any] | None = None
     batch_deployment: str | None = Field(None, min_length=1)
     capacity: CapacityEntry | None = None
+    prices: PricesEntry | None = None
     options: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -167,8 +174,16 @@ class ModelEntry(_Entry):
 
 class CatalogDocument(_Entry):
     schema_: str | None = Field(None, alias="$schema")  # for editors; not read
+    currency: str | None = None  # of every alias's prices
     tasks: dict[TaskName, TaskEntry] = Field(default_factory=dict)
     models: dict[ModelName, ModelEntry] = Field(min_length=1)
+
+    @field_validator("currency")
+    @classmethod
+    def _currency_code(cls, value: str | None) -> str | None:
+        if value is not None and not CURRENCY_PATTERN.fullmatch(value):
+            raise ValueError("a currency is an ISO 4217 code: three capital letters, such as USD")
+        return value
 
 
 # --- the catalog, resolved ---------------------------------------------------------------
@@ -191,6 +206,7 @@ class ModelCard:
     parameters: ParameterDeclaration = GENERATION_PARAMETERS
     batch_deployment: str | None = None
     capacity: Capacity | None = None
+    prices: Prices | None = None  # None: what its calls cost is not known
     # The provider's options as written, ``%Name%`` resolved; its options model checks them.
     options: Mapping[str, Any] = field(default_factory=dict)
     # Fields and options left unset because the app setting they name is unset or empty.
@@ -318,6 +334,14 @@ def parse_catalog(text: str, source: str) -> CatalogDocument:
                 file=source,
                 entry=where,
                 field="task",
+            )
+        if model.prices is not None and document.currency is None:
+            raise CatalogError(
+                'prices need the catalog\'s "currency" (an ISO 4217 code such as "USD",'
+                " at the top of the file)",
+                file=source,
+                entry=where,
+                field="prices",
             )
         if model.parameters is not None:
             problem = check_object_schema(model.parameters)
@@ -478,6 +502,9 @@ def resolve_catalog(document: CatalogDocument, source: str, lookup: Lookup) -> M
             parameters=_parameters(alias, model),
             batch_deployment=resolved.get("batch_deployment"),
             capacity=_capacity(model.capacity, lookup, fail) if model.capacity else None,
+            prices=prices_of(model.prices, document.currency)
+            if model.prices is not None and document.currency is not None
+            else None,
             options=options,
             unresolved=unresolved | unset_options,
         )

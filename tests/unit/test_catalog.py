@@ -7,6 +7,7 @@ references); ``check_catalog`` and ``serve_catalog`` the providers' (fields, han
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from shared.inference.catalog import (
     parse_catalog,
 )
 from shared.inference.parameters import GENERATION_PARAMETERS, SAMPLING_PARAMETERS_ONLY
+from shared.inference.prices import Prices
 from shared.settings import Settings
 from tests.support.catalogs import catalog
 
@@ -458,3 +460,105 @@ def test_batch_deployments_are_added_to_the_catalogs_aliases(tmp_path: Path) -> 
     assert both.batch_deployments == {"a": "a-batch", "b": "b-batch"}
     with pytest.raises(ConfigurationError, match="model 'a' has batch_deployment 'a-batch'"):
         catalog_for(Settings.model_validate({**settings, "GlobalBatch__deployments": "a=other"}))
+
+
+# --- prices ------------------------------------------------------------------------------------
+
+PRICES = {"input_per_million": 0.15, "output_per_million": 0.6, "batch_discount": 0.5}
+
+
+def priced(prices: Any = PRICES, currency: Any = "USD") -> dict[str, Any]:
+    """A catalog of one local alias with ``prices``, in ``currency`` (None: not given)."""
+    document: dict[str, Any] = {"models": {"a": {"provider": "local", "prices": prices}}}
+    if currency is not None:
+        document["currency"] = currency
+    return document
+
+
+def test_prices_are_read_as_the_decimals_written_in_the_catalogs_currency() -> None:
+    card = catalog(priced()).cards["a"]
+    assert card.prices == Prices(
+        currency="USD",
+        input_per_million=Decimal("0.15"),
+        output_per_million=Decimal("0.6"),
+        batch_discount=Decimal("0.5"),
+    )
+
+
+def test_prices_are_optional_and_the_batch_discount_defaults_to_0() -> None:
+    document = priced({"input_per_million": 1, "output_per_million": 4})
+    document["models"]["b"] = {"provider": "local"}
+    cards = catalog(document).cards
+    assert cards["a"].prices is not None
+    assert cards["a"].prices.batch_discount == 0
+    assert cards["b"].prices is None
+    assert catalog({"models": {"b": {"provider": "local"}}}).cards["b"].prices is None
+
+
+def test_a_currency_without_prices_is_allowed() -> None:
+    cards = catalog({"currency": "EUR", "models": {"b": {"provider": "local"}}}).cards
+    assert cards["b"].prices is None
+
+
+def test_prices_without_a_currency_are_refused_naming_the_alias() -> None:
+    error = refusal(priced(currency=None))
+    assert str(error) == (
+        "m.json: model 'a', field 'prices': prices need the catalog's \"currency\" (an ISO "
+        '4217 code such as "USD", at the top of the file)'
+    )
+
+
+@pytest.mark.parametrize(
+    ("document", "field", "message"),
+    [
+        (priced(currency="usd"), "currency",
+         "a currency is an ISO 4217 code: three capital letters, such as USD"),
+        (priced(currency="US"), "currency", "three capital letters"),
+        (priced(currency=840), "currency", "Input should be a valid string"),
+        (priced({"output_per_million": 0.6}), "prices.input_per_million", "Field required"),
+        (priced({**PRICES, "input_per_million": -0.1}), "prices.input_per_million",
+         "greater than or equal to 0"),
+        (priced({**PRICES, "output_per_million": "0.6"}), "prices.output_per_million",
+         "Input should be a valid number"),
+        (priced({**PRICES, "output_per_million": True}), "prices.output_per_million",
+         "Input should be a valid number"),
+        (priced({**PRICES, "batch_discount": 1}), "prices.batch_discount",
+         "Input should be less than 1"),
+        (priced({**PRICES, "batch_discount": -0.5}), "prices.batch_discount",
+         "greater than or equal to 0"),
+        (priced({**PRICES, "batch_input_per_million": 0.075}), "prices.batch_input_per_million",
+         "Extra inputs are not permitted"),
+        (priced([0.15, 0.6]), "prices", "must be a JSON object, not an array"),
+    ],
+    ids=["lower-case-currency", "short-currency", "numeric-currency", "no-input-price",
+         "negative-price", "price-as-text", "price-as-boolean", "whole-discount",
+         "negative-discount", "unknown-price-field", "prices-array"],
+)  # fmt: skip
+def test_prices_of_the_wrong_shape_name_the_alias_and_field(
+    document: dict[str, Any], field: str, message: str
+) -> None:
+    error = refusal(document)
+    assert (error.file, error.field) == ("m.json", field)
+    assert error.entry == (None if field == "currency" else "model 'a'")
+    assert message in str(error)
+
+
+def test_an_infinite_price_is_refused() -> None:
+    """Python's JSON reads Infinity; a price never is."""
+    text = json.dumps(priced()).replace("0.6", "Infinity")
+    error = refusal(text)
+    assert (error.entry, error.field) == ("model 'a'", "prices.output_per_million")
+    assert "finite number" in str(error)
+
+
+def test_prices_survive_the_batch_deployments_of_the_settings(tmp_path: Path) -> None:
+    path = write(tmp_path, priced())
+    settings = {
+        "ModelCatalog": str(path),
+        "GlobalBatch__endpoint": "http://127.0.0.1:9",
+        "GlobalBatch__deployments": "a=a-batch",
+    }
+    card = catalog_for(Settings.model_validate(settings)).cards["a"]
+    assert card.batch_deployment == "a-batch"
+    assert card.prices is not None
+    assert card.prices.currency == "USD"

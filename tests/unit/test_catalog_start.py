@@ -90,8 +90,19 @@ def test_a_task_declared_twice_is_refused_naming_the_section_and_the_task() -> N
             "task 't'",
             "output_schema.properties.s",
         ),
+        (
+            '{"currency": "USD", "models": {"a": {"provider": "local", "prices":'
+            ' {"input_per_million": 1, "output_per_million": 2, "output_per_million": 3}}}}',
+            "model 'a'",
+            "prices.output_per_million",
+        ),
+        (
+            '{"currency": "USD", "currency": "EUR", "models": {"a": {"provider": "local"}}}',
+            None,
+            "currency",
+        ),
     ],
-    ids=["section", "alias-field", "option", "schema-property"],
+    ids=["section", "alias-field", "option", "schema-property", "price", "currency"],
 )
 def test_any_other_key_given_twice_is_refused_where_it_is(
     text: str, entry: str | None, field: str

@@ -222,3 +222,16 @@ def test_each_alias_documents_its_parameters_and_each_task_its_result() -> None:
     assert schemas["sentiment.result"]["properties"]["sentiment"] == {
         "$ref": "#/components/schemas/sentiment.result/$defs/polarity"
     }, "its own references point inside it"
+
+
+def test_a_result_documents_its_cost_as_a_number_in_a_currency() -> None:
+    doc = document()
+    result = validator_for(doc, "ResultDocument")
+    fields = {"request_id": "r", "tenant_id": "t", "model": "local-analyzer",
+              "outcome": "refused", "completed_at": "now"}  # fmt: skip
+    assert result.is_valid({**fields, "cost": {"amount": 4.5e-05, "currency": "USD"}})
+    assert result.is_valid({**fields, "cost": None})
+    assert result.is_valid(fields), "a result stored before costs were kept"
+    assert not result.is_valid({**fields, "cost": {"amount": "0.1", "currency": "USD"}})
+    assert not result.is_valid({**fields, "cost": {"amount": -1, "currency": "USD"}})
+    assert not result.is_valid({**fields, "cost": {"amount": 1, "currency": "dollars"}})

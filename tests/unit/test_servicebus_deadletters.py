@@ -232,7 +232,12 @@ def test_replay_ids(original: str, copy: str) -> None:
 
 def test_the_copy_resets_retries_and_names_the_original() -> None:
     dead = item(4, message_id="r4:retry:3", session_id="doc-1")
-    properties = {**dead.application_properties, "DeadLetterReason": "MaxRetriesExceeded"}
+    properties = {
+        **dead.application_properties,
+        "DeadLetterReason": "MaxRetriesExceeded",
+        "outage_retry_count": 2,
+        "fair_share_waits": 5,
+    }
     dead = DeadLetteredMessage(**{**dead.__dict__, "application_properties": properties})
     deadline = NOW + timedelta(hours=1)
     copy = replay_copy(dead, request("r4", deadline=deadline), NOW)
@@ -245,6 +250,8 @@ def test_the_copy_resets_retries_and_names_the_original() -> None:
     assert copy.application_properties["replay_of"] == "r4:retry:3"
     assert copy.application_properties["tenant"] == "contoso"
     assert "DeadLetterReason" not in copy.application_properties
+    assert "outage_retry_count" not in copy.application_properties  # a replay starts afresh
+    assert "fair_share_waits" not in copy.application_properties
 
 
 # --- replay and purge over in-memory ports ------------------------------------------------------

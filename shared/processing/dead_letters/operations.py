@@ -43,7 +43,12 @@ from shared.processing.adopted_jobs import INVALID_REQUEST
 from shared.processing.dead_letters.deadlines import DeadlineExtension, NewDeadline
 from shared.processing.dead_letters.queues import DEAD_LETTER_PROPERTIES, topic_subscription
 from shared.processing.dead_letters.subscriptions import result_copy
-from shared.processing.inbound import OUTAGE_RETRY_COUNT, OUTAGE_SINCE, InboundMessage
+from shared.processing.inbound import (
+    FAIR_SHARE_WAITS,
+    OUTAGE_RETRY_COUNT,
+    OUTAGE_SINCE,
+    InboundMessage,
+)
 from shared.processing.ports import DeadLetterQueues
 from shared.processing.request_parsing import parse_request
 from shared.processing.values import DeadLetteredMessage
@@ -93,8 +98,8 @@ def replay_copy(
         for k, v in item.application_properties.items()
         if v is not None and k not in DEAD_LETTER_PROPERTIES
     }
-    for outage_property in (OUTAGE_RETRY_COUNT, OUTAGE_SINCE):  # a replay starts afresh
-        properties.pop(outage_property, None)
+    for counter in (OUTAGE_RETRY_COUNT, OUTAGE_SINCE, FAIR_SHARE_WAITS):  # a replay starts afresh
+        properties.pop(counter, None)
     properties.update(retry_count=0, replay_of=original)
     deadline = new_deadline or request.deadline
     return OutgoingMessage(

@@ -35,8 +35,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-# Over about how long a tenant's served tokens make its rate (``served_rate``).
+# Over about how long a tenant's served tokens make its rate (``served_rate``), and how
+# lately another tenant must have been seen for a gate to send a message back (``book``).
 SERVED_RATE_SECONDS: Final = 10.0
+# The furthest ahead intake schedules a tenant's request, and a processor a message it
+# sends back (``release_delay``, ``book``).
+RELEASE_COMMITMENT_SECONDS: Final = 60.0
 
 
 def equal_weights(tenant: str) -> float:
@@ -49,6 +53,7 @@ class _Tenant:
     virtual_time: float = 0.0
     booked: float = 0.0  # tokens of its messages between ``book`` and ``release``
     returns_at: float = -math.inf  # when its last message sent back is due
+    sent_back_at: float = -math.inf  # when it last had a message sent back
     released_until: float = -math.inf  # when the work intake sent so far has gone, at the rate
     served: float = 0.0  # tokens served lately, faded (``SERVED_RATE_SECONDS``)
     served_at: float = 0.0
@@ -129,26 +134,45 @@ class TenantShares:
         instance_rate, deployment_rate = rates
         state = self._tenant(tenant)
         tenant_rate = max(self.tenant_rate(tenant, instance_rate, now), 1e-9)
-        if state.booked <= 0 or state.booked + tokens <= tenant_rate * horizon:
+        within = state.booked <= 0 or state.booked + tokens <= tenant_rate * horizon
+        if within or not self._contended(tenant, now):
             state.booked += tokens
             return 0.0
         # Back when what it holds is down to half the horizon, behind its earlier returns.
+        state.sent_back_at = now
         due = max(now + state.booked / tenant_rate - horizon / 2, state.returns_at)
+        due = min(due, now + RELEASE_COMMITMENT_SECONDS)
         state.returns_at = due + tokens / max(deployment_rate, 1e-9)
         return max(due - now, 1.0)
+
+    def _contended(self, tenant: str, now: float) -> bool:
+        """Another tenant holds work here, or was served here lately: only then is a
+        message worth sending back (alone, a tenant's backlog keeps no one waiting)."""
+        return any(
+            other != tenant and (state.booked > 0 or now - state.served_at < SERVED_RATE_SECONDS)
+            for other, state in self._tenants.items()
+        )
 
     def release_delay(
         self, tenant: str, tokens: int, rate: float, horizon: float, now: float
     ) -> float:
         """The seconds after which new work of ``tenant`` should reach the queue (0: now),
-        so that the queue holds about ``horizon`` seconds of the tenant's work at
-        ``rate`` (the deployment's tokens a second) and the rest waits in the broker's
-        schedule, released at that rate (intake's pacing, ``inference.pacing``)."""
+        so that the queue holds about ``horizon`` seconds of the tenant's work and the
+        rest waits in the broker's schedule, released at the tenant's part of ``rate``
+        (the deployment's tokens a second): its weight's part among the tenants being
+        paced, all of it alone. A release is never set more than
+        ``RELEASE_COMMITMENT_SECONDS`` ahead: what comes due then is sent back by the
+        processors (``book``) if its turn has not come, so a tenant's part is decided
+        again at least that often (a part set while another tenant was busy is not held
+        to once it is gone)."""
         self._now = max(self._now, now)
         state = self._tenant(tenant)
+        paced = [t for t, s in self._tenants.items() if t != tenant and s.released_until > now]
+        weights = self.weight(tenant) + sum(self.weight(t) for t in paced)
+        tenant_rate = max(rate * self.weight(tenant) / weights, 1e-9)
         start = max(now, state.released_until)
-        state.released_until = start + tokens / max(rate, 1e-9)
-        return max(0.0, start - now - horizon)
+        state.released_until = start + tokens / tenant_rate
+        return min(max(0.0, start - now - horizon), RELEASE_COMMITMENT_SECONDS)
 
     def release(self, tenant: str, tokens: int) -> None:
         """The booked message ended, however it did."""
@@ -158,14 +182,15 @@ class TenantShares:
 
     def tenant_rate(self, tenant: str, rate: float, now: float) -> float:
         """``tenant``'s part of ``rate``: its weight's part among the tenants holding work;
-        or, while none of the others has messages sent back (they have all they ask
-        for), what they leave of it, if that is more. A tenant with messages sent back
-        wants more than it gets: leaving it only what it took would hold every split."""
+        or, while none of the others had a message sent back lately (about
+        ``SERVED_RATE_SECONDS``: they have all they ask for), what they leave of it, if
+        that is more. A tenant with messages sent back wants more than it gets: leaving
+        it only what it took would hold every split."""
         active = {t for t, s in self._tenants.items() if s.booked > 0} | {tenant}
         weights = sum(self.weight(t) for t in active)
         by_weight = rate * self.weight(tenant) / weights
         others = [t for t in active if t != tenant]
-        if any(self._tenants[t].returns_at > now for t in others):
+        if any(now - self._tenants[t].sent_back_at < SERVED_RATE_SECONDS for t in others):
             return by_weight
         return max(by_weight, rate - sum(self.served_rate(t, now) for t in others))
 

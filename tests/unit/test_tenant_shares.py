@@ -73,6 +73,7 @@ def test_an_idle_tenant_is_forgotten_once_the_others_pass_it() -> None:
 def test_a_tenant_holding_its_horizon_sends_its_next_message_back() -> None:
     shares = TenantShares()
     rates, horizon = (100.0, 500.0), 10.0  # here 100 tokens a second: 1,000 may be held
+    shares.admitted("support", 50, now=0.0)  # another tenant was served here just now
     assert shares.book("marketing", 600, rates, horizon, now=0.0) == 0
     assert shares.book("marketing", 400, rates, horizon, now=0.0) == 0
     back = shares.book("marketing", 500, rates, horizon, now=0.0)
@@ -83,6 +84,16 @@ def test_a_tenant_holding_its_horizon_sends_its_next_message_back() -> None:
     assert shares.book("marketing", 500, rates, horizon, now=0.0) == pytest.approx(back + 1.0)
     shares.release("marketing", 1_000)
     assert shares.book("marketing", 500, rates, horizon, now=1.0) == 0
+
+
+def test_a_tenant_alone_is_never_sent_back() -> None:
+    shares = TenantShares()
+    for _ in range(10):
+        assert shares.book("marketing", 1_000, (100.0, 100.0), 5.0, now=0.0) == 0
+    shares.admitted("support", 50, now=0.0)
+    assert shares.book("marketing", 1_000, (100.0, 100.0), 5.0, now=1.0) > 0
+    # Once the other tenant has been gone a while, the backlog goes on unhindered.
+    assert shares.book("marketing", 1_000, (100.0, 100.0), 5.0, now=20.0) == 0
 
 
 def test_a_message_larger_than_the_horizon_goes_when_its_tenant_holds_nothing() -> None:
@@ -123,10 +134,16 @@ def test_intake_releases_a_tenants_burst_at_the_deployments_rate() -> None:
     delays = [shares.release_delay("marketing", 500, rate, horizon, now=0.0) for _ in range(6)]
     # What starts within 10 s reaches the queue at once; the rest follows, 5 s a request.
     assert delays == pytest.approx([0.0, 0.0, 0.0, 5.0, 10.0, 15.0])
-    # Another tenant's request goes at once, whatever the first one's burst.
+    # Another tenant's request goes at once, whatever the first one's burst; its own burst
+    # shares the rate with the first one's by weight (here equal: 10 s a request).
     assert shares.release_delay("support", 500, rate, horizon, now=0.0) == 0.0
+    support = [shares.release_delay("support", 500, rate, horizon, now=0.0) for _ in range(3)]
+    assert support == pytest.approx([0.0, 10.0, 20.0])
     # Later, what has gone at the rate no longer counts.
-    assert shares.release_delay("marketing", 500, rate, horizon, now=30.0) == pytest.approx(0.0)
+    assert shares.release_delay("marketing", 500, rate, horizon, now=60.0) == pytest.approx(0.0)
+    # Nothing is scheduled more than a minute ahead: its share is decided again by then.
+    far = [shares.release_delay("marketing", 500, rate, horizon, now=60.0) for _ in range(20)]
+    assert max(far) == pytest.approx(60.0)
 
 
 # --- the gate's order ----------------------------------------------------------------------
@@ -222,6 +239,7 @@ def test_a_message_past_its_tenants_share_goes_back_unread_and_comes_back(
 ) -> None:
     held = gate_of(fair).book("marketing", 50_000, 10.0)  # a message of marketing holds 50 s
     assert isinstance(held, Booking)
+    assert isinstance(gate_of(fair).book("support", 100, 10.0), Booking)  # and one of support
     marketing = submit(fair, "marketing")
     support = submit(fair, "support")
     jobs = fair.services.http.requests.jobs

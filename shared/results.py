@@ -77,6 +77,12 @@ def run_model(
         category = outcome.category or "content_policy"
         return refused_result(request, served.card.task.name, category, str(outcome), completed_at)
     result, answer = outcome
+    cost = request_cost(answer.usage, served.card.prices, ProcessingMode.QUEUE)
+    if cost is not None:
+        telemetry.record_cost(
+            model=request.model, tenant=request.tenant_id, mode=ProcessingMode.QUEUE.value,
+            amount=float(cost.amount), currency=cost.currency,
+        )  # fmt: skip
     return completed_result(
         request,
         served.card.task.name,
@@ -84,7 +90,7 @@ def run_model(
         answer.usage,
         answer.finish_reason,
         completed_at,
-        cost=request_cost(answer.usage, served.card.prices, ProcessingMode.QUEUE),
+        cost=cost,
     )
 
 

@@ -160,6 +160,7 @@ TOKEN_USAGE: Final = "gen_ai.client.token.usage"  # noqa: S105 (a metric name)
 BATCH_ENDED: Final = "inferbus.batch.ended"
 BATCH_REQUESTS: Final = "inferbus.batch.requests"
 JOBS_RESENT: Final = "inferbus.jobs.resent"
+COST: Final = "inferbus.cost"
 QUEUE_GAUGES: Final = {
     "inferbus.queue.active_messages": "active_message_count",
     "inferbus.queue.dead_lettered_messages": "dead_letter_message_count",
@@ -196,6 +197,11 @@ class _Instruments:
             BATCH_REQUESTS,
             unit="{request}",
             description="Requests of the Global Batch lane, by tenant and what became of them",
+        )
+        self.cost = meter.create_counter(
+            COST,
+            unit="{currency}",
+            description="What the answers cost at their models' catalog prices, by tenant",
         )
         self.jobs_resent = meter.create_counter(
             JOBS_RESENT,
@@ -263,6 +269,21 @@ def record_batch_answer(
         "inferbus.mode": "batch",
     }
     _record_tokens(common, input_tokens, output_tokens)
+
+
+def record_cost(*, model: str, tenant: str, mode: str, amount: float, currency: str) -> None:
+    """What one answer cost (``shared.accounting.cost``), by tenant, model, lane
+    (``inferbus.mode``) and currency: a tenant's spend, summed in one query over both
+    lanes. An answer of an alias without prices records nothing."""
+    instruments().cost.add(
+        amount,
+        {
+            "inferbus.tenant": tenant,
+            "gen_ai.request.model": model,
+            "inferbus.mode": mode,
+            "inferbus.currency": currency,
+        },
+    )
 
 
 def _record_tokens(

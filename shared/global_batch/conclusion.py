@@ -187,6 +187,11 @@ class Conclusion:
             input_tokens=usage.input_tokens if usage else None,
             output_tokens=usage.output_tokens if usage else None,
         )
+        if document.cost is not None:
+            telemetry.record_cost(
+                model=request.model, tenant=request.tenant_id, mode=ProcessingMode.BATCH.value,
+                amount=float(document.cost.amount), currency=document.cost.currency,
+            )  # fmt: skip
         return Concluded(
             document.outcome,
             usage.input_tokens if usage else 0,

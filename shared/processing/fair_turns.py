@@ -4,11 +4,14 @@ A queue is first in, first out: one tenant's backlog of four hundred messages st
 front of another tenant's one, and the capacity gate, which orders the calls it holds by
 their tenants' weights (``inference.tenant_shares``), only ever sees the head of the
 queue. So each message first books its tokens against its tenant's share of the
-deployment in this instance (``DeploymentGate.book``); a tenant that already holds
-``ModelCapacity__fairShareSeconds`` of work here sends the message back to the queue,
-scheduled for its turn, before its job or input is read: no storage operation, no
-attempt, the job untouched. The backlog so waits in the broker's schedule instead of at
-the head of the queue, and another tenant's message is received within seconds.
+deployment in this instance (``DeploymentGate.book``); while other tenants contend for
+it, a tenant that already holds ``ModelCapacity__fairShareSeconds`` of work here sends
+the message back to the queue, scheduled for its turn, before its job or input is read:
+no storage operation, no attempt, the job untouched. The backlog so waits in the
+broker's schedule instead of at the head of the queue. Intake paces the bursts it accepts
+the same way before they reach the queue (``ServedPace.release_delay``); this catches
+what it did not pace (producers sending straight to the queue) and what came due while
+its tenant's turn had not.
 
 Not booked, and so never sent back: the ordered lane (a copy would let the document's
 next step overtake; its sessions keep one document's messages apart anyway), high

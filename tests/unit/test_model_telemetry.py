@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import Histogram, MeterProvider
+from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
 from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -20,6 +21,8 @@ from shared.adapters.models.local import LocalModel
 from shared.contracts import InlineText, RequestMessage, TokenUsage
 from shared.errors import InvalidModelOutput, PermanentError, PolicyRefusal, TransientError
 from shared.inference import InferenceInput, ModelAnswer
+from shared.inference.prices import Prices
+from shared.inference.served import ServedModel
 from shared.results import run_model
 from tests.support.catalogs import served
 
@@ -52,12 +55,13 @@ class Telemetry:
 def sdk() -> Telemetry:
     """SDK providers with in-memory exporters, made once per process. The meter provider
     becomes the global one for good (a global provider cannot be replaced, and
-    ``telemetry`` keeps its instruments); histograms are collected as deltas, so each
+    ``telemetry`` keeps its instruments); histograms and counters are collected as deltas, so each
     collection holds only what was recorded since the one before."""
     spans = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-    reader = InMemoryMetricReader(preferred_temporality={Histogram: AggregationTemporality.DELTA})
+    delta = AggregationTemporality.DELTA
+    reader = InMemoryMetricReader(preferred_temporality={Histogram: delta, Counter: delta})
     meter_provider = MeterProvider(metric_readers=[reader])
     metrics.set_meter_provider(meter_provider)
     if metrics.get_meter_provider() is not meter_provider:
@@ -252,3 +256,27 @@ def test_a_model_client_without_a_system_is_reported_as_unknown(recorded: Teleme
     run(Anonymous())
 
     assert (the_span(recorded).attributes or {})["gen_ai.system"] == "unknown"
+
+
+def test_a_priced_answer_records_its_cost_by_tenant_model_and_lane(recorded: Telemetry) -> None:
+    prices = Prices("EUR", Decimal("2"), Decimal("10"))
+    card = replace(served(LocalModel()).card, prices=prices)
+    document = run_model(request(), TEXT.encode(), "text/plain", ServedModel(card, LocalModel()), 1)
+    usage, cost = document.usage, document.cost
+    assert usage is not None
+    assert cost is not None
+    expected = (usage.input_tokens * 2 + usage.output_tokens * 10) / 1_000_000
+    assert float(cost.amount) == pytest.approx(expected)
+    (point,) = recorded.collect()[telemetry.COST]
+    assert point.value == pytest.approx(expected)
+    assert dict(point.attributes) == {
+        "inferbus.tenant": "contoso",
+        "gen_ai.request.model": "local-analyzer",
+        "inferbus.mode": "queue",
+        "inferbus.currency": "EUR",
+    }
+
+
+def test_an_answer_without_prices_records_no_cost(recorded: Telemetry) -> None:
+    run(LocalModel())
+    assert telemetry.COST not in recorded.collect()

@@ -7,9 +7,8 @@ queue is first in, first out, so fairness needs three parts, all here, all per g
 
 - **When new work reaches the queue** (``release_delay``): intake sends a tenant's
   request to the queue at once while the queue holds less than ``horizon`` seconds of
-  that tenant's work, and schedules the rest to arrive at the tenant's part of the
-  deployment's rate (its weight's part among the tenants being paced; all of it alone),
-  never more than ``RELEASE_COMMITMENT_SECONDS`` ahead. Four hundred requests dropped at
+  that tenant's work, and schedules the rest to arrive at the deployment's rate. Four
+  hundred requests dropped at
   once so reach the queue a few at a time, and another tenant's request, sent at once,
   waits behind a few seconds of them, not all.
 - **Whose call goes next** (``next_tenant``): among the calls waiting at the gate with
@@ -39,8 +38,8 @@ from typing import Final
 # Over about how long a tenant's served tokens make its rate (``served_rate``), and how
 # lately another tenant must have been seen for a gate to send a message back (``book``).
 SERVED_RATE_SECONDS: Final = 10.0
-# The furthest ahead intake schedules a tenant's request, and a processor a message it
-# sends back (``release_delay``, ``book``).
+# The furthest ahead a processor schedules a message it sends back (``book``): a
+# tenant's turn is decided again at least this often.
 RELEASE_COMMITMENT_SECONDS: Final = 60.0
 
 
@@ -158,22 +157,17 @@ class TenantShares:
         self, tenant: str, tokens: int, rate: float, horizon: float, now: float
     ) -> float:
         """The seconds after which new work of ``tenant`` should reach the queue (0: now),
-        so that the queue holds about ``horizon`` seconds of the tenant's work and the
-        rest waits in the broker's schedule, released at the tenant's part of ``rate``
-        (the deployment's tokens a second): its weight's part among the tenants being
-        paced, all of it alone. A release is never set more than
-        ``RELEASE_COMMITMENT_SECONDS`` ahead: what comes due then is sent back by the
-        processors (``book``) if its turn has not come, so a tenant's part is decided
-        again at least that often (a part set while another tenant was busy is not held
-        to once it is gone)."""
+        so that the queue holds about ``horizon`` seconds of the tenant's work at ``rate``
+        (the deployment's tokens a second) and the rest waits in the broker's schedule,
+        released at that rate. The whole rate, whatever the other tenants: a scheduled
+        message cannot be called back, so a release set at a tenant's part of the rate
+        while another tenant was busy would hold the deployment idle once that one is
+        gone. The weights hold where the work is run (``book``, ``next_tenant``)."""
         self._now = max(self._now, now)
         state = self._tenant(tenant)
-        paced = [t for t, s in self._tenants.items() if t != tenant and s.released_until > now]
-        weights = self.weight(tenant) + sum(self.weight(t) for t in paced)
-        tenant_rate = max(rate * self.weight(tenant) / weights, 1e-9)
         start = max(now, state.released_until)
-        state.released_until = start + tokens / tenant_rate
-        return min(max(0.0, start - now - horizon), RELEASE_COMMITMENT_SECONDS)
+        state.released_until = start + tokens / max(rate, 1e-9)
+        return max(0.0, start - now - horizon)
 
     def release(self, tenant: str, tokens: int) -> None:
         """The booked message ended, however it did."""

@@ -384,6 +384,43 @@ def watch_outcomes(
                     outcomes[request_id] = (time.perf_counter(), str(body.get("outcome")))
 
 
+@dataclass
+class Watch:
+    """The results of a run as they come (``watch_outcomes`` in a thread of its own),
+    until every submitted request has its outcome."""
+
+    values: dict[str, str]
+    outcomes: dict[str, tuple[float, str]]
+    stop: threading.Event
+    thread: threading.Thread
+
+    @classmethod
+    def start(cls, values: dict[str, str], outcomes: dict[str, tuple[float, str]]) -> Watch:
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=watch_outcomes,
+            args=(values["ServiceBusConnection"], outcomes, stop),
+            daemon=True,
+        )
+        thread.start()
+        time.sleep(2)  # the watcher's link is open before the first result
+        return cls(values, outcomes, stop, thread)
+
+    def drain(self, submitted: dict[str, Any], timeout: float) -> tuple[int, int, int, int]:
+        """Wait for every outcome (at most ``timeout``), then the deployment's served and
+        throttled calls and tokens (the emulator's count) and the queues' dead letters."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and len(self.outcomes) < len(submitted):
+            time.sleep(1)
+        self.stop.set()
+        self.thread.join(10)
+        stats = control(self.values["AzureOpenAI__endpoint"], "GET", "/stats")
+        counts = stats["deployments"][ALIAS]
+        tokens = counts["prompt_tokens"] + counts["completion_tokens"]
+        lost = dead_letters(self.values["ServiceBusRuntimeCountsUrl"])
+        return counts["served"], counts["throttled"], tokens, lost
+
+
 def dead_letters(counts_url: str) -> int:
     with urllib.request.urlopen(counts_url, timeout=10) as response:  # noqa: S310 (loopback)
         counts = json.loads(response.read())
@@ -454,26 +491,12 @@ def run_once(work: Path, run: Run, args: Any) -> Run:
         if cell.kind == "join-leave":
             membership = Membership(work, settings_path, run)
             membership.start()
-        stop = threading.Event()
-        watcher = threading.Thread(
-            target=watch_outcomes,
-            args=(values["ServiceBusConnection"], run.outcomes, stop),
-            daemon=True,
-        )
-        watcher.start()
-        time.sleep(2)  # the watcher's link is open before the first result
+        watch = Watch.start(values, run.outcomes)
         run.began = time.perf_counter()
         port = int(json.loads(settings_path.read_text())["Host"]["LocalHttpPort"])
         (paced if cell.kind == "overload" else burst)(port, found.group(1), run, args)
-        deadline = time.monotonic() + args.timeout
-        while time.monotonic() < deadline and len(run.outcomes) < len(run.submitted):
-            time.sleep(1)
-        stop.set()
-        watcher.join(10)
-        stats = control(openai, "GET", "/stats")["deployments"][ALIAS]
-        run.served, run.throttled = stats["served"], stats["throttled"]
-        run.tokens = stats["prompt_tokens"] + stats["completion_tokens"]
-        run.dead_letters = dead_letters(values["ServiceBusRuntimeCountsUrl"])
+        drained = watch.drain(run.submitted, args.timeout)
+        run.served, run.throttled, run.tokens, run.dead_letters = drained
     finally:
         if membership is not None:
             membership.stop()

@@ -54,17 +54,7 @@ from _harness import (
     run_threads,
     work_folder,
 )
-from model_capacity import (
-    ALIAS,
-    KEY,
-    READY,
-    control,
-    dead_letters,
-    post,
-    stack_settings,
-    text,
-    watch_outcomes,
-)
+from model_capacity import ALIAS, KEY, READY, Watch, control, post, stack_settings, text
 
 from local_processes import Child
 
@@ -188,26 +178,13 @@ def run_once(work: Path, run: Run, args: Any) -> Run:
         control(openai, "PUT", f"/_emulator/deployments/{ALIAS}",
                 {"tokens_per_minute": args.tpm, "requests_per_minute": args.rpm,
                  "latency_ms": args.latency_ms, "limiter": "window"})  # fmt: skip
-        stop = threading.Event()
-        watcher = threading.Thread(
-            target=watch_outcomes,
-            args=(values["ServiceBusConnection"], run.outcomes, stop),
-            daemon=True,
-        )
-        watcher.start()
-        time.sleep(2)  # the watcher's link is open before the first result
+        watch = Watch.start(values, run.outcomes)
         port = int(json.loads(settings_path.read_text())["Host"]["LocalHttpPort"])
         run.began = time.perf_counter()
         drive(port, key, run, args)
-        deadline = time.monotonic() + args.timeout
-        while time.monotonic() < deadline and len(run.outcomes) < len(run.submitted):
-            time.sleep(1)
-        stop.set()
-        watcher.join(10)
-        stats = control(openai, "GET", "/stats")["deployments"][ALIAS]
-        run.served, run.throttled = stats["served"], stats["throttled"]
-        run.tokens = stats["prompt_tokens"] + stats["completion_tokens"]
-        run.dead_letters = dead_letters(values["ServiceBusRuntimeCountsUrl"])
+        run.served, run.throttled, run.tokens, run.dead_letters = watch.drain(
+            run.submitted, args.timeout
+        )
     finally:
         stack.stop(signal.SIGINT, timeout=120)
     return run

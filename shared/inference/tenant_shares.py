@@ -125,10 +125,12 @@ class TenantShares:
 
         ``rates`` are the instance's tokens a second (its share of the deployment) and
         the whole deployment's. The tenant's rate is its part of the instance's: what it
-        holds here is what its calls wait behind. The returns are spaced at the whole
-        deployment's rate: one that comes back too early goes back again (two broker
-        operations), one that came back too late would leave the deployment idle once
-        the other tenants are done, and the instance's share grows with what it holds.
+        holds here is what its calls wait behind. A message sent back returns at the end
+        of its tenant's line (after what intake has released of it), and the returns are
+        spaced at the whole deployment's rate: one that comes back too early goes back
+        again (two broker operations), one that came back too late would leave the
+        deployment idle once the other tenants are done, and the instance's share grows
+        with what it holds.
         """
         self._now = max(self._now, now)
         instance_rate, deployment_rate = rates
@@ -138,9 +140,12 @@ class TenantShares:
         if within or not self._contended(tenant, now):
             state.booked += tokens
             return 0.0
-        # Back when what it holds is down to half the horizon, behind its earlier returns.
+        # Back when what it holds, and what intake released of it here, is down to half the
+        # horizon, behind its earlier returns: a message sent back joins the end of its
+        # tenant's line, so that returns do not add to what the queue holds of it.
         state.sent_back_at = now
-        due = max(now + state.booked / tenant_rate - horizon / 2, state.returns_at)
+        line = max(now + state.booked / tenant_rate, state.released_until)
+        due = max(line - horizon / 2, state.returns_at)
         due = min(due, now + RELEASE_COMMITMENT_SECONDS)
         state.returns_at = due + tokens / max(deployment_rate, 1e-9)
         return max(due - now, 1.0)

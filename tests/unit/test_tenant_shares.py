@@ -290,3 +290,14 @@ def test_intake_paces_a_tenants_burst_into_the_standard_lane_only(fair: Wired) -
     assert len(later) >= 20, "the rest of the burst is scheduled"
     assert later == sorted(later), "in the order it arrived, spaced at the deployment's rate"
     assert [message.scheduled_enqueue_time for message in sent[burst:]] == [None, None, None]
+
+
+def test_a_message_sent_back_joins_the_end_of_its_tenants_line() -> None:
+    shares = TenantShares()
+    rates, horizon = (100.0, 100.0), 10.0
+    for _ in range(6):  # intake released 30 s of marketing's work, 20 s of it scheduled
+        shares.release_delay("marketing", 500, 100.0, horizon, now=0.0)
+    shares.admitted("support", 50, now=0.0)
+    assert shares.book("marketing", 1_000, rates, horizon, now=0.0) == 0
+    back = shares.book("marketing", 500, rates, horizon, now=0.0)
+    assert back == pytest.approx(30.0 - horizon / 2), "behind what intake released"

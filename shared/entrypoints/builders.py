@@ -279,6 +279,7 @@ def processing_policy(
             settings.processing.max_lock_renewal_seconds
         ),
         fair_share_seconds=settings.model_capacity.fair_share_seconds,
+        fair_share_longest_wait=settings.job_resend.after_seconds / 2,
     )
 
 

@@ -38,9 +38,6 @@ from typing import Final
 # Over about how long a tenant's served tokens make its rate (``served_rate``), and how
 # lately another tenant must have been seen for a gate to send a message back (``book``).
 SERVED_RATE_SECONDS: Final = 10.0
-# The furthest ahead a processor schedules a message it sends back (``book``): a
-# tenant's turn is decided again at least this often.
-RELEASE_COMMITMENT_SECONDS: Final = 60.0
 
 
 def equal_weights(tenant: str) -> float:
@@ -146,7 +143,6 @@ class TenantShares:
         state.sent_back_at = now
         line = max(now + state.booked / tenant_rate, state.released_until)
         due = max(line - horizon / 2, state.returns_at)
-        due = min(due, now + RELEASE_COMMITMENT_SECONDS)
         state.returns_at = due + tokens / max(deployment_rate, 1e-9)
         return max(due - now, 1.0)
 

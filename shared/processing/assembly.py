@@ -77,7 +77,12 @@ def lane_processor(
         clock=clock,
         stager=stager,
         turns=(
-            FairTurns(models=models, retries=retries, horizon_seconds=policy.fair_share_seconds)
+            FairTurns(
+                models=models,
+                retries=retries,
+                horizon_seconds=policy.fair_share_seconds,
+                longest_wait=policy.fair_share_longest_wait,
+            )
             if policy.fair_share_seconds > 0 and not policy.ordered
             else None
         ),

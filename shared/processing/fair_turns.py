@@ -37,10 +37,18 @@ log = logging.getLogger(__name__)
 class FairTurns:
     """Books each message's tokens against its tenant's share (see the module doc)."""
 
-    def __init__(self, *, models: ServedModels, retries: Retries, horizon_seconds: float) -> None:
+    def __init__(
+        self,
+        *,
+        models: ServedModels,
+        retries: Retries,
+        horizon_seconds: float,
+        longest_wait: float = 600.0,
+    ) -> None:
         self._models = models
         self._retries = retries
         self._horizon = horizon_seconds
+        self._longest_wait = longest_wait
 
     def take(
         self, message: InboundMessage, request: RequestMessage, settler: Settler
@@ -53,6 +61,9 @@ class FairTurns:
         booked = gate.book(request.tenant_id, tokens, self._horizon)
         if isinstance(booked, Booking):
             return Turn(gate, booked)
+        # Never longer than ``longest_wait`` (half of JobResend__afterSeconds: the watchdog
+        # would take a job still accepted then for one whose message was lost).
+        booked = min(booked, self._longest_wait)
         outcome = self._retries.fair_share_copy(message, request, settler, booked)
         if outcome is None:  # its deadline comes first: it takes its chance at the gate
             return NO_TURN

@@ -51,3 +51,5 @@ class ProcessingPolicy:
     # ModelCapacity__fairShareSeconds: the work a tenant holds of a deployment here before
     # its next message goes back to the queue for its turn (``fair_turns``; 0: never).
     fair_share_seconds: float = 0.0
+    # The longest a message waits for its tenant's turn: half of JobResend__afterSeconds.
+    fair_share_longest_wait: float = 600.0

@@ -147,10 +147,14 @@ class TenantShares:
         return max(due - now, 1.0)
 
     def _contended(self, tenant: str, now: float) -> bool:
-        """Another tenant holds work here, or was served here lately: only then is a
-        message worth sending back (alone, a tenant's backlog keeps no one waiting)."""
+        """Another tenant holds work here, or was served here lately, and gets no more
+        than its share (none of its messages was sent back lately): only then is a
+        message worth sending back. Alone, a tenant's backlog keeps no one waiting; beside
+        another backlog, sending both back would only shuffle the queue."""
         return any(
-            other != tenant and (state.booked > 0 or now - state.served_at < SERVED_RATE_SECONDS)
+            other != tenant
+            and (state.booked > 0 or now - state.served_at < SERVED_RATE_SECONDS)
+            and now - state.sent_back_at >= SERVED_RATE_SECONDS
             for other, state in self._tenants.items()
         )
 

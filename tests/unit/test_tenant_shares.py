@@ -301,3 +301,14 @@ def test_a_message_sent_back_joins_the_end_of_its_tenants_line() -> None:
     assert shares.book("marketing", 1_000, rates, horizon, now=0.0) == 0
     back = shares.book("marketing", 500, rates, horizon, now=0.0)
     assert back == pytest.approx(30.0 - horizon / 2), "behind what intake released"
+
+
+def test_a_tenant_beside_another_backlog_only_is_not_sent_back() -> None:
+    shares = TenantShares(weights)
+    rates, horizon = (100.0, 100.0), 5.0
+    shares.admitted("support", 50, now=0.0)
+    shares.book("marketing", 500, rates, horizon, now=0.0)
+    assert shares.book("marketing", 500, rates, horizon, now=0.0) > 0  # past its share
+    # support, beside marketing whose messages are being sent back, is not sent back.
+    shares.book("support", 500, rates, horizon, now=0.0)
+    assert shares.book("support", 5_000, rates, horizon, now=0.0) == 0

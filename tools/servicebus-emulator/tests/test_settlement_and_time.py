@@ -202,7 +202,7 @@ async def test_a_due_scheduled_message_joins_the_tail_and_an_abandoned_one_keeps
         assert str(first) == "sent after"
         assert first.sequence_number > scheduled
         await receiver.abandon_message(first)
-        received = []
+        received: list[str] = []
         while len(received) < 3:
             batch = await receiver.receive_messages(max_message_count=3, max_wait_time=5)
             assert batch, f"only {received} came back"

@@ -331,7 +331,7 @@ class EntityStore:
 
     def free_session_with_messages(self, now: float) -> str | None:
         """The session whose oldest available message is oldest, among unlocked ones."""
-        best: tuple[int, str] | None = None
+        best: tuple[tuple[tuple[int, int], int], str] | None = None  # (place, sequence), id
         for session_id, heap in self._available.items():
             if session_id is None or not self.has_available(session_id):
                 continue

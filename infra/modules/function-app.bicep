@@ -394,6 +394,9 @@ var appSettings = {
   ModelCapacity__enabled: 'true'
   ModelCapacity__waitSeconds: '60'
   ModelCapacity__heartbeatSeconds: '5'
+  // Tenants share each deployment: the seconds of a tenant's work the queue and each
+  // instance hold before the rest waits in the broker's schedule (docs/tenants.md).
+  ModelCapacity__fairShareSeconds: '5'
   ModelCapacity__tokensPerMinute: (modelCapacity > 0) ? string(modelCapacity * 1000) : ''
   ModelCapacity__requestsPerMinute: (modelCapacity > 0) ? string(modelCapacity * 6) : ''
   LocalModelLatencyMs: '0'

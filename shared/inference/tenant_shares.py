@@ -8,24 +8,23 @@ queue is first in, first out, so fairness needs three parts, all here, all per g
 - **When new work reaches the queue** (``release_delay``): intake sends a tenant's
   request to the queue at once while the queue holds less than ``horizon`` seconds of
   that tenant's work, and schedules the rest to arrive at the deployment's rate. Four
-  hundred requests dropped at
-  once so reach the queue a few at a time, and another tenant's request, sent at once,
-  waits behind a few seconds of them, not all.
+  hundred requests dropped at once so reach the queue a few at a time, and another
+  tenant's request, sent at once, waits behind a few seconds of them, not all.
 - **Whose call goes next** (``next_tenant``): among the calls waiting at the gate with
   the best priority, the tenant that has been served least for its weight, like a
   fair scheduler's virtual runtime: each tenant's ``virtual_time`` grows by the tokens
   of its admitted calls divided by its weight. A tenant that starts waiting takes the
   smallest virtual time of those already waiting (``activate``): it gets no credit for
   the time it sent nothing, and loses none for the backlog of another.
-- **Whose message waits in the broker** (``book``): while other tenants contend for the
-  gate, a message of a tenant that already holds more than ``horizon`` seconds of work at
-  its rate goes back to the broker, scheduled for when its turn should come, before
-  anything is read for it: what intake did not pace (producers sending straight to the
-  queue) and what came due before its turn. Each tenant's rate is its weight's part of
-  the instance's, or, while the others want no more than they get, what they leave
-  (``served_rate``): a trickle does not slow a backlog down. The returns of one tenant
-  are spaced at the deployment's rate, so that a backlog comes back a little at a time
-  and never later than the deployment could serve it.
+- **Whose message waits in the broker** (``book``): beside another tenant that gets no
+  more than its share, a message of a tenant that already holds more than ``horizon``
+  seconds of work at its rate goes back to the broker, scheduled for the end of its
+  tenant's line, before anything is read for it: what intake did not pace (producers
+  sending straight to the queue) and what came due before its turn. Each tenant's rate
+  is its weight's part of the instance's, or, while the others want no more than they
+  get, what they leave (``served_rate``): a trickle does not slow a backlog down. The
+  returns of one tenant are spaced at the deployment's rate, so that a backlog comes back
+  a little at a time and never later than the deployment could serve it.
 """
 
 from __future__ import annotations

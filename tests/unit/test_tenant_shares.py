@@ -267,10 +267,15 @@ def test_a_message_past_its_tenants_share_goes_back_unread_and_comes_back(
 
 def test_the_ordered_lane_and_high_priority_never_go_back(fair: Wired) -> None:
     gate_of(fair).book("marketing", 50_000, 10.0)
+    gate_of(fair).book("support", 100, 10.0)  # contended: a standard message would go back
+    submit(fair, "marketing")
+    standard = fair.queue.sent[-1]
+    settler = RecordingSettler()
+    processor = fair.services.lanes[Lane.STANDARD].processor
+    assert processor.process(fair.deliver(standard), settler) == "fair-share-wait"
     submit(fair, "marketing", priority="high")
     submit(fair, "marketing", document_id="contract-7")
-    settler = RecordingSettler()
-    by_lane = {Lane.PRIORITY: fair.queue.sent[0], Lane.ORDERED: fair.queue.sent[1]}
+    by_lane = {Lane.PRIORITY: fair.queue.sent[-2], Lane.ORDERED: fair.queue.sent[-1]}
     for lane, message in by_lane.items():
         processor = fair.services.lanes[lane].processor
         assert processor.process(fair.deliver(message), settler) == "completed", lane

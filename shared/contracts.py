@@ -175,6 +175,14 @@ class InlineText(_Strict):
     text: str
 
 
+def input_characters(given: ClaimCheck | InlineText | None) -> int:
+    """How long an input is before it is read: an inline text's length, a claim-checked
+    document's size in bytes (what pacing a request by its tokens can know of it)."""
+    if isinstance(given, InlineText):
+        return len(given.text)
+    return given.size if given is not None else 0
+
+
 class RequestMessage(_Strict):
     """Body of a request message on the requests queue (``inferbus.request/v1``)."""
 

@@ -57,6 +57,7 @@ from shared.contracts import Priority
 from shared.errors import CapacityExhausted, Throttled
 from shared.inference import InferenceInput, ModelAnswer, ModelClient, reads_as_text
 from shared.inference.catalog import Capacity, ModelCard
+from shared.inference.fading import FadingTotal
 from shared.inference.served import ServedModel
 from shared.inference.tenant_shares import TenantShares, equal_weights
 
@@ -250,8 +251,9 @@ class DeploymentGate:
         self._holding: dict[int, float] = {}  # rank -> tokens reserved by calls under way
         self._peak = Demand()  # the most demanded since the last ``demand()``
         self._headroom = 0.0  # tokens a call waits for beyond its own (learned from 429s)
-        self._served = (0.0, 0.0)  # tokens served lately (``SERVED_SECONDS``): high, all
-        self._served_at = clock()
+        # Tokens served lately (``SERVED_SECONDS``): to high priority, and in all.
+        self._served_high = FadingTotal(SERVED_SECONDS, _at=clock())
+        self._served_all = FadingTotal(SERVED_SECONDS, _at=clock())
         self._sequence = itertools.count()
         self._tenants = TenantShares(weight_of)
         self.stats = GateStats()
@@ -418,15 +420,12 @@ class DeploymentGate:
 
     def _served_by(self, now: float) -> tuple[float, float]:
         """The tokens served lately, high priority's and all, faded to ``now``."""
-        fading = math.exp(-max(0.0, now - self._served_at) / SERVED_SECONDS)
-        high, served = self._served
-        return high * fading, served * fading
+        return self._served_high.value(now), self._served_all.value(now)
 
     def _count_served(self, rank: int, tokens: int) -> None:
         now = self.clock()
-        high, served = self._served_by(now)
-        high += tokens if rank == RANK[Priority.HIGH] else 0
-        self._served, self._served_at = (high, served + tokens), now
+        self._served_high.add(tokens if rank == RANK[Priority.HIGH] else 0, now)
+        self._served_all.add(tokens, now)
 
     def high_share(self) -> float:
         """The part of the tokens every instance served of the deployment lately (about
@@ -555,7 +554,12 @@ def estimated_tokens(
     allowed = parameters.get("max_tokens")
     if not isinstance(allowed, int) or isinstance(allowed, bool):
         allowed = answer if answer is not None else DEFAULT_ANSWER_TOKENS
-    return math.ceil((len(instructions) + len(text)) / 4) + allowed
+    return prompt_tokens(len(instructions) + len(text)) + allowed
+
+
+def prompt_tokens(characters: int) -> int:
+    """A prompt of ``characters`` at four characters a token, as the gate counts it."""
+    return math.ceil(characters / 4)
 
 
 class BudgetedModel:
@@ -576,8 +580,8 @@ class BudgetedModel:
         Tenants' shares are paced by it (a message's booking before its input is read,
         intake's release into the queue): too high, it would hold back work the deployment
         could serve; too low, a little more waits in the queue than the horizon."""
-        prompt = len(self._card.task.instructions(parameters)) + text_chars
-        return math.ceil(prompt / 4) + math.ceil(self.answers.mean() or 0)
+        prompt = prompt_tokens(len(self._card.task.instructions(parameters)) + text_chars)
+        return prompt + math.ceil(self.answers.mean() or 0)
 
     def infer(self, request: InferenceInput) -> ModelAnswer:
         text = request.text() if reads_as_text(request.media_type) else ""
@@ -644,20 +648,25 @@ class ServedPace:
         """Implements ``intake.ports.TenantPacing`` from the alias's gate
         (``DeploymentGate.release_delay``, ``release_horizon`` seconds of the tenant's
         work in the queue); 0 for an alias whose deployment counts no tokens."""
-        served = self._models.get(model)
-        client = served.client if served is not None else None
-        if not isinstance(client, BudgetedModel) or self._release_horizon <= 0:
+        client = budgeted(self._models, model)
+        if client is None or self._release_horizon <= 0:
             return 0.0
         tokens = client.typical(text_chars, parameters)
         return client.gate.release_delay(tenant, tokens, self._release_horizon)
 
     def pace(self, model: str) -> Pace | None:
-        served = self._models.get(model)
-        client = served.client if served is not None else None
-        if not isinstance(client, BudgetedModel) or client.gate.tokens_per_minute is None:
+        client = budgeted(self._models, model)
+        if client is None or client.gate.tokens_per_minute is None:
             return None
         cost = client.calls.mean() or self.DEFAULT_PROMPT_TOKENS + DEFAULT_ANSWER_TOKENS
         return Pace(client.gate.tokens_per_minute, cost, client.gate.high_share())
+
+
+def budgeted(models: Mapping[str, ServedModel], alias: str) -> BudgetedModel | None:
+    """``alias``'s client behind its deployment's gate (None: not served, or not gated)."""
+    served = models.get(alias)
+    client = served.client if served is not None else None
+    return client if isinstance(client, BudgetedModel) else None
 
 
 def gate_key(card: ModelCard) -> str:

@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from shared.inference.fading import FadingTotal
+
 # Over about how long a tenant's served tokens make its rate (``served_rate``), and how
 # lately another tenant must have been seen for a gate to send a message back (``book``).
 SERVED_RATE_SECONDS: Final = 10.0
@@ -51,8 +53,8 @@ class _Tenant:
     returns_at: float = -math.inf  # when its last message sent back is due
     sent_back_at: float = -math.inf  # when it last had a message sent back
     released_until: float = -math.inf  # when the work intake sent so far has gone, at the rate
-    served: float = 0.0  # tokens served lately, faded (``SERVED_RATE_SECONDS``)
-    served_at: float = 0.0
+    # Tokens served lately: the tenant's rate, and whether it was seen here lately.
+    served: FadingTotal = field(default_factory=lambda: FadingTotal(SERVED_RATE_SECONDS))
 
 
 @dataclass
@@ -96,8 +98,7 @@ class TenantShares:
         self._now = max(self._now, now)
         state = self._tenant(tenant)
         state.virtual_time += tokens / self.weight(tenant)
-        state.served = self._faded(state, now) + tokens
-        state.served_at = now
+        state.served.add(tokens, now)
 
     def forget_idle(self, waiting: set[str]) -> None:
         """Tenants with nothing waiting or booked, and no lead over the floor, are as
@@ -152,7 +153,7 @@ class TenantShares:
         another backlog, sending both back would only shuffle the queue."""
         return any(
             other != tenant
-            and (state.booked > 0 or now - state.served_at < SERVED_RATE_SECONDS)
+            and (state.booked > 0 or state.served.since(now) < SERVED_RATE_SECONDS)
             and now - state.sent_back_at >= SERVED_RATE_SECONDS
             for other, state in self._tenants.items()
         )
@@ -196,8 +197,4 @@ class TenantShares:
     def served_rate(self, tenant: str, now: float) -> float:
         """The tokens a second ``tenant`` was served lately."""
         state = self._tenants.get(tenant)
-        return 0.0 if state is None else self._faded(state, now) / SERVED_RATE_SECONDS
-
-    @staticmethod
-    def _faded(state: _Tenant, now: float) -> float:
-        return state.served * math.exp(-max(0.0, now - state.served_at) / SERVED_RATE_SECONDS)
+        return 0.0 if state is None else state.served.rate(now)

@@ -32,6 +32,7 @@ from shared.contracts import (
     Job,
     Priority,
     ProcessingMode,
+    input_characters,
 )
 from shared.errors import (
     FieldError,
@@ -307,8 +308,7 @@ class Intake:
             return None
         if job.mode is not ProcessingMode.QUEUE or job.not_before or job.after:
             return None
-        given = job.input
-        chars = len(given.text) if isinstance(given, InlineText) else given.size if given else 0
+        chars = input_characters(job.input)
         delay = self._pacing.release_delay(job.tenant_id, job.model, chars, job.parameters)
         if delay < 1.0:
             return None

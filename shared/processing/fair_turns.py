@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import logging
 
-from shared.contracts import InlineText, Priority, ProcessingMode, RequestMessage
-from shared.inference.capacity import Booking, BudgetedModel, DeploymentGate
+from shared.contracts import Priority, ProcessingMode, RequestMessage, input_characters
+from shared.inference.capacity import Booking, DeploymentGate, budgeted
 from shared.inference.served import ServedModels
 from shared.processing.inbound import InboundMessage
 from shared.processing.ports import Settler
@@ -76,11 +76,7 @@ class FairTurns:
     def _booked_call(self, request: RequestMessage) -> tuple[DeploymentGate, int] | None:
         if self._retries.in_place or request.priority is Priority.HIGH:
             return None
-        if request.mode is ProcessingMode.BATCH or request.model not in self._models:
+        client = budgeted(self._models, request.model)
+        if request.mode is ProcessingMode.BATCH or client is None:
             return None
-        client = self._models[request.model].client
-        if not isinstance(client, BudgetedModel):
-            return None
-        given = request.input
-        chars = len(given.text) if isinstance(given, InlineText) else given.size
-        return client.gate, client.typical(chars, request.parameters)
+        return client.gate, client.typical(input_characters(request.input), request.parameters)

@@ -174,7 +174,11 @@ class Run:
         return ratio(quantile(self.waits("high"), 0.95), quantile(self.waits("normal"), 0.95))
 
     def would_have_waited(self) -> list[tuple[float, float, float]]:
-        """Each refusal's Retry-After and the bounds of the wait it would have had.
+        """Each refusal's Retry-After and the bounds of the wait it would have had."""
+        return [(after, lower, upper) for _, _, after, lower, upper in self.brackets()]
+
+    def brackets(self) -> list[tuple[float, str, float, float, float]]:
+        """Each refusal's time, priority, Retry-After and the bounds of its would-be wait.
 
         The refused request was never run, so its wait is bracketed by the two accepted
         requests of its priority around it: the last accepted before the refusal had its
@@ -183,7 +187,7 @@ class Run:
         A refusal with no accepted request after it has the lower bound for both.
         """
         accepted = sorted((at, i, p) for i, (at, p) in self.submitted.items())
-        bounds = []
+        found = []
         for refused_at, priority, retry_after in self.refusals:
             before = [i for at, i, p in accepted if at <= refused_at and p == priority]
             after = [i for at, i, p in accepted if at > refused_at and p == priority]
@@ -196,8 +200,17 @@ class Run:
                 else lower
             )
             if lower > 0:
-                bounds.append((retry_after, lower, max(lower, upper)))
-        return bounds
+                found.append((refused_at, priority, retry_after, lower, max(lower, upper)))
+        return found
+
+    def long_refusals(self) -> list[str]:
+        """Where the refusals whose Retry-After exceeds 1.3 times their upper bound fell
+        (seconds into the run, priority, Retry-After and the bracket): a pattern to read."""
+        return [
+            f"{at - self.began:.0f}s {priority} {after:.0f}s/[{lower:.0f},{upper:.0f}]"
+            for at, priority, after, lower, upper in self.brackets()
+            if after > 1.3 * upper
+        ]
 
 
 def settings(work: Path, run: Run) -> tuple[Path, dict[str, str]]:
@@ -530,7 +543,8 @@ def describe(run: Run) -> str:
             f"{quantile(over_lower, 0.1):.2f}, p90 {quantile(over_lower, 0.9):.2f}), within 30% "
             f"{within}/{len(bounds)}; over its upper bound median {quantile(over_upper, 0.5):.2f}"
             f" (p10 {quantile(over_upper, 0.1):.2f}, p90 {quantile(over_upper, 0.9):.2f}); "
-            f"within 30% of the bracket {bracketed}/{len(bounds)}"
+            f"within 30% of the bracket {bracketed}/{len(bounds)}; over 1.3 x upper at: "
+            + (", ".join(run.long_refusals()) or "none")
         )
     return line + "".join(f"; {event}" for event in run.events)
 

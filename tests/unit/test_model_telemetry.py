@@ -8,12 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
-from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from shared import telemetry
@@ -25,61 +20,9 @@ from shared.inference.prices import Prices
 from shared.inference.served import ServedModel
 from shared.results import run_model
 from tests.support.catalogs import served
+from tests.support.telemetry import Telemetry
 
 TEXT = "Invoice 17. Total amount due: 300 EUR. Payment within 30 days."
-
-
-@dataclass
-class Telemetry:
-    """What the SDK recorded since the test began."""
-
-    tracer_provider: TracerProvider
-    spans: InMemorySpanExporter
-    reader: InMemoryMetricReader
-
-    def finished_spans(self) -> list[ReadableSpan]:
-        return list(self.spans.get_finished_spans())
-
-    def collect(self) -> dict[str, list[Any]]:
-        """The data points recorded since the last collection, by metric name."""
-        data = self.reader.get_metrics_data()
-        points: dict[str, list[Any]] = {}
-        for resource in data.resource_metrics if data else []:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    points.setdefault(metric.name, []).extend(metric.data.data_points)
-        return points
-
-
-@pytest.fixture(scope="session")
-def sdk() -> Telemetry:
-    """SDK providers with in-memory exporters, made once per process. The meter provider
-    becomes the global one for good (a global provider cannot be replaced, and
-    ``telemetry`` keeps its instruments); histograms and counters are collected as deltas, so each
-    collection holds only what was recorded since the one before."""
-    spans = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-    delta = AggregationTemporality.DELTA
-    reader = InMemoryMetricReader(preferred_temporality={Histogram: delta, Counter: delta})
-    meter_provider = MeterProvider(metric_readers=[reader])
-    metrics.set_meter_provider(meter_provider)
-    if metrics.get_meter_provider() is not meter_provider:
-        # A reader cannot join a provider after the fact: move this fixture to a shared
-        # place (tests/conftest.py) when another test needs metrics too.
-        pytest.fail("another test installed the global MeterProvider first")
-    return Telemetry(tracer_provider, spans, reader)
-
-
-@pytest.fixture
-def recorded(sdk: Telemetry, monkeypatch: pytest.MonkeyPatch) -> Telemetry:
-    """The SDK's tracer provider is the global one for this test only (the global that
-    OpenTelemetry's own test utilities reset): with an SDK, spans get real ids, and later
-    tests in the process expect the trace context they get without one."""
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", sdk.tracer_provider)
-    sdk.spans.clear()
-    sdk.reader.get_metrics_data()  # drain what earlier tests recorded
-    return sdk
 
 
 @dataclass

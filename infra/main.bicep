@@ -256,6 +256,11 @@ param refusalRateThresholdPercent int = 25
 @maxValue(100)
 param failureRateThresholdPercent int = 5
 
+@description('Percentage of one of a tenant\'s budgets (tenant catalog) used in its period at or above which an alert fires.')
+@minValue(1)
+@maxValue(100)
+param budgetUtilizationThresholdPercent int = 80
+
 @description('Accept only Microsoft Entra authenticated telemetry in Application Insights.')
 param appInsightsDisableLocalAuth bool = false
 
@@ -700,6 +705,7 @@ module alerts 'modules/alerts.bicep' = {
     deadLetterGrowthThreshold: deadLetterGrowthThreshold
     refusalRateThresholdPercent: refusalRateThresholdPercent
     failureRateThresholdPercent: failureRateThresholdPercent
+    budgetUtilizationThresholdPercent: budgetUtilizationThresholdPercent
     batchAlertEnabled: globalBatchEnabled
     tags: allTags
   }

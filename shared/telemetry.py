@@ -161,6 +161,10 @@ BATCH_ENDED: Final = "inferbus.batch.ended"
 BATCH_REQUESTS: Final = "inferbus.batch.requests"
 JOBS_RESENT: Final = "inferbus.jobs.resent"
 COST: Final = "inferbus.cost"
+BUDGET_UTILIZATION: Final = "inferbus.budget.utilization"
+# The budgets of the tenant catalog (``shared.accounting.tenants.Budget``), the values of
+# ``inferbus.budget``: the alert and the workbook split by them.
+BUDGETS: Final = ("tokens_per_day", "tokens_per_month", "cost_per_month")
 QUEUE_GAUGES: Final = {
     "inferbus.queue.active_messages": "active_message_count",
     "inferbus.queue.dead_lettered_messages": "dead_letter_message_count",
@@ -202,6 +206,18 @@ class _Instruments:
             COST,
             unit="{currency}",
             description="What the answers cost at their models' catalog prices, by tenant",
+        )
+        # A histogram, not a gauge, though each value is a level. The Azure Monitor
+        # exporter collects histograms as deltas and sends each as one customMetrics row
+        # per export interval that recorded something, with its valueMax: the highest
+        # fraction of the interval, however many checks it held. A synchronous gauge keeps
+        # only its last value, and the exporter leaves it cumulative (the SDK's default),
+        # under which the SDK sends that value again at every export until the process
+        # ends: a past period's 0.9 would hold the alert on.
+        self.budget_utilization = meter.create_histogram(
+            BUDGET_UTILIZATION,
+            unit="1",
+            description="Fraction of a tenant's budget used in its period, by tenant and budget",
         )
         self.jobs_resent = meter.create_counter(
             JOBS_RESENT,
@@ -283,6 +299,28 @@ def record_cost(*, model: str, tenant: str, mode: str, amount: float, currency: 
             "inferbus.mode": mode,
             "inferbus.currency": currency,
         },
+    )
+
+
+def record_budget_use(*, tenant: str, budget: str, period: str, used: float, limit: float) -> None:
+    """How much of one budget a tenant has used: ``used / limit`` in
+    ``inferbus.budget.utilization``, each time its spend is checked or changes.
+
+    ``budget`` is one of ``BUDGETS`` (``used`` and ``limit`` in its unit: tokens, or the
+    model catalog's currency); ``period`` the UTC period it covers (``2026-12-05`` for a
+    day, ``2026-12`` for a month), a dimension so that a new period's readings are never
+    mixed with the last one's. A fraction, not the amounts, so that one alert threshold
+    (``budgetUtilizationThresholdPercent``) holds for every tenant and budget whatever its
+    size; it goes past 1 when a check lets a tenant overspend. Recorded in a histogram
+    (see ``_Instruments``): an alert on the maximum over the last minutes reads
+    ``valueMax``. A limit that is not positive is no budget (the tenant catalog refuses
+    one): nothing is recorded, rather than raising in the caller's accounting.
+    """
+    if limit <= 0:
+        return
+    instruments().budget_utilization.record(
+        used / limit,
+        {"inferbus.tenant": tenant, "inferbus.budget": budget, "inferbus.period": period},
     )
 
 

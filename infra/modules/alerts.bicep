@@ -2,8 +2,8 @@
 // Event Grid deliveries; log search alerts over the app's OpenTelemetry telemetry in
 // Application Insights (customMetrics and spans, queries in queries/*.kql) watch the oldest
 // waiting request, entities whose counts cannot be read, dead-letter growth, refusal and
-// failure rates, failed invocations, and Global Batch batches that ended expired, failed or
-// for the enqueued-token quota.
+// failure rates, failed invocations, Global Batch batches that ended expired, failed or for
+// the enqueued-token quota, and tenants near one of their budgets.
 
 @description('Azure region of the log search alert rules.')
 param location string
@@ -58,6 +58,11 @@ param batchEndedThreshold int = 0
 @description('Failed reads of one entity\'s counts (a request queue or a results-topic subscription) within 10 minutes above which an alert fires (counter inferbus.queue.unreadable).')
 @minValue(0)
 param queueUnreadableThreshold int = 0
+
+@description('Percentage of one of a tenant\'s budgets (tokens_per_day, tokens_per_month, cost_per_month) used in its period at or above which an alert fires (histogram inferbus.budget.utilization, the fraction used / limit, in percent).')
+@minValue(1)
+@maxValue(100)
+param budgetUtilizationThresholdPercent int = 80
 
 @description('Tags applied to every rule.')
 param tags object = {}
@@ -370,6 +375,46 @@ module batchEnded 'log-alert.bicep' = if (batchAlertEnabled) {
     ]
     severity: 1
     windowSize: 'PT15M'
+    evaluationFrequency: 'PT5M'
+    actionGroupId: actionGroupId
+    tags: tags
+  }
+}
+
+// A tenant near its budget is not a fault but a conversation to have before the budget is
+// spent. Split by tenant and budget, at or above the threshold ("reaches 80%"). The
+// window is an hour: readings come only while the tenant's spend is checked, and a shorter
+// window would resolve the alert in every pause of its traffic and fire it again after.
+module budgetUtilization 'log-alert.bicep' = {
+  name: 'alert-budget-utilization'
+  params: {
+    name: '${namePrefix}-budget-utilization'
+    alertDescription: 'A tenant has used ${budgetUtilizationThresholdPercent}% or more of one of its budgets (tokens_per_day, tokens_per_month or cost_per_month of the tenant catalog, UTC periods). Before it is spent, raise the budget in tenants.json or tell the tenant (docs/tenants.md). The workbook\'s "Tenants: tokens, cost and budgets" shows its tokens, cost and each budget\'s latest use.'
+    location: location
+    scopeId: appInsightsId
+    query: loadTextContent('queries/alert-budget-utilization.kql')
+    measureColumn: 'utilizationPercent'
+    timeAggregation: 'Maximum'
+    operator: 'GreaterThanOrEqual'
+    threshold: budgetUtilizationThresholdPercent
+    dimensions: [
+      {
+        name: 'tenant'
+        operator: 'Include'
+        values: [
+          '*'
+        ]
+      }
+      {
+        name: 'budget'
+        operator: 'Include'
+        values: [
+          '*'
+        ]
+      }
+    ]
+    severity: 2
+    windowSize: 'PT1H'
     evaluationFrequency: 'PT5M'
     actionGroupId: actionGroupId
     tags: tags

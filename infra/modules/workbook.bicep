@@ -1,5 +1,6 @@
 // The Inferbus workbook: the app's OpenTelemetry metrics and spans in Application Insights,
-// one chart per question (throughput, intake, latency, backlog, dead letters, tokens, model).
+// one chart per question (throughput, intake, latency, backlog, dead letters, tokens, model,
+// tenants' spend against their budgets).
 // Each chart's KQL is a file in queries/ (workbook-*.kql), loaded at compile time, so the
 // docs, the tests and the workbook read the same text (docs/monitoring.md).
 
@@ -138,6 +139,15 @@ var content = {
         title: 'Model tokens per tenant (input, output)'
         query: loadTextContent('queries/workbook-tokens.kql')
         visualization: 'barchart'
+      })
+    }
+    {
+      type: 3
+      name: 'tenants'
+      content: union(chartDefaults, {
+        title: 'Tenants: tokens, cost and budgets'
+        query: loadTextContent('queries/workbook-tenants.kql')
+        visualization: 'table'
       })
     }
     {

@@ -174,13 +174,13 @@ def test_queries_name_the_apps_outcomes() -> None:
 
 # --- alerts on the app's telemetry ------------------------------------------------------------
 
-# symbol: (query file, measure column, aggregation, dimension, threshold parameter, names)
-LOG_ALERTS: dict[str, tuple[str, str, str, str, str, tuple[str, ...]]] = {
+# symbol: (query file, measure column, aggregation, dimensions, threshold parameter, names)
+LOG_ALERTS: dict[str, tuple[str, str, str, tuple[str, ...], str, tuple[str, ...]]] = {
     "oldestMessageAge": (
         "alert-oldest-message-age.kql",
         "ageSeconds",
         "Maximum",
-        "queue",
+        ("queue",),
         "oldestMessageAgeThresholdSeconds",
         (OLDEST_AGE,),
     ),
@@ -188,7 +188,7 @@ LOG_ALERTS: dict[str, tuple[str, str, str, str, str, tuple[str, ...]]] = {
         "alert-queue-unreadable.kql",
         "failedReads",
         "Total",
-        "queue",
+        ("queue",),
         "queueUnreadableThreshold",
         (telemetry.QUEUE_UNREADABLE,),
     ),
@@ -196,7 +196,7 @@ LOG_ALERTS: dict[str, tuple[str, str, str, str, str, tuple[str, ...]]] = {
         "alert-deadletter-growth.kql",
         "growth",
         "Maximum",
-        "queue",
+        ("queue",),
         "deadLetterGrowthThreshold",
         (DEAD_LETTERED,),
     ),
@@ -204,7 +204,7 @@ LOG_ALERTS: dict[str, tuple[str, str, str, str, str, tuple[str, ...]]] = {
         "alert-refusal-rate.kql",
         "refusalRatePercent",
         "Maximum",
-        "door",
+        ("door",),
         "refusalRateThresholdPercent",
         (telemetry.REQUESTS_ACCEPTED, telemetry.REQUESTS_REFUSED),
     ),
@@ -212,7 +212,7 @@ LOG_ALERTS: dict[str, tuple[str, str, str, str, str, tuple[str, ...]]] = {
         "alert-failure-rate.kql",
         "failureRatePercent",
         "Maximum",
-        "lane",
+        ("lane",),
         "failureRateThresholdPercent",
         (telemetry.MESSAGES_SETTLED,),
     ),
@@ -220,7 +220,7 @@ LOG_ALERTS: dict[str, tuple[str, str, str, str, str, tuple[str, ...]]] = {
         "alert-batch-ended.kql",
         "batches",
         "Total",
-        "status",
+        ("status",),
         "batchEndedThreshold",
         (telemetry.BATCH_ENDED,),
     ),
@@ -228,11 +228,23 @@ LOG_ALERTS: dict[str, tuple[str, str, str, str, str, tuple[str, ...]]] = {
         "alert-function-failures.kql",
         "failures",
         "Total",
-        "operation",
+        ("operation",),
         "functionFailureThreshold",
         (),
     ),
+    "budgetUtilization": (
+        "alert-budget-utilization.kql",
+        "utilizationPercent",
+        "Maximum",
+        ("tenant", "budget"),
+        "budgetUtilizationThresholdPercent",
+        (telemetry.BUDGET_UTILIZATION,),
+    ),
 }
+
+
+# Alerts that fire when the measure reaches the threshold, not only when it passes it.
+AT_OR_ABOVE = {"budgetUtilization"}
 
 
 def test_the_queue_gauges_the_alerts_read_exist() -> None:
@@ -257,21 +269,22 @@ def test_the_log_alerts_are_these() -> None:
 
 @pytest.mark.parametrize("symbol", sorted(LOG_ALERTS))
 def test_log_alert(symbol: str) -> None:
-    file, measure, aggregation, dimension, threshold, names = LOG_ALERTS[symbol]
+    file, measure, aggregation, dimensions, threshold, names = LOG_ALERTS[symbol]
     alert = _log_alerts()[symbol]
     assert _loaded_file(alert["query"]).name == file
     query = without_comments(_query(alert["query"]))
     assert alert["measureColumn"] == measure
     assert alert["timeAggregation"] == aggregation
-    assert alert["operator"] == "GreaterThan"
+    operator = "GreaterThanOrEqual" if symbol in AT_OR_ABOVE else "GreaterThan"
+    assert alert["operator"] == operator
     assert is_reference(alert["threshold"], threshold)
     assert is_reference(alert["scopeId"], "appInsightsId")
     assert is_reference(alert["actionGroupId"], "actionGroupId")
-    assert [d["name"] for d in alert["dimensions"]] == [dimension]
-    assert alert["dimensions"][0]["values"] == ["*"]
-    # The query's result: a timestamp, the dimension and the measure, in its last line.
+    assert tuple(d["name"] for d in alert["dimensions"]) == dimensions
+    assert all(d["values"] == ["*"] for d in alert["dimensions"])
+    # The query's result: a timestamp, the dimensions and the measure, in its last line.
     last = query.strip().splitlines()[-1]
-    for column in ("timestamp", dimension, measure):
+    for column in ("timestamp", *dimensions, measure):
         assert re.search(rf"\b{column}\b", last), f"{file}: {column} not in {last!r}"
     for name in names:
         assert f'"{name}"' in query, f"{file} does not read {name}"
@@ -298,6 +311,22 @@ def test_unreadable_counts_alert_after_ten_minutes_of_failed_reads() -> None:
     assert "sum(value)" in query
     # The counter's attribute is the gauges' own, so the alert names the entity they miss.
     assert '"messaging.destination.name": entity' in read(SHARED / "telemetry.py")
+
+
+def test_a_tenant_reaching_the_share_of_a_budget_alerts_per_tenant_and_budget() -> None:
+    """The histogram's ``valueMax`` (the highest fraction of each export interval) in
+    percent, a whole-number threshold of 80 by default, reached or passed, over the
+    readings of each tenant's latest period."""
+    alert = _log_alerts()["budgetUtilization"]
+    assert params(ALERTS)["budgetUtilizationThresholdPercent"]["default"] == 80
+    assert alert["windowSize"] == "PT1H"
+    assert alert["evaluationFrequency"] == "PT5M"
+    assert alert["severity"] == 2
+    query = without_comments(_query(alert["query"]))
+    assert "100.0 * valueMax" in query
+    for key in ("inferbus.tenant", "inferbus.budget", "inferbus.period"):
+        assert f'customDimensions["{key}"]' in query
+    assert "where period == latestPeriod" in query
 
 
 def test_the_backlog_log_line_alert_is_gone() -> None:
@@ -332,6 +361,7 @@ def test_the_log_alert_module_aggregates_the_measure_per_dimension() -> None:
         "deadLetterGrowthThreshold",
         "refusalRateThresholdPercent",
         "failureRateThresholdPercent",
+        "budgetUtilizationThresholdPercent",
     ],
 )
 def test_main_passes_the_alert_thresholds(name: str) -> None:
@@ -355,6 +385,16 @@ CHARTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "deadletters": ("barchart", ("dead-lettered",)),
     "tokens": ("barchart", (telemetry.TOKEN_USAGE, "inferbus.tenant")),
     "model-duration": ("timechart", (telemetry.MODEL_DURATION,)),
+    "tenants": (
+        "table",
+        (
+            telemetry.TOKEN_USAGE,
+            telemetry.COST,
+            telemetry.BUDGET_UTILIZATION,
+            "inferbus.tenant",
+            *telemetry.BUDGETS,
+        ),
+    ),
 }
 
 
@@ -454,6 +494,21 @@ def test_dead_letters_by_reason_come_from_the_process_spans() -> None:
     assert 'customDimensions["inferbus.outcome"]) == "dead-lettered"' in query
     assert "inferbus.dead_letter_reason" in query
     assert "sum(itemCount)" in query, "spans are sampled: count what they stand for"
+
+
+def test_the_tenants_chart_shows_each_budgets_latest_reading_in_its_period() -> None:
+    """One row per tenant: tokens and cost summed over the range, and per budget the
+    latest ``valueMax`` of the budget's current period (the period of its latest reading
+    of any tenant), so a past day or month never shows as today's."""
+    query = without_comments(read(_chart_query_files()["tenants"]))
+    assert 'customDimensions["inferbus.period"]' in query
+    assert "arg_max(timestamp, period) by budget" in query
+    assert "where period == currentPeriod" in query
+    assert "arg_max(timestamp, utilization) by tenant, budget" in query
+    assert "utilization = valueMax" in query
+    columns = next(line for line in query.splitlines() if line.startswith("| project tenant"))
+    for column in ("inputTokens", "outputTokens", "cost", "currency"):
+        assert re.search(rf"\b{column}\b", columns), column
 
 
 def test_charts_and_alerts_on_spans_count_sampled_items() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
@@ -75,7 +75,9 @@ class Door(StrEnum):
 
 
 class JobStatus(StrEnum):
-    """Lifecycle of a job; the last four are terminal."""
+    """Lifecycle of a job; all but the first two are terminal. ``rejected``: the request
+    reached an asynchronous door over its tenant's budget, and was recorded without
+    running (the HTTP API refuses such a request instead, with 429)."""
 
     ACCEPTED = "accepted"
     RUNNING = "running"
@@ -83,6 +85,7 @@ class JobStatus(StrEnum):
     FAILED = "failed"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
+    REJECTED = "rejected"
 
     @property
     def is_terminal(self) -> bool:
@@ -117,7 +120,13 @@ class RequestedMode(StrEnum):
 
 
 TERMINAL_STATUSES = frozenset(
-    {JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.EXPIRED, JobStatus.CANCELLED}
+    {
+        JobStatus.COMPLETED,
+        JobStatus.FAILED,
+        JobStatus.EXPIRED,
+        JobStatus.CANCELLED,
+        JobStatus.REJECTED,
+    }
 )
 
 
@@ -218,19 +227,23 @@ class TokenUsage(_Strict):
     total_tokens: int = Field(ge=0)
 
 
+# A Decimal amount of money, exact to the places ``shared.accounting.cost`` rounds to,
+# written to JSON as a number (the schema says so: a JSON reader sees a number, never a
+# string).
+Amount = Annotated[
+    Decimal,
+    Field(ge=0, allow_inf_nan=False),
+    PlainSerializer(float, return_type=float, when_used="json"),
+    WithJsonSchema({"type": "number", "minimum": 0}),
+]
+
+
 class Cost(_Strict):
     """What the result's token usage cost at its model's prices in the model catalog, in
     the catalog's currency: the online price on the queue lane, the discounted price on
     the Global Batch lane; the amount is rounded to 10 decimal places."""
 
-    # A Decimal, exact to the places ``shared.accounting.cost`` rounds to, written to JSON
-    # as a number (the schema says so: a JSON reader sees a number, never a string).
-    amount: Annotated[
-        Decimal,
-        Field(ge=0, allow_inf_nan=False),
-        PlainSerializer(float, return_type=float, when_used="json"),
-        WithJsonSchema({"type": "number", "minimum": 0}),
-    ]
+    amount: Amount
     currency: Annotated[str, StringConstraints(pattern=CURRENCY_PATTERN.pattern)]
 
 
@@ -429,6 +442,59 @@ class BatchView(_View):
     closed_at: datetime | None = None
     cancel_requested: bool = False
     outcomes: dict[str, int] = Field(default_factory=dict)
+
+
+class UsageTotals(_View):
+    """Tokens and cost of a period's answers (``cost`` in ``UsageView.currency``; answers
+    whose cost is not known are counted in ``uncosted``)."""
+
+    requests: int = Field(ge=0)
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    cost: Amount
+    uncosted: int = Field(0, ge=0)
+
+
+class UsageRowView(UsageTotals):
+    """One day's answers of one model on one lane."""
+
+    day: date
+    model: str
+    mode: ProcessingMode
+
+
+class HeldView(_View):
+    """Requests admitted against a budget and not answered yet, at their estimates."""
+
+    requests: int = Field(ge=0)
+    tokens: int = Field(ge=0)
+    cost: Amount
+
+
+class BudgetView(_View):
+    """One budget of the tenant catalog in its current period: what is spent of it
+    (answers and reservations) and when it resets."""
+
+    name: Literal["tokens_per_day", "tokens_per_month", "cost_per_month"]
+    period: str
+    limit: float
+    spent: float
+    remaining: float
+    resets_at: datetime
+
+
+class UsageView(_View):
+    """``GET /api/v1/usage``: the caller's tenant's usage of one UTC month, its budgets'
+    current periods, and what its unanswered requests hold."""
+
+    tenant: str
+    month: str
+    currency: str | None = None
+    today: UsageTotals | None = None  # only for the current month
+    total: UsageTotals
+    held: HeldView
+    days: list[UsageRowView] = Field(default_factory=list)
+    budgets: list[BudgetView] = Field(default_factory=list)
 
 
 class AcceptedRequest(_View):

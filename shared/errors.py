@@ -32,6 +32,7 @@ what happens next, whatever the transport::
     │   ├── UsageError                 a command line that cannot be done (exit code 2)
     │   └── NotOurs                    an event for another container: acknowledged
     ├── Unauthenticated, Forbidden     no identity; an identity without the right
+    ├── BudgetExceeded                 the tenant's budget is spent until its period resets
     ├── NotFound                       no such resource for this caller
     │   └── Gone                       retired by the retention policy
     └── Conflict                       the resource's state forbids it (``code``)
@@ -338,6 +339,27 @@ class Conflict(InferbusError):
     def __init__(self, message: str, code: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.retry_after = retry_after
+
+
+class BudgetExceeded(InferbusError):
+    """The tenant's budget (``budget``: tokens_per_day, tokens_per_month or cost_per_month)
+    is spent for ``period`` (a UTC day or month), counting what this request is expected
+    to cost. Nothing was stored: the HTTP API answers 429 with ``Retry-After`` until the
+    period resets; an asynchronous door records the request as ``rejected``."""
+
+    code = "budget_exceeded"
+
+    def __init__(
+        self, message: str, *, budget: str, period: str, limit: float, spent: float,
+        resets_at: str, retry_after: float,
+    ) -> None:  # fmt: skip
+        super().__init__(message)
+        self.budget = budget
+        self.period = period
+        self.limit = limit
+        self.spent = spent
+        self.resets_at = resets_at
         self.retry_after = retry_after
 
 

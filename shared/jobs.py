@@ -49,6 +49,8 @@ ALLOWED_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.FAILED: frozenset(),
     JobStatus.EXPIRED: frozenset(),
     JobStatus.CANCELLED: frozenset(),
+    # Recorded so from the start (``rejected``): it never ran and never will.
+    JobStatus.REJECTED: frozenset(),
 }
 
 
@@ -73,6 +75,17 @@ def fail(job: Job, code: str, message: str, clock: Clock = utc_now, **changes: A
     """Move a job to ``failed`` with an error the caller can read."""
     error = JobError(code=code, message=message)
     return transition(job, JobStatus.FAILED, clock, error=error, last_error=error, **changes)
+
+
+def rejected(job: Job, code: str, message: str, clock: Clock = utc_now) -> Job:
+    """``job`` (not stored yet) recorded as ``rejected`` at its door, with the reason: the
+    one way into that state, which no transition reaches."""
+    now = clock()
+    error = JobError(code=code, message=message)
+    return job.model_copy(
+        update={"status": JobStatus.REJECTED, "error": error, "updated_at": now,
+                "completed_at": now},
+    )  # fmt: skip
 
 
 # An operator's replay of a dead-lettered request (``processing.dead_letters.operations``) is the

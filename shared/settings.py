@@ -180,6 +180,16 @@ class ModelCapacitySettings(SettingsGroup):
     )
 
 
+class UsageSettings(SettingsGroup):
+    """The tenants' usage ledger and budgets (shared/accounting/spending.py)."""
+
+    # How often each instance writes the answers it counted to the tenants' month
+    # documents (one write per tenant and month per flush, not one per request). A budget
+    # counts an answer not written yet at its estimate, so this bounds only how late a
+    # report sees it, and what an instance stopped without a flush loses of the ledger.
+    flush_seconds: float = Field(5.0, gt=0, le=300, alias="Usage__flushSeconds")
+
+
 class LocalModelSettings(SettingsGroup):
     """The local model's behaviour (``LocalModel*``, shared/adapters/models/local.py)."""
 
@@ -360,6 +370,8 @@ class ContainerSettings(SettingsGroup):
     jobs: str = Field("jobs", alias="JobsContainer")
     idempotency: str = Field("idempotency", alias="IdempotencyContainer")
     ledgers: str = Field("ledgers", alias="LedgerContainer")
+    # Each tenant's month of spending: the usage ledger and the budgets' counter.
+    usage: str = Field("usage", alias="UsageContainer")
     eventgrid_dead_letters: str = Field(
         "eventgrid-deadletters", alias="EventGridDeadLetterContainer"
     )
@@ -558,6 +570,7 @@ class Settings(BaseModel):
     # --- models (shared/inference/catalog.py) -------------------------------------------
     models: ModelSettings = Field(default_factory=ModelSettings)
     model_capacity: ModelCapacitySettings = Field(default_factory=ModelCapacitySettings)
+    usage: UsageSettings = Field(default_factory=UsageSettings)
     local_model: LocalModelSettings = Field(default_factory=LocalModelSettings)
     azure_openai: AzureOpenAISettings = Field(default_factory=AzureOpenAISettings)
 

@@ -81,3 +81,10 @@ def api_docs_page(req: func.HttpRequest, context: func.Context) -> func.HttpResp
 def api_docs_asset(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
     with in_trace(context):
         return to_http_response(guarded(serve_docs_asset, to_api_request(req)))
+
+
+@bp.function_name("get_usage")
+@bp.route(route="v1/usage", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+def get_usage(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    with in_trace(context):
+        return serve(lambda http: http.usage.get, req)

@@ -321,6 +321,7 @@ var appSettings = {
   OrderedQueueName: queueNames.ordered
   ResultsTopicName: resultsTopicName
   LedgerContainer: dataContainers.ledgers
+  UsageContainer: dataContainers.usage
   EventGridDeadLetterContainer: dataContainers.eventGridDeadLetters
   IncomingContainer: dataContainers.incoming
   InputsContainer: dataContainers.inputs

@@ -63,6 +63,10 @@ param idempotencyRetentionDays int = 1
 @minValue(2)
 param ledgersRetentionDays int = 30
 
+@description('Days a tenant\'s month of usage (tokens and cost per model, lane and day; the budgets\' counter) stays in the usage container after the month ends: a year and a month by default, for yearly chargeback.')
+@minValue(62)
+param usageRetentionDays int = 400
+
 @description('Days a blob of the batches container (Global Batch lane: pending requests, submissions, the tenant ledger, copies of the service\'s output files) is kept after its last change; the copies are the platform\'s record, so no shorter than the service keeps its own (GlobalBatch__outputExpiryDays, at most 30 days).')
 @minValue(30)
 param batchRetentionDays int = 90
@@ -253,6 +257,28 @@ resource lifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@2026-04
               baseBlob: {
                 delete: {
                   daysAfterModificationGreaterThan: ledgersRetentionDays
+                }
+              }
+            }
+          }
+        }
+        {
+          name: 'expire-usage'
+          enabled: true
+          type: 'Lifecycle'
+          definition: {
+            filters: {
+              blobTypes: [
+                'blockBlob'
+              ]
+              prefixMatch: [
+                '${dataContainers.usage}/'
+              ]
+            }
+            actions: {
+              baseBlob: {
+                delete: {
+                  daysAfterModificationGreaterThan: usageRetentionDays
                 }
               }
             }

@@ -10,10 +10,14 @@ for free.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import Final
+from typing import Any, Final
 
+from shared.accounting.ledger import Spend
 from shared.contracts import Cost, ProcessingMode, TokenUsage
+from shared.inference.capacity import DEFAULT_ANSWER_TOKENS, prompt_tokens
+from shared.inference.catalog import ModelCard
 from shared.inference.prices import Prices
 
 # Decimal, not float: a price such as 0.15 has no exact binary form, and a float's error
@@ -42,3 +46,22 @@ def request_cost(
     return Cost(
         amount=amount.quantize(_QUANTUM, rounding=ROUND_HALF_EVEN), currency=prices.currency
     )
+
+
+def estimated_spend(
+    card: ModelCard, text_chars: int, parameters: Mapping[str, Any], lane: ProcessingMode
+) -> Spend:
+    """What a request is held at against its tenant's budgets before it runs: its prompt
+    at four characters a token and the longest answer it allows (``max_tokens``, else
+    ``DEFAULT_ANSWER_TOKENS``), as the capacity gate counts a call; costed at its
+    alias's prices on ``lane`` (nothing when the alias has none)."""
+    prompt = prompt_tokens(len(card.task.instructions(parameters)) + text_chars)
+    allowed = parameters.get("max_tokens")
+    answer = allowed if isinstance(allowed, int) and not isinstance(allowed, bool) else None
+    answer = answer if answer is not None else DEFAULT_ANSWER_TOKENS
+    cost = request_cost(
+        TokenUsage(input_tokens=prompt, output_tokens=answer, total_tokens=prompt + answer),
+        card.prices,
+        lane,
+    )
+    return Spend(prompt + answer, cost.amount if cost is not None else Decimal(0))

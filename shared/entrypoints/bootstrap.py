@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from shared import telemetry
+from shared.accounting.spending import TenantSpending
 from shared.accounting.tenants import TenantCatalog, tenant_catalog_for
 from shared.entrypoints import builders
 from shared.entrypoints.builders import HttpEndpoints, LaneServices
@@ -60,6 +61,7 @@ class Services:
     watchdog: JobWatchdog
     # The Global Batch lane (None when no alias takes batch mode).
     global_batch: GlobalBatchControlPlane | None
+    spending: TenantSpending  # the tenants' usage ledger and budgets
 
 
 ServicesProvider = Callable[[], Services]
@@ -84,6 +86,7 @@ def build_services(settings: Settings, ports: Ports) -> Services:
         reconciler=builders.reconciler(settings, ports, shared),
         watchdog=builders.watchdog(settings, ports, shared),
         global_batch=builders.global_batch(settings, ports, shared, records),
+        spending=shared.spending,
     )
 
 

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from shared import telemetry
+from shared.accounting.spending import TenantSpending
 from shared.accounting.tenants import TenantCatalog, tenant_catalog_for
 from shared.contracts import Door
 from shared.entrypoints.http.batches import BatchEndpoints
 from shared.entrypoints.http.openapi import OpenApiEndpoint
 from shared.entrypoints.http.requests import RequestEndpoints, RequestLimits
+from shared.entrypoints.http.usage import UsageEndpoint
 from shared.entrypoints.http.webhook import WebhookEndpoint
 from shared.entrypoints.port_sets import Ports
 from shared.errors import ConfigurationError
@@ -69,6 +71,7 @@ class Commons:
     announcer: Announcer
     endings: JobEndings
     ledger: DocumentDeferralLedger
+    spending: TenantSpending  # the tenants' usage ledger and budgets
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class HttpEndpoints:
     batches: BatchEndpoints
     webhook: WebhookEndpoint
     openapi: OpenApiEndpoint
+    usage: UsageEndpoint
 
 
 def commons(settings: Settings, ports: Ports) -> Commons:
@@ -100,6 +104,8 @@ def commons(settings: Settings, ports: Ports) -> Commons:
     check_models(settings, models)
     jobs = JobRepository(DocumentJobStore(ports.documents, settings.containers.jobs), ports.clock)
     announcer = Announcer(ports.events, ports.results_topic)
+    spending = TenantSpending(ports.documents, settings.containers.usage, tenants, ports.clock)
+    spending.start_flushing(settings.usage.flush_seconds)
     return Commons(
         models=models,
         tenants=tenants,
@@ -108,6 +114,7 @@ def commons(settings: Settings, ports: Ports) -> Commons:
         announcer=announcer,
         endings=JobEndings(jobs, announcer, ports.clock),
         ledger=DocumentDeferralLedger(ports.documents, settings.containers.ledgers),
+        spending=spending,
     )
 
 
@@ -133,6 +140,8 @@ def intake(settings: Settings, ports: Ports, shared: Commons) -> Intake:
         admission=WaitAdmission(backlog, pace),
         pacing=pace,
         longest_pacing=settings.job_resend.after_seconds / 2,
+        spending=shared.spending,
+        announce_end=shared.endings.announce,
         clock=ports.clock,
     )
 
@@ -230,6 +239,7 @@ def lane_services(
         rules=rules,
         clock=ports.clock,
         stager=stager,
+        spending=shared.spending,
     )
     renewal = (
         settings.processing.lock_renewal_seconds,
@@ -351,6 +361,7 @@ def global_batch(
             api_base_url=settings.site.api_base_url,
         ),
         catalog=shared.models.catalog,
+        spending=shared.spending,
         clock=ports.clock,
     )
     return GlobalBatchControlPlane(
@@ -412,6 +423,7 @@ def http_endpoints(
         openapi=OpenApiEndpoint(
             settings.limits.allowed_upload_media_types, catalog, settings.site.api_token_audience
         ),
+        usage=UsageEndpoint(shared.spending, tenancy, catalog.currency, ports.clock),
     )
 
 

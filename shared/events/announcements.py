@@ -25,7 +25,7 @@ COMPLETED = "com.inferbus.InferenceCompleted"
 FAILED = "com.inferbus.InferenceFailed"
 CLASSIFIED_FOR_REVIEW = "com.inferbus.ContentClassified"
 # Outcomes announced as InferenceFailed: the request ended without a result.
-ENDED_WITHOUT_RESULT = frozenset({"failed", "expired", "cancelled"})
+ENDED_WITHOUT_RESULT = frozenset({"failed", "expired", "cancelled", "rejected"})
 _ID_NAMESPACE = uuid.UUID("6f0c6d8e-3b7a-4c1e-9a53-1f1f4b0e2a77")
 
 
@@ -37,7 +37,7 @@ class Announcement:
     request_id: str
     tenant_id: str
     model: str
-    outcome: str  # completed | refused | failed | expired | cancelled
+    outcome: str  # completed | refused | failed | expired | cancelled | rejected
     priority: str
     task: str | None = None  # the task of the result (None: no result)
     document_type: str | None = None

@@ -32,6 +32,8 @@ from typing import Any, Literal
 
 from shared import telemetry
 from shared.accounting.cost import request_cost
+from shared.accounting.ledger import Answer
+from shared.accounting.spending import TenantSpending
 from shared.clock import Clock, utc_now
 from shared.contracts import (
     BatchMembership,
@@ -93,9 +95,11 @@ class Conclusion:
         requeue: MessageSender,
         policy: ConclusionPolicy,
         catalog: ModelCatalog,
+        spending: TenantSpending | None = None,
         clock: Clock = utc_now,
     ) -> None:
         self._catalog = catalog
+        self._spending = spending
         self._records = records
         self._jobs = jobs
         self._endings = endings
@@ -178,6 +182,9 @@ class Conclusion:
             )  # fmt: skip
         except (Conflict, NotFound):
             return Concluded("ended_before")
+        if self._spending is not None:  # the answer kept: its tenant's usage, once
+            job = completed.job
+            self._spending.record(job.tenant_id, job.created_at, Answer.of(job))
         self._announce_result(completed.job, member)
         usage = document.usage
         telemetry.record_batch_answer(

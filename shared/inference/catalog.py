@@ -255,6 +255,11 @@ class ModelCatalog:
         return self.cards.get(alias)
 
     @property
+    def currency(self) -> str | None:
+        """The currency of the aliases' prices (one per catalog); None when none has any."""
+        return next((c.prices.currency for c in self.cards.values() if c.prices), None)
+
+    @property
     def batch_deployments(self) -> dict[str, str]:
         """Alias -> Global Batch deployment, for the aliases that may take ``mode=batch``."""
         return {

@@ -19,11 +19,14 @@ job), three with an Idempotency-Key (its marker), none of them a read.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from shared import telemetry
+from shared.accounting.cost import estimated_spend
+from shared.accounting.spending import UNANSWERED_BATCH_SECONDS, TenantSpending
 from shared.clock import Clock, utc_now
 from shared.contracts import (
     ClaimCheck,
@@ -35,6 +38,7 @@ from shared.contracts import (
     input_characters,
 )
 from shared.errors import (
+    BudgetExceeded,
     FieldError,
     InferbusError,
     InvalidInput,
@@ -46,7 +50,7 @@ from shared.intake.claim_checks import ClaimChecks
 from shared.intake.idempotency import Claimed, IdempotencyGuard, Replay
 from shared.intake.ports import TenantPacing
 from shared.intake.request_rules import RequestRules
-from shared.jobs import JobRepository
+from shared.jobs import JobRepository, rejected
 from shared.lanes import Lane, lane_for
 from shared.messaging import MessageSender, request_envelope, request_message_of
 from shared.request_ids import new_request_id
@@ -116,6 +120,8 @@ class Intake:
         admission: WaitAdmission | None = None,
         pacing: TenantPacing | None = None,
         longest_pacing: float = 600.0,
+        spending: TenantSpending | None = None,
+        announce_end: Callable[[Job], None] | None = None,
         clock: Clock = utc_now,
     ) -> None:
         self._policy = policy
@@ -127,6 +133,8 @@ class Intake:
         self._admission = admission or WaitAdmission(backlog, None)
         self._pacing = pacing
         self._longest_pacing = longest_pacing
+        self._spending = spending
+        self._announce_end = announce_end
         self._clock = clock
 
     @property
@@ -188,6 +196,12 @@ class Intake:
         ):
             try:
                 queued = self._enqueue(submission, request_id, deadline_seconds, trace)
+            except BudgetExceeded as over:
+                if submission.source is Door.HTTP:  # the caller is there to be told: 429
+                    if claim:
+                        self._release_quietly(claim)
+                    raise
+                return Accepted(self._reject(submission, request_id, trace, over))
             except BaseException:
                 if claim:  # nothing was accepted: the key is free for a new attempt
                     self._release_quietly(claim)
@@ -275,25 +289,64 @@ class Intake:
         deadline_seconds: int | None,
         trace: TraceContext,
     ) -> Job:
-        """Store the input and send the message; the job to record (not yet stored)."""
-        claim_check = self._claim_check(submission, request_id)
-        job = self._new_job(submission, request_id, claim_check, deadline_seconds, trace)
-        envelope = request_envelope(
-            request_message_of(job),
-            correlation_id=job.correlation_id,
-            trace=trace,
-            now=self._clock(),
-            source=job.source,
+        """Hold the request's estimate against its tenant's budgets, store the input and
+        send the message; the job to record (not yet stored). Nothing is stored for a
+        request over budget, and what it held is given back when it is not queued."""
+        content = submission.content
+        referenced = (
+            None
+            if isinstance(content, InlineContent)
+            else self._claim_check(submission, request_id)
         )
-        envelope = replace(envelope, scheduled_enqueue_time=self._release_time(job))
+        held = self._hold_budget(submission, request_id, deadline_seconds, referenced)
         try:
-            self._sender.send(envelope)
-        except TransientError as error:
-            raise ServiceUnavailable(
-                "the request could not be queued; nothing was accepted, retry later",
-                retry_after=error.retry_after or 5,
-            ) from error
+            claim_check = referenced or self._claim_check(submission, request_id)
+            job = self._new_job(submission, request_id, claim_check, deadline_seconds, trace)
+            envelope = request_envelope(
+                request_message_of(job),
+                correlation_id=job.correlation_id,
+                trace=trace,
+                now=self._clock(),
+                source=job.source,
+            )
+            envelope = replace(envelope, scheduled_enqueue_time=self._release_time(job))
+            try:
+                self._sender.send(envelope)
+            except TransientError as error:
+                raise ServiceUnavailable(
+                    "the request could not be queued; nothing was accepted, retry later",
+                    retry_after=error.retry_after or 5,
+                ) from error
+        except BaseException:
+            if held is not None and self._spending is not None:
+                self._spending.release(submission.tenant_id, request_id, held)
+            raise
         return job
+
+    def _hold_budget(
+        self,
+        submission: Submission,
+        request_id: str,
+        deadline_seconds: int | None,
+        referenced: ClaimCheck | None,
+    ) -> datetime | None:
+        """Reserve the request's estimated tokens and cost against its tenant's budgets
+        (``TenantSpending.reserve``: BudgetExceeded when one would be passed); when it
+        was held, or None for a tenant without a budget. The input's length is what is
+        known before it is read: an inline text's bytes, a document's size."""
+        spending, card = self._spending, self._policy.catalog.card(submission.model)
+        if spending is None or card is None or not spending.has_budget(submission.tenant_id):
+            return None
+        content = submission.content
+        chars = len(content.data) if isinstance(content, InlineContent) else 0
+        chars = referenced.size if referenced is not None else chars
+        mode = submission.mode or ProcessingMode.QUEUE
+        estimate = estimated_spend(card, chars, submission.parameters, mode)
+        now = self._clock()
+        longest = deadline_seconds or UNANSWERED_BATCH_SECONDS
+        until = now + timedelta(seconds=longest)
+        spending.reserve(submission.tenant_id, request_id, estimate, until)
+        return now
 
     def _release_time(self, job: Job) -> datetime | None:
         """When the request's message should reach the queue (None: now): a tenant's
@@ -337,7 +390,7 @@ class Intake:
         self,
         submission: Submission,
         request_id: str,
-        claim_check: ClaimCheck | InlineText,
+        claim_check: ClaimCheck | InlineText | None,
         deadline_seconds: int | None,
         trace: TraceContext,
     ) -> Job:
@@ -361,6 +414,30 @@ class Intake:
             deadline=deadline,
             mode=submission.mode or ProcessingMode.QUEUE,
         )
+
+    def _reject(
+        self, submission: Submission, request_id: str, trace: TraceContext, over: BudgetExceeded
+    ) -> Job:
+        """Work that came through an asynchronous door over its tenant's budget: no caller
+        waits for an answer, so the request is recorded ``rejected`` with the reason
+        ``budget_exceeded`` (its status says so) and announced as ended; nothing is run
+        and no input is stored. A job that cannot be recorded is the door's transient
+        trouble: the event is delivered again."""
+        content = submission.content
+        stored = content if isinstance(content, ClaimCheck) else None
+        job = self._new_job(submission, request_id, stored, None, trace)
+        job = rejected(job, BudgetExceeded.code, str(over), self._clock)
+        created = self._jobs.create(job)
+        job = job if created is not None else self._jobs.get(job.tenant_id, job.id)
+        log.warning("request %s of tenant %s rejected at the %s door: %s",
+                    request_id, submission.tenant_id, submission.source, over)  # fmt: skip
+        telemetry.count_refused(submission.source, over.code)
+        if self._announce_end is not None and created is not None:
+            try:
+                self._announce_end(job)
+            except TransientError:
+                log.warning("the rejection of %s is recorded but not announced", request_id)
+        return job
 
     def _release_quietly(self, claim: Claimed) -> None:
         try:

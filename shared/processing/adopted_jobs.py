@@ -27,8 +27,10 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from shared.accounting.cost import estimated_spend
+from shared.accounting.spending import UNANSWERED_BATCH_SECONDS, TenantSpending
 from shared.clock import Clock
-from shared.contracts import ClaimCheck, Door, Job, RequestMessage
+from shared.contracts import ClaimCheck, Door, Job, RequestMessage, input_characters
 from shared.errors import TransientError
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.request_rules import RequestRules, TenantNotAllowed
@@ -96,8 +98,10 @@ class JobAdoption:
         claim_checks: ClaimChecks,
         clock: Clock,
         sleep: Callable[[float], None] = time.sleep,
+        spending: TenantSpending | None = None,
     ) -> None:
         self._sleep = sleep
+        self._spending = spending
         self._jobs = jobs
         self._rules = rules
         self._claim_checks = claim_checks
@@ -122,6 +126,7 @@ class JobAdoption:
             )
             self._rules.check_message(request, received_at, self._claim_checks, tenant_vouched=True)
         deadline = self._rules.job_deadline(request, received_at)
+        self._hold_budget(request, now, deadline)
         created = self._jobs.create(job_from_message(request, message, now, deadline))
         if created is not None:
             log.info("recorded job %s from its message", request.request_id)
@@ -130,6 +135,22 @@ class JobAdoption:
         if existing is None:
             raise TransientError(f"job {request.request_id} was created and is gone again")
         return existing
+
+    def _hold_budget(
+        self, request: RequestMessage, now: datetime, deadline: datetime | None
+    ) -> None:
+        """A producer's request passed no door: its estimate is held against its tenant's
+        budgets here, before its job is recorded (BudgetExceeded: the outcome table
+        records it ``rejected``). A request a door held already stays held."""
+        card = self._rules.catalog.card(request.model)
+        if self._spending is None or card is None:
+            return
+        if not self._spending.has_budget(request.tenant_id):
+            return
+        chars = input_characters(request.input)
+        estimate = estimated_spend(card, chars, request.parameters, request.mode)
+        until = deadline or now + timedelta(seconds=UNANSWERED_BATCH_SECONDS)
+        self._spending.reserve(request.tenant_id, request.request_id, estimate, until)
 
     def _recorded_by_intake(
         self, message: InboundMessage, request: RequestMessage, age: timedelta

@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Callable
 
+from shared.accounting.spending import TenantSpending
 from shared.clock import Clock, utc_now
 from shared.events.announcements import Announcer
 from shared.inference.served import ServedModels
@@ -44,6 +45,7 @@ def lane_processor(
     uniform: Callable[[float, float], float] = random.uniform,
     sleep: Callable[[float], None] = time.sleep,
     stager: BatchStaging | None = None,
+    spending: TenantSpending | None = None,
 ) -> MessageProcessor:
     """The processor of the lane ``policy`` describes (``uniform`` draws the backoff's
     jitter, ``sleep`` waits: both replaceable to make a test deterministic)."""
@@ -64,8 +66,9 @@ def lane_processor(
         invalid_output_retries=policy.invalid_output_retries,
     )
     adoption = JobAdoption(
-        jobs=jobs, rules=rules, claim_checks=claim_checks, clock=clock, sleep=sleep
-    )
+        jobs=jobs, rules=rules, claim_checks=claim_checks, clock=clock, sleep=sleep,
+        spending=spending,
+    )  # fmt: skip
     admission = Admission(
         policy=policy,
         jobs=jobs,
@@ -94,6 +97,7 @@ def lane_processor(
         announcer=announcer,
         outcomes=outcomes,
         retries=retries,
+        spending=spending,
         clock=clock,
     )
     return MessageProcessor(policy=policy, admission=admission, execution=execution)

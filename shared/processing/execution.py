@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared import telemetry
+from shared.accounting.ledger import Answer
+from shared.accounting.spending import TenantSpending
 from shared.clock import Clock, utc_now
 from shared.contracts import Job, JobStatus, RequestMessage
 from shared.errors import ResultNotAnnounced, TransientError
@@ -60,6 +62,7 @@ class Execution:
         announcer: Announcer,
         outcomes: OutcomeTable,
         retries: Retries,
+        spending: TenantSpending | None = None,
         clock: Clock = utc_now,
     ) -> None:
         self._policy = policy
@@ -68,6 +71,7 @@ class Execution:
         self._announcer = announcer
         self._outcomes = outcomes
         self._retries = retries
+        self._spending = spending
         self._clock = clock
 
     def run(self, message: InboundMessage, admitted: Admitted, settler: NotedSettler) -> Outcome:
@@ -101,6 +105,9 @@ class Execution:
                     job, JobStatus.COMPLETED, result=document, settlement="completed"
                 ),
             )
+        if self._spending is not None:  # the answer kept: its tenant's usage, once
+            job = completed.job
+            self._spending.record(job.tenant_id, job.created_at, Answer.of(job))
         announce_result(
             self._announcer,
             request,

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from shared.clock import Clock
 from shared.contracts import RequestMessage
 from shared.errors import (
+    BudgetExceeded,
     CapacityExhausted,
     ClaimCheckInvalid,
     Conflict,
@@ -38,7 +39,7 @@ from shared.errors import (
 )
 from shared.events.announcements import Announcer, announcement_for
 from shared.intake.request_rules import TenantNotAllowed
-from shared.jobs import JobRepository, fail
+from shared.jobs import JobRepository, fail, rejected
 from shared.processing.adopted_jobs import INVALID_REQUEST, job_from_message
 from shared.processing.inbound import InboundMessage
 from shared.processing.retries import Retries
@@ -245,6 +246,26 @@ class OutcomeTable:
         )
         unsettled.settler.dead_letter(message, reason, clip(why))
         return Outcome.DEAD_LETTERED
+
+    def reject_over_budget(self, unsettled: Unsettled) -> Outcome:
+        """A producer's message over its tenant's budget: its job is recorded
+        ``rejected`` (reason ``budget_exceeded``) and announced, and the message is
+        done, as a door rejects such work; nothing ran. When the job cannot be recorded
+        now, the message is left to a redelivery, which checks the budget again."""
+        message, request, error = _parts(unsettled)
+        now = self._clock()
+        job = job_from_message(request, message, now, request.deadline)
+        try:
+            created = self._jobs.create(rejected(job, BudgetExceeded.code, str(error), self._clock))
+        except TransientError:
+            log.warning("could not record the rejection of %s yet", request.request_id)
+            return self.leave_to_redelivery(unsettled)
+        log.warning("request %s rejected: %s", request.request_id, error)
+        if created is not None:
+            self.announce_end(request, "rejected", BudgetExceeded.code,
+                              message.application_properties)  # fmt: skip
+        unsettled.settler.complete(message)
+        return Outcome.REJECTED
 
     def ended_meanwhile(self, unsettled: Unsettled) -> Outcome:
         """The job was cancelled or finished while this delivery worked on it: there is
@@ -464,6 +485,11 @@ ROWS: tuple[Row, ...] = (
         InvalidInput,
         ("no job yet and the message breaks a door's rule (Service Bus producers)",),
         OutcomeTable.refuse,
+    ),
+    Row(
+        BudgetExceeded,
+        ("no job yet and the tenant's budget is spent (Service Bus producers)",),
+        OutcomeTable.reject_over_budget,
     ),
     Row(
         Conflict,

@@ -34,6 +34,7 @@ class Outcome(StrEnum):
     FAIR_SHARE_WAIT = "fair-share-wait"
     DUPLICATE = "duplicate"
     EXPIRED = "expired"
+    REJECTED = "rejected"  # over its tenant's budget: recorded so, never run
     STAGED = "staged"
     # Settling the message failed (a lock lost to a broker restart): the broker delivers
     # it again when the lock lapses, as a duplicate when its job had ended.

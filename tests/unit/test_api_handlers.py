@@ -443,6 +443,16 @@ def test_every_error_class_maps_to_a_status_and_only_the_deployments_are_5xx() -
             if cls is errors.AssetsMissing
             else cls(errors.TransientError("m"))
             if cls in (errors.PlatformUnavailable, errors.ResultNotAnnounced)
+            else cls(
+                "m",
+                budget="tokens_per_day",
+                period="2026-12-05",
+                limit=1,
+                spent=1,
+                resets_at="2026-12-06T00:00:00+00:00",
+                retry_after=1,
+            )
+            if cls is errors.BudgetExceeded
             else cls("m")
         )
         statuses[cls.__name__] = problem_for(instance).status

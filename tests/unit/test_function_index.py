@@ -31,6 +31,7 @@ EXPECTED_TRIGGERS = {
     "cancel_request": "httpTrigger",
     "get_batch": "httpTrigger",
     "cancel_batch": "httpTrigger",
+    "get_usage": "httpTrigger",
     "event_webhook": "httpTrigger",
     "openapi_document": "httpTrigger",
     "api_docs_page": "httpTrigger",

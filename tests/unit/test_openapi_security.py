@@ -37,6 +37,7 @@ GUARDED = (
     "cancel_request",
     "get_batch",
     "cancel_batch",
+    "get_usage",
 )
 # The Event Grid webhook authenticates on its own (function key, secret, its own token).
 WEBHOOK = ("event_webhook", "event_webhook_handshake")

@@ -174,7 +174,7 @@ def test_the_new_groups_read_their_flat_names_and_check_their_own_settings(
     assert settings.site.api_base_url == "https://api.example"
     assert Settings(WEBSITE_HOSTNAME="h.example").site.api_base_url == "https://h.example"
     assert settings.containers.names() == sorted(
-        {"incoming", "inputs", "jobs", "idempotency", "ledgers", "eventgrid-deadletters"}
+        {"incoming", "inputs", "jobs", "idempotency", "ledgers", "usage", "eventgrid-deadletters"}
         | {"b", "extra"}
     )
     for environ, named in [

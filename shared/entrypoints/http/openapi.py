@@ -37,6 +37,7 @@ from shared.contracts import (
     ProblemDetails,
     ResultDocument,
     SubmitRequestBody,
+    UsageView,
 )
 from shared.entrypoints.http.messages import ApiRequest, ApiResponse, json_response
 from shared.entrypoints.http.problems import PROBLEM_CONTENT_TYPE
@@ -61,6 +62,7 @@ _MODELS: Final[tuple[tuple[type[BaseModel], JsonSchemaMode], ...]] = (
     (AcceptedRequest, "serialization"),
     (JobView, "serialization"),
     (BatchView, "serialization"),
+    (UsageView, "serialization"),
     (ResultDocument, "serialization"),
     (ProblemDetails, "serialization"),
     (CloudEventDocument, "validation"),
@@ -83,7 +85,8 @@ _ERRORS: Final = {
     "413": "Too large: the body, the inline text, or parameters beyond their byte limit",
     "415": "Content-Type not accepted",
     "422": "Unknown model, or parameters that break the model's declaration",
-    "429": "Throttled by the platform or a gateway in front of the app",
+    "429": "The tenant's budget is spent until the period in Retry-After resets "
+    "(budget-exceeded), or throttled by the platform or a gateway in front of the app",
     "500": "The deployment is misconfigured (for example WebhookTenants unset in Azure)",
     "503": "A dependency is unavailable or the backlog is full: retry after Retry-After",
 }
@@ -272,6 +275,27 @@ def _batch_paths() -> dict[str, Any]:
                 "Cancel a Global Batch submission and every request in it",
                 ("202", "Cancellation under way", "BatchView"),
                 (*errors, "409"),
+            ),
+        },
+    }
+
+
+def _usage_paths() -> dict[str, Any]:
+    month = {
+        "name": "month",
+        "in": "query",
+        "required": False,
+        "description": "A UTC month, YYYY-MM (the current one by default)",
+        "schema": {"type": "string", "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])$"},
+    }
+    return {
+        "/v1/usage": {
+            "parameters": [_TENANT, month],
+            "get": _operation(
+                "get_usage",
+                "The caller's tokens, cost and budgets for a UTC month",
+                ("200", "The tenant's usage", "UsageView"),
+                ("400", "401", "403", "429", "503"),
             ),
         },
     }
@@ -497,6 +521,7 @@ def _document(
         "paths": {
             **_request_paths(upload_media_types, catalog),
             **_batch_paths(),
+            **_usage_paths(),
             **_event_paths(entra_audience),
         },
         "components": {

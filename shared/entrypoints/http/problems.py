@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.errors import (
+    BudgetExceeded,
     ClaimCheckInvalid,
     ConfigurationError,
     Conflict,
@@ -41,6 +42,7 @@ PROBLEM_TYPE_PREFIX = "urn:inferbus:problem:"
 STATUS_BY_ERROR: tuple[tuple[type[InferbusError], int, str], ...] = (
     (UnknownModel, 422, "Unknown model"),
     (ModelNotAllowed, 403, "Model not allowed"),
+    (BudgetExceeded, 429, "Budget exceeded"),
     (UnsupportedMode, 422, "Mode not available"),
     (InvalidParameters, 422, "Invalid model parameters"),
     (PayloadTooLarge, 413, "Payload too large"),
@@ -95,6 +97,11 @@ def problem_for(error: InferbusError) -> Problem:
     headers: dict[str, str] = {}
     if isinstance(error, InvalidInput) and error.fields:
         extensions["errors"] = [{"field": f.field, "message": f.message} for f in error.fields]
+    if isinstance(error, BudgetExceeded):
+        extensions["budget"] = {
+            "name": error.budget, "period": error.period, "limit": error.limit,
+            "spent": error.spent, "resets_at": error.resets_at,
+        }  # fmt: skip
     retry_after = getattr(error, "retry_after", None)
     if retry_after is not None:
         headers["Retry-After"] = str(max(1, round(retry_after)))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -176,20 +177,29 @@ class TenantSpending:
 
     def start_flushing(self, every_seconds: float) -> None:
         """Flush every ``every_seconds`` in a thread of its own, and once more when the
-        process exits (the app starts it with its services); idempotent."""
+        process exits (the app starts it with its services); idempotent. The thread
+        holds this object weakly: services built and dropped (a test's) take their
+        thread with them."""
         with self._guard:
             if self._flushing:
                 return
             self._flushing = True
         stop = threading.Event()
+        owner = weakref.ref(self)
 
         def run() -> None:
             while not stop.wait(every_seconds):
-                self._flush_quietly()
+                spending = owner()
+                if spending is None:
+                    return
+                spending._flush_quietly()
+                del spending
 
         def last() -> None:
             stop.set()
-            self._flush_quietly()
+            spending = owner()
+            if spending is not None:
+                spending._flush_quietly()
 
         threading.Thread(target=run, name="usage-ledger", daemon=True).start()
         atexit.register(last)

@@ -2,17 +2,21 @@
 
 Storage calls are most of a request's cost (each one a network round trip to Blob
 storage), so their number is a budget a change must not exceed silently: two at intake
-(the input, the job), three with an Idempotency-Key (its marker), four in processing (the
-job, running, the input, completed with the result), and one per status or result poll.
+(the input, the job), three with an Idempotency-Key (its marker), one more for a tenant
+with a budget (its month's document), four in processing (the job, running, the input,
+completed with the result), and one per status or result poll. The usage ledger's
+writes are per flush, not per request: the flush runs when the test says so.
 The requests go through the registered functions against Azurite and the Service Bus
 emulator; only the transport under azure-storage-blob is wrapped, to count.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -25,8 +29,10 @@ from azure.core.pipeline.transport import (
 )
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver
 
+from shared.accounting.ledger import month_of
 from shared.adapters.blob_documents import BlobJsonDocuments
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
+from shared.clock import utc_now
 from shared.contracts import JobStatus
 from shared.entrypoints.bootstrap import Services
 from shared.processing.inbound import normalise_properties
@@ -47,6 +53,9 @@ QUEUE = "inference-requests"
 INTAKE_BUDGET = 2
 INTAKE_BUDGET_WITH_KEY = 3
 PROCESSING_BUDGET = 4
+BUDGET_HOLD = 1  # a tenant with a budget: its month's document, If-Match
+# The ledger's timed flush would land in a count: the tests flush themselves.
+NO_TIMED_FLUSH = {"Usage__flushSeconds": "300"}
 TEXT = "Invoice 12. Total amount due: 300 EUR. Payment within 30 days."
 
 
@@ -90,7 +99,8 @@ def counted(
     """The app's services with every storage call going through ``transport``."""
     client = blob_service_client(make_settings(azurite), transport=transport)
     return install_services(
-        ports={"blobs": AzureBlobStore(client), "documents": BlobJsonDocuments(client)}
+        ports={"blobs": AzureBlobStore(client), "documents": BlobJsonDocuments(client)},
+        settings=NO_TIMED_FLUSH,
     )
 
 
@@ -185,3 +195,36 @@ def test_an_idempotency_key_costs_one_more_operation_and_a_replay_sends_nothing(
     assert not receiver.receive_messages(max_message_count=1, max_wait_time=1), (
         "a replayed submission sent a second message"
     )
+
+
+def test_a_budget_costs_one_write_at_the_door_and_the_ledger_one_per_flush(
+    install_services: InstallServices,
+    azurite: Azurite,
+    transport: CountingTransport,
+    receiver: ServiceBusReceiver,
+    call: Call,
+    tenant: str,
+    tmp_path: Path,
+) -> None:
+    catalog = tmp_path / "tenants.json"
+    budget = {"tokens_per_day": 1_000_000}
+    catalog.write_text(json.dumps({"tenants": {tenant: {"budget": budget}}}), encoding="utf-8")
+    client = blob_service_client(make_settings(azurite), transport=transport)
+    services = install_services(
+        ports={"blobs": AzureBlobStore(client), "documents": BlobJsonDocuments(client)},
+        settings={**NO_TIMED_FLUSH, "TenantCatalog": str(catalog)},
+    )
+    first = submit(call)  # the month's document is created (a read finds none first)
+
+    second = submit_within_budget(call, transport, INTAKE_BUDGET + BUDGET_HOLD)
+    processed = process_one_batch(receiver, tenant)
+
+    assert sorted(processed) == sorted([("complete", first), ("complete", second)])
+    mark = len(transport.operations)
+    assert services.spending.flush() == 1
+    assert transport.since(mark) == [f"PUT {services.settings.containers.usage}/{tenant}/"
+                                     f"{month_of(utc_now())}.json"]  # fmt: skip
+    ledger = services.spending.month(tenant, month_of(utc_now()))
+    assert ledger.reserved == {}, "the answers released what their requests held"
+    assert ledger.used().tokens > 0
+    assert sum(row.requests for rows in ledger.days.values() for row in rows.values()) == 2

@@ -177,7 +177,7 @@ class _NewestFirst:
 class JobListing:
     """Pages of one tenant's jobs, newest first, each job kept or skipped by ``accept``.
 
-    A page makes at most ``limit`` plus ``extra_calls`` storage calls (listings and job
+    A page makes about ``limit`` plus ``extra_calls`` storage calls (listings and job
     reads together), so a filter that rejects most jobs cannot make one request read
     them all: the page ends short and says where to go on.
     """

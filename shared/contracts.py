@@ -526,6 +526,33 @@ class JobView(_View):
     batch: BatchProgress | None = None
 
 
+class RequestSummary(_View):
+    """One request in ``GET /api/v1/requests``: what a list shows (the whole job is at
+    ``status_url``)."""
+
+    id: str
+    status: JobStatus
+    model: str
+    priority: Priority
+    mode: ProcessingMode
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None
+    status_url: str
+
+
+class RequestList(_View):
+    """``GET /api/v1/requests``: a page of the caller's requests, newest first.
+
+    ``continuation`` (with ``next``, the same query with it) is present while more may
+    follow, absent on the last page; a page may be shorter than its limit, even empty,
+    and still have one."""
+
+    requests: list[RequestSummary]
+    continuation: str | None = None
+    next: str | None = None
+
+
 class FieldProblem(_View):
     field: str
     message: str

@@ -132,6 +132,30 @@ class TaggedDocuments(Protocol):
 
 
 @dataclass(frozen=True)
+class NamePage:
+    """One page of a listing in name order: ``marker`` (opaque: the store's own) resumes
+    after it, None when nothing is left under the prefix."""
+
+    names: tuple[str, ...]
+    marker: str | None
+
+
+class PagedListing(Protocol):
+    """Document names a page at a time: a caller that needs the first few names under a
+    prefix, or walks a long listing across several requests, pays one call per page
+    instead of one per 5,000 names (``job_listing``)."""
+
+    def list_page(
+        self, container: str, prefix: str, limit: int, marker: str | None = None
+    ) -> NamePage:
+        """At most ``limit`` names under ``prefix`` in name order, from ``marker`` (a
+        page's ``marker``; None: the first). A page may hold fewer names than ``limit``
+        while its ``marker`` says more follow (Blob storage does so at its partitions'
+        edges)."""
+        ...
+
+
+@dataclass(frozen=True)
 class ListedDocument:
     """One document as a listing shows it: no document is read."""
 
@@ -159,7 +183,7 @@ class DescribedDocuments(Protocol):
 
 @runtime_checkable
 class ListedDocuments(
-    JsonDocuments, DocumentListing, TaggedDocuments, DescribedDocuments, Protocol
+    JsonDocuments, DocumentListing, TaggedDocuments, DescribedDocuments, PagedListing, Protocol
 ):
-    """Documents whose listing carries last-modified times and metadata, and that tags
-    can find."""
+    """Documents whose listing carries last-modified times and metadata, comes a page at
+    a time, and that tags can find."""

@@ -25,6 +25,7 @@ what happens next, whatever the transport::
     ├── PolicyRefusal                  the model declined the content: a result
     ├── InvalidInput                   the caller sent something wrong (4xx), ``fields``
     │   ├── InvalidJson                not JSON, too deep or too large (bounded_json)
+    │   ├── InvalidContinuation        a listing's token it did not issue
     │   ├── UnknownModel, UnsupportedMode, InvalidParameters
     │   ├── ModelNotAllowed            the tenant may not use the alias (403)
     │   ├── PayloadTooLarge, UnsupportedMediaType
@@ -250,6 +251,13 @@ class InvalidInput(InferbusError):
     def __init__(self, message: str, fields: tuple[FieldError, ...] = ()) -> None:
         super().__init__(message)
         self.fields = fields
+
+
+class InvalidContinuation(InvalidInput):
+    """A continuation token this listing did not issue: malformed, or another tenant's or
+    another query's."""
+
+    code = "invalid_continuation"
 
 
 class UnknownModel(InvalidInput):

@@ -27,6 +27,13 @@ def submit_request(req: func.HttpRequest, context: func.Context) -> func.HttpRes
         return serve(lambda http: http.requests.submit, req)
 
 
+@bp.function_name("list_requests")
+@bp.route(route="v1/requests", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+def list_requests(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    with in_trace(context):
+        return serve(lambda http: http.listing.list, req)
+
+
 @bp.function_name("get_request")
 @bp.route(route="v1/requests/{id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
 def get_request(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:

@@ -22,7 +22,7 @@ from azure.core.exceptions import (
 from azure.storage.blob import BlobServiceClient, ContentSettings
 
 from shared.adapters.blob_storage import storage_errors
-from shared.documents import Document, ListedDocument, TagQuery, Tags
+from shared.documents import Document, ListedDocument, NamePage, TagQuery, Tags
 from shared.errors import ConcurrencyConflict
 
 JSON_CONTENT = ContentSettings(content_type="application/json")
@@ -138,6 +138,23 @@ class BlobJsonDocuments:
                 (blob.name, blob.last_modified)
                 for blob in client.list_blobs(name_starts_with=prefix)
             ]
+
+    def list_page(
+        self, container: str, prefix: str, limit: int, marker: str | None = None
+    ) -> NamePage:
+        """Implements ``documents.PagedListing``: one List Blobs (``maxresults=limit``);
+        the marker is Blob storage's own NextMarker."""
+        with storage_errors(f"listing {container}/{prefix}"):
+            client = self._client.get_container_client(container)
+            pages = client.list_blobs(name_starts_with=prefix, results_per_page=limit).by_page(
+                continuation_token=marker
+            )
+            page = next(pages, None)
+            names = tuple(blob.name for blob in page) if page is not None else ()
+            # by_page() is typed as a bare iterator; it is the SDK's page iterator, which
+            # holds the NextMarker of the page it last fetched.
+            marker = getattr(pages, "continuation_token", None)
+        return NamePage(names, str(marker) if marker else None)
 
     def find_tagged(self, container: str, query: TagQuery) -> list[tuple[str, dict[str, str]]]:
         """Find Blobs by Tags in Container: one call per 5,000 matches, whatever else the

@@ -20,7 +20,7 @@ from datetime import datetime
 
 from shared.blobs import BlobInfo
 from shared.clock import Clock, utc_now
-from shared.documents import Document, ListedDocument, TagQuery, Tags
+from shared.documents import Document, ListedDocument, NamePage, TagQuery, Tags
 from shared.errors import ConcurrencyConflict, NotFound
 from shared.events.ports import CloudEventSpec
 from shared.intake.ports import QueueDepth
@@ -168,6 +168,14 @@ class InMemoryDocuments:
                 for (c, name), blob in self.blobs.stored.items()
                 if c == container and name.startswith(prefix)
             )
+
+    def list_page(
+        self, container: str, prefix: str, limit: int, marker: str | None = None
+    ) -> NamePage:
+        """Implements ``documents.PagedListing``; the marker is the page's last name."""
+        names = [name for name in self.blobs.list_names(container, prefix) if name > (marker or "")]
+        page = tuple(names[:limit])
+        return NamePage(page, page[-1] if len(names) > limit else None)
 
     def put_described(
         self, container: str, name: str, document: Document, metadata: Mapping[str, str]

@@ -18,6 +18,7 @@ from shared.accounting.spending import TenantSpending
 from shared.accounting.tenants import TenantCatalog, tenant_catalog_for
 from shared.contracts import Door
 from shared.entrypoints.http.batches import BatchEndpoints
+from shared.entrypoints.http.listing import RequestListEndpoint
 from shared.entrypoints.http.openapi import OpenApiEndpoint
 from shared.entrypoints.http.requests import RequestEndpoints, RequestLimits
 from shared.entrypoints.http.usage import UsageEndpoint
@@ -45,6 +46,7 @@ from shared.intake.request_rules import RequestRules
 from shared.intake.submissions import Intake
 from shared.intake.tenancy import CallerTenancy
 from shared.job_index import JobIndex
+from shared.job_listing import JobListing
 from shared.jobs import DocumentJobStore, JobRepository
 from shared.lanes import Lane, LaneQueues
 from shared.processing.assembly import lane_processor
@@ -92,6 +94,7 @@ class HttpEndpoints:
     """What the HTTP triggers serve: each handler's use cases and values, no more."""
 
     requests: RequestEndpoints
+    listing: RequestListEndpoint
     batches: BatchEndpoints
     webhook: WebhookEndpoint
     openapi: OpenApiEndpoint
@@ -416,6 +419,7 @@ def http_endpoints(
     webhook = settings.webhook
     return HttpEndpoints(
         requests=RequestEndpoints(door, shared.jobs, tenancy, limits, batches),
+        listing=RequestListEndpoint(job_listing(settings, ports), tenancy),
         batches=batches,
         webhook=WebhookEndpoint(
             events, webhook.shared_secret, ports.webhook_tokens, webhook.tenants
@@ -425,6 +429,13 @@ def http_endpoints(
         ),
         usage=UsageEndpoint(shared.spending, tenancy, catalog.currency, ports.clock),
     )
+
+
+def job_listing(settings: Settings, ports: Ports) -> JobListing:
+    """The tenants' job listings, over the job documents' paged listing."""
+    container = settings.containers.jobs
+    store = DocumentJobStore(ports.documents, container)
+    return JobListing(ports.documents, store, container, ports.clock)
 
 
 def gated_models(settings: Settings, ports: Ports, tenants: TenantCatalog) -> ServedModels:

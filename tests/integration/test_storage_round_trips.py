@@ -4,8 +4,9 @@ Storage calls are most of a request's cost (each one a network round trip to Blo
 storage), so their number is a budget a change must not exceed silently: two at intake
 (the input, the job), three with an Idempotency-Key (its marker), one more for a tenant
 with a budget (its month's document), four in processing (the job, running, the input,
-completed with the result), and one per status or result poll. The usage ledger's
-writes are per flush, not per request: the flush runs when the test says so.
+completed with the result), one per status or result poll, and for a page of the
+tenant's requests one read per request on it and a listing. The usage ledger's writes
+are per flush, not per request: the flush runs when the test says so.
 The requests go through the registered functions against Azurite and the Service Bus
 emulator; only the transport under azure-storage-blob is wrapped, to count.
 """
@@ -56,6 +57,10 @@ PROCESSING_BUDGET = 4
 BUDGET_HOLD = 1  # a tenant with a budget: its month's document, If-Match
 # The ledger's timed flush would land in a count: the tests flush themselves.
 NO_TIMED_FLUSH = {"Usage__flushSeconds": "300"}
+# A page of requests: one GET per request on it, and one List Blobs while the tenant
+# keeps no more than a listing's probe (job_listing.PROBE_NAMES); a busier tenant's
+# listings follow the id's time prefix, not its number of jobs (tests/unit).
+LISTING_CALLS = 1
 TEXT = "Invoice 12. Total amount due: 300 EUR. Payment within 30 days."
 
 
@@ -228,3 +233,21 @@ def test_a_budget_costs_one_write_at_the_door_and_the_ledger_one_per_flush(
     assert ledger.reserved == {}, "the answers released what their requests held"
     assert ledger.used().tokens > 0
     assert sum(row.requests for rows in ledger.days.values() for row in rows.values()) == 2
+
+
+def test_a_page_of_requests_costs_a_read_per_request_and_a_few_listings(
+    call: Call, counted: Services, transport: CountingTransport, tenant: str
+) -> None:
+    submitted = [submit(call) for _ in range(5)]
+    jobs = counted.settings.containers.jobs
+
+    mark = len(transport.operations)
+    response = call("list_requests", "GET", "/v1/requests", params={"limit": "2"})
+    assert response.status_code == 200, response.get_body()
+    assert [item["id"] for item in json_body(response)["requests"]] == submitted[:-3:-1]
+    operations = transport.since(mark)
+    reads = [op for op in operations if op.startswith(f"GET {jobs}/{tenant}/")]
+    listings = [op for op in operations if op == f"GET {jobs}"]
+    assert len(reads) == 2, operations
+    assert len(listings) == LISTING_CALLS, operations
+    assert len(reads) + len(listings) == len(operations), operations

@@ -26,6 +26,7 @@ from functions_host.worker.dispatcher import RuntimeRequest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXPECTED_TRIGGERS = {
     "submit_request": "httpTrigger",
+    "list_requests": "httpTrigger",
     "get_request": "httpTrigger",
     "get_request_result": "httpTrigger",
     "cancel_request": "httpTrigger",

@@ -31,6 +31,7 @@ FUNCTION_KEY_SCHEMES = {
 }
 # The operations App Service authentication guards: every one of the request API.
 GUARDED = (
+    "list_requests",
     "submit_request",
     "get_request",
     "get_request_result",

@@ -33,12 +33,15 @@ from shared.contracts import (
     TENANT_ID_PATTERN,
     AcceptedRequest,
     BatchView,
+    JobStatus,
     JobView,
     ProblemDetails,
+    RequestList,
     ResultDocument,
     SubmitRequestBody,
     UsageView,
 )
+from shared.entrypoints.http.listing import MODEL_PATTERN
 from shared.entrypoints.http.messages import ApiRequest, ApiResponse, json_response
 from shared.entrypoints.http.problems import PROBLEM_CONTENT_TYPE
 from shared.entrypoints.http.webhook import DeliveryReport
@@ -61,6 +64,7 @@ _MODELS: Final[tuple[tuple[type[BaseModel], JsonSchemaMode], ...]] = (
     (SubmitRequestBody, "validation"),
     (AcceptedRequest, "serialization"),
     (JobView, "serialization"),
+    (RequestList, "serialization"),
     (BatchView, "serialization"),
     (UsageView, "serialization"),
     (ResultDocument, "serialization"),
@@ -179,42 +183,98 @@ def _request_paths(upload_media_types: tuple[str, ...], catalog: ModelCatalog) -
             "model has a batch deployment).",
         },
     ]
+    return {
+        "/v1/requests": {
+            "get": _list_operation(),
+            "post": _submit_operation(content, query),
+        },
+        **_job_paths(),
+    }
+
+
+def _list_operation() -> dict[str, Any]:
+    """``GET /v1/requests``: the caller's requests, newest first (``http.listing``)."""
+    statuses = ", ".join(status.value for status in JobStatus)
+    parameters = [
+        _TENANT,
+        _query(
+            "status",
+            {"type": "string"},
+            f"Only requests in these statuses, comma-separated ({statuses}).",
+        ),
+        _query(
+            "model",
+            {"type": "string", "pattern": MODEL_PATTERN},
+            "Only requests for this model alias (one the catalog serves now, or served then).",
+        ),
+        _query(
+            "limit",
+            {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
+            "At most this many requests.",
+        ),
+        _query(
+            "continuation",
+            {"type": "string"},
+            "The previous page's continuation: the page after it (same filters, same tenant).",
+        ),
+    ]
+    operation = _operation(
+        "list_requests",
+        "The caller's requests, newest first, a page at a time",
+        ("200", "A page of requests (continuation and next while more may follow)", "RequestList"),
+        ("400", "401", "403", "429", "503"),
+    )
+    return {**operation, "parameters": parameters}
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": schema,
+        "description": description,
+    }
+
+
+def _submit_operation(content: dict[str, Any], query: list[dict[str, Any]]) -> dict[str, Any]:
     accepted_headers = {
         "Location": {"description": "The status URL to poll", "schema": {"type": "string"}},
         "Retry-After": {"$ref": "#/components/headers/RetryAfter"},
     }
     return {
-        "/v1/requests": {
-            "post": {
-                "operationId": "submit_request",
-                "summary": "Submit work: a JSON body, or a raw document with ?model=",
-                "parameters": [
-                    _TENANT,
-                    _header("Idempotency-Key", "Replays the same job", maxLength=128),
-                    *query,
-                ],
-                "requestBody": {"required": True, "content": content},
-                "responses": {
-                    "202": {
-                        "description": "Accepted: poll Location",
-                        "headers": accepted_headers,
-                        "content": {"application/json": {"schema": _ref("AcceptedRequest")}},
-                    },
-                    **_errors(
-                        "400",
-                        "401",
-                        "403",
-                        "409",
-                        "413",
-                        "415",
-                        "422",
-                        "429",
-                        "503",
-                        described=_SUBMIT_ERRORS,
-                    ),
-                },
-            }
+        "operationId": "submit_request",
+        "summary": "Submit work: a JSON body, or a raw document with ?model=",
+        "parameters": [
+            _TENANT,
+            _header("Idempotency-Key", "Replays the same job", maxLength=128),
+            *query,
+        ],
+        "requestBody": {"required": True, "content": content},
+        "responses": {
+            "202": {
+                "description": "Accepted: poll Location",
+                "headers": accepted_headers,
+                "content": {"application/json": {"schema": _ref("AcceptedRequest")}},
+            },
+            **_errors(
+                "400",
+                "401",
+                "403",
+                "409",
+                "413",
+                "415",
+                "422",
+                "429",
+                "503",
+                described=_SUBMIT_ERRORS,
+            ),
         },
+    }
+
+
+def _job_paths() -> dict[str, Any]:
+    return {
         "/v1/requests/{id}": {
             "parameters": [_JOB_ID, _TENANT],
             "get": _operation(

@@ -94,7 +94,9 @@ def _validation_error(error: ValidationError, prefix: str = "") -> InvalidInput:
     return InvalidInput(f"the request is invalid: {summary}", fields)
 
 
-def _collection_url(request: ApiRequest) -> str:
+def collection_url(request: ApiRequest) -> str:
+    """``.../api/v1/requests`` of the URL the caller used: status URLs are built on it,
+    so they point wherever the caller reached the app (proxy, local host)."""
     base = request.url.split("?", 1)[0].split("#", 1)[0]
     marker = "/v1/requests"
     return base[: base.index(marker) + len(marker)] if marker in base else base.rstrip("/")
@@ -233,7 +235,7 @@ class RequestEndpoints:
                 f"Content-Type '{media_type or 'missing'}' is not accepted; use one of: {accepted}"
             )
         accepted_job = self.intake.submit(submission)
-        view = job_view(accepted_job.job, _collection_url(request))
+        view = job_view(accepted_job.job, collection_url(request))
         headers = {
             "Location": view["status_url"],
             "Retry-After": str(self.limits.status_poll_seconds),
@@ -248,7 +250,7 @@ class RequestEndpoints:
         headers = {}
         if not job.status.is_terminal:
             headers["Retry-After"] = str(self.limits.status_poll_seconds)
-        view = job_view(job, _collection_url(request), self.batches.progress(job))
+        view = job_view(job, collection_url(request), self.batches.progress(job))
         return json_response(200, view, headers)
 
     def result(self, request: ApiRequest) -> ApiResponse:
@@ -280,7 +282,7 @@ class RequestEndpoints:
         except NotFound:
             raise self._not_found(job_id) from None
         self.batches.forget_staged(job)
-        return json_response(200, job_view(job, _collection_url(request)))
+        return json_response(200, job_view(job, collection_url(request)))
 
     def _job(self, request: ApiRequest) -> Job:
         job_id = request.route_params.get("id", "")

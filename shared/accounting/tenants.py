@@ -121,10 +121,22 @@ class TenantCatalog:
 
     def check_models(self, models: ModelCatalog) -> None:
         """TenantCatalogError naming the first tenant whose ``models`` lists an alias
-        ``models`` does not serve: such a tenant would be refused work it was promised."""
+        ``models`` does not serve (such a tenant would be refused work it was promised),
+        or whose ``cost_per_month`` has no prices to count against (no alias of
+        ``models`` has any: the budget would never be spent)."""
         named = [("default", self.default)]
         named += [(f"tenant '{tenant}'", policy) for tenant, policy in self.tenants.items()]
         for entry, policy in named:
+            cost_budget = policy.budget is not None and policy.budget.cost_per_month is not None
+            if cost_budget and models.currency is None:
+                raise TenantCatalogError(
+                    f"a cost budget needs prices: no alias of {models.source} has "
+                    '"prices" (nor the catalog a "currency"), so every request would '
+                    "cost nothing against it",
+                    file=self.source or DEFAULT_TENANT_CATALOG,
+                    entry=entry,
+                    field="budget.cost_per_month",
+                )
             unknown = sorted((policy.models or frozenset()) - set(models.aliases))
             if unknown:
                 raise TenantCatalogError(

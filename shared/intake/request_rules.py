@@ -275,6 +275,7 @@ class RequestRules:
         if not tenant_vouched:
             self.check_producer_tenant(request.tenant_id)
         self.check_model(request.model)
+        self.check_tenant_model(request.tenant_id, request.model)
         self.check_parameters(request.parameters, request.model)
         self._check_metadata(request.metadata)
         if isinstance(request.input, ClaimCheck):

@@ -10,6 +10,8 @@ the launcher's (``devtools.stack.served_models``).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +27,19 @@ from shared.accounting.tenants import (
 )
 from shared.entrypoints.bootstrap import verify_tenant_catalog
 from shared.errors import ConfigurationError, TenantCatalogError
-from shared.inference.catalog import shorthand_catalog
+from shared.inference.catalog import ModelCatalog, shorthand_catalog
+from shared.inference.prices import Prices
 from shared.settings import Settings
 
-MODELS = shorthand_catalog(("local-analyzer", "gpt-4o-mini"), "local")
+UNPRICED = shorthand_catalog(("local-analyzer", "gpt-4o-mini"), "local")
+# A cost budget counts the aliases' prices: the example's needs some.
+MODELS = ModelCatalog(
+    UNPRICED.source,
+    {
+        alias: replace(card, prices=Prices("USD", Decimal("0.15"), Decimal("0.6")))
+        for alias, card in UNPRICED.cards.items()
+    },
+)
 EXAMPLE = {
     "default": {"weight": 1},
     "tenants": {
@@ -264,4 +275,16 @@ def test_the_launcher_refuses_it_before_starting_anything(tmp_path: Path) -> Non
     assert str(refusal.value) == (
         f"the tenant catalog cannot be used: {path}: tenant 'trial', field 'weight': "
         "Input should be greater than 0"
+    )
+
+
+def test_a_cost_budget_without_prices_to_count_is_refused(tmp_path: Path) -> None:
+    path = written(tmp_path, EXAMPLE)
+
+    with pytest.raises(TenantCatalogError) as refusal:
+        verify_tenant_catalog(UNPRICED, {"TenantCatalog": str(path)})
+
+    assert str(refusal.value).startswith(
+        f"{path}: tenant 'trial', field 'budget.cost_per_month': a cost budget needs prices: "
+        'no alias of AllowedModels/ModelProvider has "prices"'
     )

@@ -9,14 +9,19 @@ import io
 import json
 import logging
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from shared.contracts import Door
+from shared.adapters.in_memory import RecordingSettler
+from shared.contracts import Door, InlineText, JobStatus, RequestMessage
 from shared.entrypoints import functions as entry_points
 from shared.events.incoming import event_from_cloudevent
 from shared.events.pull import PullDoor, PullPolicy
+from shared.lanes import Lane
+from shared.messaging import request_envelope
+from shared.tracing import continue_or_start
 from tests.support.events import requested_event
 from tests.support.wiring import Wired, api_request, tenant_catalog, wire
 from tests.unit.test_event_pull import ScriptedQueue, pulled
@@ -134,3 +139,26 @@ def test_a_dropped_document_naming_a_model_the_tenant_may_not_use_is_acknowledge
 
     assert "may not use model 'local-analyzer'" in caplog.text
     assert wired.queue.sent == []
+
+
+def test_a_producers_message_for_a_model_the_tenant_may_not_use_is_refused(
+    tmp_path: Path,
+) -> None:
+    wired = wire(settings={**tenant_catalog(tmp_path, TENANTS), "ProducerTenants": "support"})
+    request = RequestMessage(
+        request_id="producer-1", tenant_id="support", model="local-analyzer",
+        input=InlineText(text=TEXT),
+    )  # fmt: skip
+    message = request_envelope(
+        request, correlation_id="c-1", trace=continue_or_start(None), now=datetime.now(UTC)
+    )
+    settler = RecordingSettler()
+
+    outcome = wired.services.lanes[Lane.STANDARD].processor.process(wired.deliver(message), settler)
+
+    assert outcome == "dead-lettered"
+    [(action, message_id, reason, description)] = settler.actions
+    assert (action, message_id, reason) == ("dead_letter", "producer-1", "InvalidPayload")
+    assert REFUSAL in str(description)
+    job = wired.services.jobs.get("support", "producer-1")
+    assert job.status is JobStatus.FAILED

@@ -26,9 +26,15 @@ completed and dead letters.
 Targets (issue: tenants share a deployment fairly): ``support``'s p95 under the
 neighbour at most max(3 x its solo p95, 15 s); with weights 3:1 and both waiting,
 served shares within 10% of 75% / 25%; goodput at least 0.9 and 429s at most 5%; 0
-requests not completed or dead-lettered. Budgets are not enforced yet, so the issue's
-third tenant with a small budget has no run here. The whole invocation takes about 25
-minutes.
+requests not completed or dead-lettered.
+
+Beside the noisy runs' two tenants, tenant ``trial`` has a small budget
+(``--trial-budget`` tokens a day, 6,000) and sends one request every ``--trial-seconds``
+(2) for the same time: printed, its requests accepted and refused (429
+``budget-exceeded``), and what the ledger counts of its answers at the end
+(``GET /api/v1/usage``) against its budget: the overshoot (target 0; at most the
+estimates of requests admitted at the same moment). It is left out of the served shares.
+The whole invocation takes about 25 minutes.
 """
 
 from __future__ import annotations
@@ -58,7 +64,10 @@ from model_capacity import ALIAS, KEY, READY, Watch, control, post, stack_settin
 
 from local_processes import Child
 
+FLUSH_SECONDS = 5  # Usage__flushSeconds, the app's default
+
 WEIGHTS = {"support": 1, "marketing": 1, "gold": 3, "bronze": 1}
+BUDGETED = "trial"  # the noisy runs' third tenant, with a small daily budget
 
 
 @dataclass
@@ -73,6 +82,7 @@ class Run:
     throttled: int = 0
     tokens: int = 0
     dead_letters: int = 0
+    usage: dict[str, Any] | None = None  # the budgeted tenant's GET /api/v1/usage at the end
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def tenants(self) -> list[str]:
@@ -103,7 +113,7 @@ class Run:
     def shares_while_all_wait(self) -> dict[str, float]:
         """Each tenant's part of the requests completed until the first tenant had its
         last outcome (all of them waited until then)."""
-        tenants = self.tenants()
+        tenants = [tenant for tenant in self.tenants() if tenant != BUDGETED]
         ends = []
         for tenant in tenants:
             times = [self.outcomes[i][0] for i, (_, o) in self.submitted.items()
@@ -131,14 +141,28 @@ def send(port: int, key: str, run: Run, tenant: str, index: int, args: Any) -> N
             run.refused[tenant] += 1
 
 
-def trickle(port: int, key: str, run: Run, tenant: str, seconds: float, args: Any) -> None:
-    """One request of ``tenant`` every ``--trickle-seconds`` for ``seconds``."""
+def trickle(
+    port: int, key: str, run: Run, tenant: str, seconds: float, args: Any, every: float = 0.0
+) -> None:
+    """One request of ``tenant`` every ``every`` (``--trickle-seconds``) for ``seconds``."""
+    every = every or args.trickle_seconds
     start = time.perf_counter()
     index = 0
     while time.perf_counter() - start < seconds:
         send(port, key, run, tenant, 100_000 + index, args)
         index += 1
-        time.sleep(max(0.0, start + index * args.trickle_seconds - time.perf_counter()))
+        time.sleep(max(0.0, start + index * every - time.perf_counter()))
+
+
+def usage_of(port: int, key: str, tenant: str) -> dict[str, Any]:
+    """``GET /api/v1/usage`` as ``tenant``."""
+    connection = connect(port)
+    connection.request("GET", f"/api/v1/usage?code={key}", headers={"X-Tenant-Id": tenant})
+    response = connection.getresponse()
+    payload = response.read()
+    assert response.status == 200, payload
+    answer: dict[str, Any] = json.loads(payload)
+    return answer
 
 
 def backlog(port: int, key: str, run: Run, tenants: list[str], count: int, args: Any) -> None:
@@ -159,9 +183,9 @@ def backlog(port: int, key: str, run: Run, tenants: list[str], count: int, args:
 
 def run_once(work: Path, run: Run, args: Any) -> Run:
     capacity = {"tokens_per_minute": args.tpm, "requests_per_minute": args.rpm}
-    (work / "tenants.json").write_text(
-        json.dumps({"tenants": {name: {"weight": w} for name, w in WEIGHTS.items()}})
-    )
+    tenants: dict[str, Any] = {name: {"weight": w} for name, w in WEIGHTS.items()}
+    tenants[BUDGETED] = {"budget": {"tokens_per_day": args.trial_budget}}
+    (work / "tenants.json").write_text(json.dumps({"tenants": tenants}))
     extra = {"TenantCatalog": str(work / "tenants.json")}
     if run.fair_share_seconds is not None:
         extra["ModelCapacity__fairShareSeconds"] = str(run.fair_share_seconds)
@@ -185,6 +209,9 @@ def run_once(work: Path, run: Run, args: Any) -> Run:
         run.served, run.throttled, run.tokens, run.dead_letters = watch.drain(
             run.submitted, args.timeout
         )
+        if run.name.startswith("noisy"):
+            time.sleep(FLUSH_SECONDS + 2)  # the ledger's last flush
+            run.usage = usage_of(port, key, BUDGETED)
     finally:
         stack.stop(signal.SIGINT, timeout=120)
     return run
@@ -198,13 +225,19 @@ def drive(port: int, key: str, run: Run, args: Any) -> None:
     if run.name == "weights":
         backlog(port, key, run, ["gold", "bronze"], args.backlog, args)
         return
-    trickler = threading.Thread(
-        target=trickle, args=(port, key, run, "support", args.trickle_for, args)
-    )
-    trickler.start()
+    tricklers = [
+        threading.Thread(target=trickle, args=(port, key, run, "support", args.trickle_for, args)),
+        threading.Thread(
+            target=trickle,
+            args=(port, key, run, BUDGETED, args.trickle_for, args, args.trial_seconds),
+        ),
+    ]
+    for trickler in tricklers:
+        trickler.start()
     time.sleep(args.trickle_seconds / 2)  # the backlog lands between two trickled requests
     backlog(port, key, run, ["marketing"], args.backlog, args)
-    trickler.join()
+    for trickler in tricklers:
+        trickler.join()
 
 
 def describe(run: Run, solo_p95: float | None, args: Any) -> str:
@@ -226,6 +259,8 @@ def describe(run: Run, solo_p95: float | None, args: Any) -> str:
             target = max(3 * solo_p95, 15.0)
             line += f" ({quantile(waits, 0.95) / solo_p95:.1f}x solo p95; target <= {target:.1f}s)"
         parts.append(line)
+    if run.usage is not None:
+        parts.append(budget_line(run, args))
     if len(run.tenants()) > 1:
         shares = run.shares_while_all_wait()
         parts.append(
@@ -233,6 +268,21 @@ def describe(run: Run, solo_p95: float | None, args: Any) -> str:
             + ", ".join(f"{tenant} {share:.0%}" for tenant, share in shares.items())
         )
     return "; ".join(parts)
+
+
+def budget_line(run: Run, args: Any) -> str:
+    """The budgeted tenant: accepted, refused, and its answers' tokens over its budget."""
+    assert run.usage is not None
+    total = run.usage["total"]
+    used = total["input_tokens"] + total["output_tokens"]
+    accepted = sum(1 for _, tenant in run.submitted.values() if tenant == BUDGETED)
+    overshoot = max(0, used - args.trial_budget) / args.trial_budget
+    return (
+        f"{BUDGETED} (budget {args.trial_budget:,} tokens a day): {accepted} accepted, "
+        f"{run.refused[BUDGETED]} refused; its answers used {used:,} tokens "
+        f"({total['requests']} answers, {run.usage['held']['requests']} still held), "
+        f"overshoot {overshoot:.1%} (target 0%)"
+    )
 
 
 def main() -> int:
@@ -247,6 +297,10 @@ def main() -> int:
     parser.add_argument("--trickle-seconds", type=float, default=3.0)
     parser.add_argument("--trickle-for", type=float, default=240.0)
     parser.add_argument("--solo-seconds", type=float, default=60.0)
+    parser.add_argument("--trial-budget", type=int, default=6_000,
+                        help="the budgeted tenant's tokens a day")  # fmt: skip
+    parser.add_argument("--trial-seconds", type=float, default=2.0,
+                        help="the budgeted tenant's interval between requests")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=1_200, help="a run's longest drain")
     parser.add_argument("--keep", type=Path, help="keep every run's folder (logs) here")
     args = parser.parse_args()

@@ -114,7 +114,13 @@ class TenantShares:
                 del self._tenants[tenant]
 
     def book(
-        self, tenant: str, tokens: int, rates: tuple[float, float], horizon: float, now: float
+        self,
+        tenant: str,
+        tokens: int,
+        rates: tuple[float, float],
+        horizon: float,
+        now: float,
+        waiting: frozenset[str] = frozenset(),
     ) -> float:
         """Book ``tokens`` for a message of ``tenant`` about to be read, and return 0; or,
         when the tenant already holds more than ``horizon`` seconds of work at its rate,
@@ -128,12 +134,18 @@ class TenantShares:
         again (two broker operations), one that came back too late would leave the
         deployment idle once the other tenants are done, and the instance's share grows
         with what it holds.
+
+        A tenant holding nothing here books its message, whatever its rate (one call may
+        be more than a small share's horizon), unless a tenant with a call ``waiting`` at
+        the gate was served less for its weight lately: that one takes the turn, so that
+        two backlogs share by weight even where each holds one call at a time.
         """
         self._now = max(self._now, now)
         instance_rate, deployment_rate = rates
         state = self._tenant(tenant)
         tenant_rate = max(self.tenant_rate(tenant, instance_rate, now), 1e-9)
-        within = state.booked <= 0 or state.booked + tokens <= tenant_rate * horizon
+        first = state.booked <= 0 and not self._owes_a_turn(tenant, waiting, now)
+        within = first or state.booked + tokens <= tenant_rate * horizon
         if within or not self._contended(tenant, now):
             state.booked += tokens
             return 0.0
@@ -145,6 +157,15 @@ class TenantShares:
         due = max(line - horizon / 2, state.returns_at)
         state.returns_at = due + tokens / max(deployment_rate, 1e-9)
         return max(due - now, 1.0)
+
+    def _owes_a_turn(self, tenant: str, waiting: frozenset[str], now: float) -> bool:
+        """Whether another tenant with a call waiting at the gate was served less than
+        ``tenant`` lately, for their weights."""
+        mine = self.served_rate(tenant, now) / self.weight(tenant)
+        return any(
+            other != tenant and self.served_rate(other, now) / self.weight(other) < mine
+            for other in waiting
+        )
 
     def _contended(self, tenant: str, now: float) -> bool:
         """Another tenant holds work here, or was served here lately, and gets no more

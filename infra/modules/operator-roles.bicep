@@ -13,7 +13,9 @@
 //                                    document read in incoming, claim checks in inputs,
 //                                    Idempotency-Key markers in idempotency, the job in jobs,
 //                                    the send to the request queue, and its markers in ledgers
-//   usage, jobs reindex              Owner on jobs: the job index's tags are found
+//   usage                            Reader on usage: the ledger's month documents, listed
+//                                    and read
+//   usage --from-jobs, jobs reindex  Owner on jobs: the job index's tags are found
 //                                    (blobs/filter/action) and written (blobs/tags/write) by
 //                                    Owner's data actions only, as for the app
 //
@@ -76,6 +78,11 @@ resource ledgersContainer 'Microsoft.Storage/storageAccounts/blobServices/contai
   name: dataContainers.ledgers
 }
 
+resource usageContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2026-04-01' existing = {
+  parent: blobService
+  name: dataContainers.usage
+}
+
 resource incomingContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2026-04-01' existing = {
   parent: blobService
   name: dataContainers.incoming
@@ -86,7 +93,7 @@ resource deadLetterContainer 'Microsoft.Storage/storageAccounts/blobServices/con
   name: dataContainers.eventGridDeadLetters
 }
 
-// usage (Find Blobs by Tags, then each job), jobs reindex (tags written with each job), and
+// usage --from-jobs (Find Blobs by Tags, then each job), jobs reindex (tags written with each job), and
 // every job a replay writes (a reopened job, a replayed event's new job): a job write carries
 // its index tags, which Contributor may not write.
 resource jobsOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
@@ -130,6 +137,18 @@ resource ledgersContributor 'Microsoft.Authorization/roleAssignments@2022-04-01'
   scope: ledgersContainer
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleDefinitionIds.storageBlobDataContributor)
+    principalId: principalId
+    principalType: principalType
+  }
+}
+
+// usage lists the usage ledger's month documents and reads those of the range; it writes
+// nothing there (the app alone counts usage and holds budgets): Reader.
+resource usageReader 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(usageContainer.id, principalId, roleDefinitionIds.storageBlobDataReader)
+  scope: usageContainer
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleDefinitionIds.storageBlobDataReader)
     principalId: principalId
     principalType: principalType
   }

@@ -78,8 +78,11 @@ def expected_grants() -> set[Grant]:
     containers = catalog["dataContainers"]
     topic = catalog["resultsTopicName"]
     grants: set[Grant] = {
-        # usage and jobs reindex (the job index's tags), and every job a replay writes
+        # usage --from-jobs and jobs reindex (the job index's tags), and every job a
+        # replay writes
         (OWNER, _container(containers["jobs"])),
+        # usage: the ledger's month documents, listed and read
+        (READER, _container(containers["usage"])),
         # Event Grid replay through intake: claim checks, Idempotency-Key markers
         (CONTRIBUTOR, _container(containers["inputs"])),
         (CONTRIBUTOR, _container(containers["idempotency"])),

@@ -6,8 +6,8 @@ test's environment).
   fails when it signs the first request) is a configuration error naming the setting:
   exit 2, no traceback, the key not echoed, whichever command reads storage.
 - So is a ``ServiceBusConnection`` string the Service Bus SDK cannot parse.
-- ``usage`` and ``jobs reindex`` read only storage: they run with no Service Bus
-  connection configured at all.
+- ``usage`` (from the ledger or the jobs) and ``jobs reindex`` read only storage: they
+  run with no Service Bus connection configured at all.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ def ops(
     [
         ("usage",),
         ("usage", "--json"),
+        ("usage", "--from-jobs"),
         ("jobs", "reindex", "--dry-run"),
         ("deadletters", "list"),
         ("eg-deadletters", "replay", "--all", "--yes"),
@@ -165,16 +166,22 @@ def jobs_container(storage: AzureBlobStore) -> str:
     return name
 
 
+@pytest.mark.parametrize("source", ["ledger", "jobs"])
 def test_usage_needs_no_service_bus_connection(
-    azurite: Azurite, jobs_container: str, tmp_path: Path
+    azurite: Azurite, jobs_container: str, tmp_path: Path, source: str
 ) -> None:
-    settings = {"Storage": azurite.connection_string, "JobsContainer": jobs_container}
+    settings = {
+        "Storage": azurite.connection_string,
+        "JobsContainer": jobs_container,
+        "UsageContainer": jobs_container,  # empty too: the ledger's documents are its own
+    }
+    chosen = ["--from-jobs"] if source == "jobs" else []
 
-    ran = ops("usage", "--json", settings=settings, local_settings=tmp_path / "local.json")
+    ran = ops("usage", *chosen, "--json", settings=settings, local_settings=tmp_path / "l.json")
 
     assert ran.returncode == 0, ran.stderr
     report = json.loads(ran.stdout)
-    assert (report["rows"], report["totals"]["requests"]) == ([], 0)
+    assert (report["source"], report["rows"], report["totals"]["requests"]) == (source, [], 0)
     assert "Service Bus" not in ran.stderr
 
 

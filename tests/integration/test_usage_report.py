@@ -1,9 +1,12 @@
-"""The ``usage`` ops command against Azurite: jobs written by the app's job store (with
-their index tags), found by a tag query and read back through ``BlobJsonDocuments``
-(concurrent reads), printed as JSON.
+"""The ``usage`` ops command against Azurite, through ``BlobJsonDocuments`` (concurrent
+reads), printed as JSON: by default the usage ledger's month documents, written by the
+app's ``TenantSpending``, listed and read back with the tenant catalog's budgets; with
+``--from-jobs`` the jobs written by the app's job store (with their index tags), found by
+a tag query.
 
-Each test has its own jobs container, so the command sees only the test's documents; the
-documents port notes every document read, so a test can tell what the report read.
+Each test has its own jobs and usage containers, so the command sees only the test's
+documents; the documents port notes every document read, so a test can tell what the
+report read.
 """
 
 from __future__ import annotations
@@ -12,13 +15,17 @@ import json
 import threading
 import uuid
 from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from shared.accounting.ledger import Answer, Spend
 from shared.adapters.blob_documents import BlobJsonDocuments
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
 from shared.contracts import (
+    Cost,
     InferenceResult,
     Job,
     JobStatus,
@@ -35,8 +42,11 @@ from shared.jobs import transition
 from tests.fixtures.azurite import Azurite
 from tests.integration.conftest import make_settings
 from tests.support.jobs import accepted_job
+from tests.support.wiring import tenant_catalog
 
 pytestmark = pytest.mark.integration
+
+BUDGET = {"tokens_per_day": 3000, "cost_per_month": 20}
 
 
 class ReadCounting(BlobJsonDocuments):
@@ -54,12 +64,14 @@ class ReadCounting(BlobJsonDocuments):
 
 
 @pytest.fixture
-def services(azurite: Azurite, storage: AzureBlobStore) -> Services:
-    """The app's services over Azurite with a fresh jobs container (no Service Bus is
-    opened: the command only reads storage); its documents note their reads (``reads``)."""
-    jobs = f"jobs-{uuid.uuid4().hex[:10]}"
-    storage.ensure_containers([jobs])
-    settings = make_settings(azurite, JobsContainer=jobs)
+def services(azurite: Azurite, storage: AzureBlobStore, tmp_path: Path) -> Services:
+    """The app's services over Azurite with fresh jobs and usage containers and a tenant
+    catalog giving ``trial`` a budget (no Service Bus is opened: the command only reads
+    storage); its documents note their reads (``reads``)."""
+    jobs, usage = f"jobs-{uuid.uuid4().hex[:10]}", f"usage-{uuid.uuid4().hex[:10]}"
+    storage.ensure_containers([jobs, usage])
+    catalog = tenant_catalog(tmp_path, {"tenants": {"trial": {"budget": BUDGET}}})
+    settings = make_settings(azurite, JobsContainer=jobs, UsageContainer=usage, **catalog)
     documents = ReadCounting(blob_service_client(settings))
     return build_services(settings, replaced(azure_ports(settings), documents=documents))
 
@@ -121,9 +133,10 @@ def usage(input_tokens: int, output_tokens: int) -> TokenUsage:
 
 
 def printed_json(
-    services: Services, capsys: pytest.CaptureFixture[str], *argv: str
+    services: Services, capsys: pytest.CaptureFixture[str], *argv: str, source: str = "jobs"
 ) -> dict[str, Any]:
-    code = main(["usage", *argv, "--json"], lambda: services)
+    chosen = ["--from-jobs"] if source == "jobs" else []
+    code = main(["usage", *chosen, *argv, "--json"], lambda: services)
     captured = capsys.readouterr()
     assert code == 0, captured.err
     document: dict[str, Any] = json.loads(captured.out)
@@ -232,3 +245,66 @@ def test_the_report_reads_only_the_jobs_the_index_names_as_ended_in_the_range(
     assert found["totals"]["total_tokens"] == 4
     assert (found["documents"]["listed"], found["documents"]["read"]) == (1, 1)
     assert reads(services) == [name_of(ended_today)]
+
+
+# --- the usage ledger (the default) -----------------------------------------------------------
+
+
+def counted(
+    services: Services, tenant: str, day: date, tokens: TokenUsage | None, cost: str
+) -> None:
+    """One answer counted in ``tenant``'s month by the app's ledger (written at once)."""
+    answer = Answer(
+        f"r-{uuid.uuid4().hex[:8]}",
+        "local-analyzer",
+        ProcessingMode.QUEUE,
+        day,
+        tokens,
+        Cost(amount=Decimal(cost), currency="USD"),
+    )
+    services.spending.record(tenant, datetime.combine(day, time(), UTC), answer)
+    services.spending.flush()
+
+
+def test_the_ledger_is_listed_and_read_back_with_budgets_and_held_requests(
+    services: Services, today: date, capsys: pytest.CaptureFixture[str]
+) -> None:
+    last_month = today.replace(day=1) - timedelta(days=1)
+    counted(services, "acme", today, usage(1200, 34), "0.0002004")
+    counted(services, "acme", today, usage(800, 66), "0.0001596")
+    counted(services, "acme", last_month, usage(9000, 9000), "9")  # another month
+    counted(services, "trial", today, usage(900, 100), "0.0012345678")
+    services.spending.reserve(
+        "trial", "held-1", Spend(541, Decimal("0.00033")), datetime.now(UTC) + timedelta(hours=1)
+    )
+    container = services.settings.containers.usage
+    services.ports.documents.put(container, "stray.json", {"schema": "other/v1"})
+    blob_service_client(services.settings).get_blob_client(
+        container, f"torn/{today:%Y-%m}.json"
+    ).upload_blob(b'{"schema": "inferb')
+    documents = services.ports.documents
+    assert isinstance(documents, ReadCounting)
+    documents.read_names.clear()  # the writer's own reads are not the report's
+
+    document = printed_json(services, capsys, "--day", today.isoformat(), source="ledger")
+
+    rows = {row["tenant"]: row for row in document["rows"]}
+    assert set(rows) == {"acme", "trial"}
+    assert (rows["acme"]["requests"], rows["acme"]["total_tokens"]) == (2, 2100)
+    assert rows["acme"]["cost"] == "0.0003600"
+    assert document["totals"]["cost"] == "0.0015945678"
+    assert document["held"] == [
+        {"tenant": "trial", "requests": 1, "tokens": 541, "cost": "0.00033"}
+    ]
+    budgets = {b["budget"]: b for b in document["budgets"]}
+    assert set(budgets) == {"tokens_per_day", "cost_per_month"}
+    assert (budgets["tokens_per_day"]["spent"], budgets["tokens_per_day"]["limit"]) == (1541, 3000)
+    assert budgets["cost_per_month"]["spent"] == "0.0015645678"
+    assert document["documents"]["listed"] == 3
+    assert {item["name"] for item in document["documents"]["not_ledgers"]} == {
+        "stray.json",
+        f"torn/{today:%Y-%m}.json",
+    }
+    # Only this month's documents were read: not last month's, not the stray.
+    month = f"{today:%Y-%m}"
+    assert reads(services) == [f"acme/{month}.json", f"torn/{month}.json", f"trial/{month}.json"]

@@ -442,7 +442,7 @@ def test_a_storage_outage_stops_the_report_instead_of_giving_a_partial_sum(
     failing = FailingDocuments(wired, name_of(jobs[2]))
     services = wire(clock=clock, ports={"documents": failing}).services
 
-    code = main(["usage", "--json"], lambda: services)
+    code = main(["usage", "--from-jobs", "--json"], lambda: services)
 
     assert code == 3
     captured = capsys.readouterr()
@@ -454,7 +454,7 @@ def test_a_storage_outage_stops_the_report_instead_of_giving_a_partial_sum(
 
 
 def run(wired: Wired, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(["usage", *argv], lambda: wired.services)
+    code = main(["usage", "--from-jobs", *argv], lambda: wired.services)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -592,7 +592,7 @@ def test_malformed_arguments_exit_2_with_the_reason(
     capsys: pytest.CaptureFixture[str], argv: list[str], reason: str
 ) -> None:
     with pytest.raises(SystemExit) as exit_:
-        main(["usage", *argv], lambda: wire().services)
+        main(["usage", "--from-jobs", *argv], lambda: wire().services)
 
     assert exit_.value.code == 2
     assert reason in capsys.readouterr().err

@@ -1,18 +1,26 @@
-"""The ``usage`` command of ``python -m shared.ops``: tokens per day, tenant, model and mode.
+"""The ``usage`` command of ``python -m shared.ops``: tokens, cost and budgets per tenant.
 
     python -m shared.ops usage [--day YYYY-MM-DD | --since YYYY-MM-DD [--until YYYY-MM-DD]]
-                               [--tenant T] [--json]
+                               [--tenant T] [--from-jobs] [--json]
 
-It answers "which tenant spent what" from the stored jobs (``accounting.usage_report``):
-one row per UTC day, tenant, model and mode (``queue``: the Service Bus lane, ``batch``:
-the Global Batch lane) with the requests that finished with a result and the tokens the
-model reported for them, then a totals line. Without dates: today (UTC); ``--since``
-alone runs to today. ``--json`` prints the rows, the totals and what was read, for
-scripts. Documents that vanished while being read or are not jobs are counted and named
-(on stderr for the table), never fatal. A long read tells its progress on stderr every
-``usage_report.PROGRESS_EVERY`` documents: stdout carries only the table or the
-JSON. Exit codes as every ops command (``ops_help``): 0 done, 2 a bad argument, 3 storage
-unavailable.
+It answers "which tenant spent what" for both lanes (``queue``: the Service Bus lane,
+``batch``: the Global Batch lane), one row per UTC day, tenant, model and mode, then a
+totals line. Without dates: today (UTC); ``--since`` alone runs to today.
+
+By default it reads the usage ledger (``accounting.ledger_report``, printed by
+``ledger_usage``): one document per tenant and month, so a report costs O(tenants x
+months) reads, never one per request; the rows carry the cost in the catalog's currency
+and the answers of unknown cost, and the report goes on with what unanswered requests
+hold and each budget's current period. ``--from-jobs`` sums the answers the stored jobs
+kept instead (``accounting.usage_report``: one read per request that ended in the
+range), to compare with the ledger: the jobs keep every answer, the ledger counts each
+a few seconds after it was kept (``Usage__flushSeconds``).
+
+``--json`` prints the report for scripts. Documents that vanished while being read or
+are not what they should be are counted and named (on stderr for the table), never
+fatal. A long read tells its progress on stderr: stdout carries only the report or the
+JSON. Exit codes as every ops command (``ops_help``): 0 done, 2 a bad argument or
+setting, 3 storage unavailable.
 """
 
 from __future__ import annotations
@@ -28,7 +36,10 @@ from shared.accounting.usage import DayRange, UsageCounts, UsageRow
 from shared.accounting.usage_report import UsageReader, UsageReport
 from shared.clock import Clock, as_utc
 from shared.contracts import TENANT_ID_PATTERN
+from shared.entrypoints.cli import ledger_usage
+from shared.entrypoints.cli.ledger_usage import LedgerUsage
 from shared.entrypoints.cli.ops_help import command_parser
+from shared.entrypoints.cli.text_table import aligned
 
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 COLUMNS = ("day", "tenant", "model", "mode", "requests", "input", "output", "total", "no usage")
@@ -87,22 +98,9 @@ def table(report: UsageReport) -> list[str]:
     lines = [f"token usage {report.days.describe()} (UTC), {scope}"]
     body = [_cells(row) for row in report.rows]
     totals = ["total", "", "", "", *_counts(report.totals)]
-    grid = [list(COLUMNS), *body, totals]
-    widths = [max(len(cells[i]) for cells in grid) for i in range(len(COLUMNS))]
-    text_columns = len(COLUMNS) - NUMBER_COLUMNS
-
-    def line(cells: list[str]) -> str:
-        padded = [
-            cell.ljust(width) if column < text_columns else cell.rjust(width)
-            for column, (cell, width) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "  ".join(padded).rstrip()
-
-    lines.append(line(list(COLUMNS)))
-    lines.extend(line(cells) for cells in body)
+    lines += aligned([list(COLUMNS), *body, totals], len(COLUMNS) - NUMBER_COLUMNS)
     if not body:
-        lines.append("(no request finished with a result in this range)")
-    lines.append(line(totals))
+        lines.insert(-1, "(no request finished with a result in this range)")
     return lines
 
 
@@ -122,6 +120,7 @@ def notes(report: UsageReport) -> list[str]:
 
 def as_json(report: UsageReport) -> dict[str, Any]:
     return {
+        "source": "jobs",
         "since": report.days.first.isoformat(),
         "until": report.days.last.isoformat(),
         "tenant": report.tenant,
@@ -131,34 +130,52 @@ def as_json(report: UsageReport) -> dict[str, Any]:
     }
 
 
-def usage_command(args: argparse.Namespace, reader: UsageReader, clock: Clock) -> int:
+def usage_command(args: argparse.Namespace, reader: LedgerUsage | UsageReader, clock: Clock) -> int:
+    """Print the report of the range the arguments choose: from the ledger, or from the
+    jobs when ``cli.ops`` built a job reader (``--from-jobs``)."""
     try:
         days = chosen_days(args, as_utc(clock()).date())
     except ValueError as error:
         print(f"python -m shared.ops usage: error: {error}", file=sys.stderr)
         return 2
+    if isinstance(reader, LedgerUsage):
+        ledger = reader.reader.report(days, args.tenant, ledger_usage.tell_progress)
+        currency = reader.currency
+        if args.json:
+            return _json(ledger_usage.as_json(ledger, currency))
+        return _text(ledger_usage.printed(ledger, currency), ledger_usage.notes(ledger))
     report = reader.report(days, args.tenant, tell_progress)
     if args.json:
-        print(json.dumps(as_json(report), indent=2))
-        return 0
-    for text in table(report):
+        return _json(as_json(report))
+    return _text(table(report), notes(report))
+
+
+def _json(document: dict[str, Any]) -> int:
+    print(json.dumps(document, indent=2))
+    return 0
+
+
+def _text(report: list[str], told: list[str]) -> int:
+    for text in report:
         print(text)
-    sys.stdout.flush()  # the table first, then the notes, also when both go to one file
-    for text in notes(report):
+    sys.stdout.flush()  # the report first, then the notes, also when both go to one file
+    for text in told:
         print(text, file=sys.stderr)
     return 0
 
 
 def add_usage_command(commands: Any) -> None:
     """Add the ``usage`` command to the root parser's sub-commands (``commands``); it runs
-    with a ``UsageReader`` of the job store and the clock (``tools="usage"``)."""
+    with the clock and a ``LedgerUsage``, or with ``--from-jobs`` a ``UsageReader`` of the
+    job store (``tools="usage"``)."""
     usage = command_parser(
         commands,
         "usage",
-        summary="tokens used per UTC day, tenant, model and mode, from the stored jobs",
-        description="Tokens used per UTC day, tenant, model and mode (queue or batch), summed "
-        "from the stored jobs that ended with a result. Reads only storage; progress goes "
-        "to stderr.",
+        summary="tokens, cost and budgets per UTC day, tenant, model and mode",
+        description="Tokens and cost per UTC day, tenant, model and mode (queue or batch) "
+        "from the usage ledger, what unanswered requests hold, and each budget in its "
+        "current period; with --from-jobs, the tokens summed from the stored jobs that "
+        "ended with a result instead. Reads only storage; progress goes to stderr.",
     )
     usage.set_defaults(tools="usage")
     usage.add_argument(
@@ -186,8 +203,15 @@ def add_usage_command(commands: Any) -> None:
         help="only this tenant's requests (default: every tenant)",
     )
     usage.add_argument(
+        "--from-jobs",
+        action="store_true",
+        help="sum the answers the stored jobs kept (one read per request), to compare with "
+        "the ledger (default: read the usage ledger, one document per tenant and month)",
+    )
+    usage.add_argument(
         "--json",
         action="store_true",
-        help="rows, totals and the documents read as JSON (default: a table)",
+        help="rows, totals, held requests, budgets and the documents read as JSON "
+        "(default: a table)",
     )
     usage.set_defaults(run=usage_command)

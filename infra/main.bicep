@@ -235,6 +235,10 @@ param idempotencyRetentionDays int = 1
 @minValue(2)
 param ledgersRetentionDays int = 30
 
+@description('Days a tenant\'s month of usage (tokens and cost per model, lane and day; the budgets\' counter) is kept in the usage container after its last change: a year and a month by default, for yearly chargeback.')
+@minValue(62)
+param usageRetentionDays int = 400
+
 @description('Resource id of an existing action group notified by every alert; empty creates the alerts without notifications.')
 param actionGroupId string = ''
 
@@ -418,6 +422,7 @@ module dataStorage 'modules/storage-data.bicep' = {
     jobsRetentionDays: jobsRetentionDays
     idempotencyRetentionDays: idempotencyRetentionDays
     ledgersRetentionDays: ledgersRetentionDays
+    usageRetentionDays: usageRetentionDays
     batchRetentionDays: batchRetentionDays
     publicNetworkAccess: servicePublicNetworkAccess
     tags: allTags

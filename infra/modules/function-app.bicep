@@ -398,6 +398,7 @@ var appSettings = {
   // Tenants share each deployment: the seconds of a tenant's work the queue and each
   // instance hold before the rest waits in the broker's schedule (docs/tenants.md).
   ModelCapacity__fairShareSeconds: '5'
+  Usage__flushSeconds: '5'
   ModelCapacity__tokensPerMinute: (modelCapacity > 0) ? string(modelCapacity * 1000) : ''
   ModelCapacity__requestsPerMinute: (modelCapacity > 0) ? string(modelCapacity * 6) : ''
   LocalModelLatencyMs: '0'

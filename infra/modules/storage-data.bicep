@@ -63,7 +63,7 @@ param idempotencyRetentionDays int = 1
 @minValue(2)
 param ledgersRetentionDays int = 30
 
-@description('Days a tenant\'s month of usage (tokens and cost per model, lane and day; the budgets\' counter) stays in the usage container after the month ends: a year and a month by default, for yearly chargeback.')
+@description('Days a tenant\'s month of usage (tokens and cost per model, lane and day; the budgets\' counter) is kept in the usage container after its last change: a year and a month by default, for yearly chargeback.')
 @minValue(62)
 param usageRetentionDays int = 400
 

@@ -48,6 +48,7 @@ RULES = {
     "jobs": ("expire-jobs", "jobsRetentionDays", 90),
     "idempotency": ("expire-idempotency", "idempotencyRetentionDays", 1),
     "ledgers": ("expire-ledgers", "ledgersRetentionDays", 30),
+    "usage": ("expire-usage", "usageRetentionDays", 400),
     "batches": ("expire-batches", "batchRetentionDays", 90),
     "eventGridDeadLetters": ("expire-eventgrid-deadletters", "deadLetterRetentionDays", None),
 }

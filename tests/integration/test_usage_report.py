@@ -41,6 +41,7 @@ from shared.job_index import index_tags
 from shared.jobs import transition
 from tests.fixtures.azurite import Azurite
 from tests.integration.conftest import make_settings
+from tests.support.catalogs import priced_catalog_file
 from tests.support.jobs import accepted_job
 from tests.support.wiring import tenant_catalog
 
@@ -71,7 +72,10 @@ def services(azurite: Azurite, storage: AzureBlobStore, tmp_path: Path) -> Servi
     jobs, usage = f"jobs-{uuid.uuid4().hex[:10]}", f"usage-{uuid.uuid4().hex[:10]}"
     storage.ensure_containers([jobs, usage])
     catalog = tenant_catalog(tmp_path, {"tenants": {"trial": {"budget": BUDGET}}})
-    settings = make_settings(azurite, JobsContainer=jobs, UsageContainer=usage, **catalog)
+    settings = make_settings(
+        azurite, JobsContainer=jobs, UsageContainer=usage,
+        ModelCatalog=priced_catalog_file(tmp_path), **catalog,
+    )  # fmt: skip
     documents = ReadCounting(blob_service_client(settings))
     return build_services(settings, replaced(azure_ports(settings), documents=documents))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from shared.inference import ModelClient
@@ -39,3 +40,21 @@ def served_models(client: ModelClient, *aliases: str) -> ServedModels:
     """``client`` serving every alias of the local catalog."""
     models = local_catalog(*aliases)
     return ServedModels(models, dict.fromkeys(models.aliases, client))
+
+
+def priced_catalog_file(directory: Path, **entry: Any) -> str:
+    """A catalog of the local analyzer priced at 2.5 and 10 a million tokens (USD)."""
+    document = {
+        "currency": "USD",
+        "models": {
+            "local-analyzer": {
+                "provider": "local",
+                "prices": {"input_per_million": 2.5, "output_per_million": 10},
+                **entry,
+            },
+            "unpriced": {"provider": "local"},
+        },
+    }
+    path = directory / "models.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return str(path)

@@ -47,7 +47,7 @@ from shared.inference.prices import Prices
 from shared.jobs import DocumentJobStore, JobRepository
 from shared.lanes import Lane
 from shared.processing.endings import JobEndings
-from tests.support.catalogs import catalog
+from tests.support.catalogs import catalog, priced_catalog_file
 from tests.support.wiring import Wired, api_request, wire
 
 USD = "USD"
@@ -205,24 +205,6 @@ def job_of(request: RequestMessage, **changes: Any) -> Job:
 
 
 # --- the queue lane -------------------------------------------------------------------------------
-
-
-def priced_catalog_file(directory: Path, **entry: Any) -> str:
-    """A catalog of the local analyzer priced at 2.5 and 10 a million tokens (USD)."""
-    document = {
-        "currency": USD,
-        "models": {
-            "local-analyzer": {
-                "provider": "local",
-                "prices": {"input_per_million": 2.5, "output_per_million": 10},
-                **entry,
-            },
-            "unpriced": {"provider": "local"},
-        },
-    }
-    path = directory / "models.json"
-    path.write_text(json.dumps(document), encoding="utf-8")
-    return str(path)
 
 
 def completed_through_the_queue(wired: Wired, model: str) -> Job:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -45,6 +44,7 @@ from shared.accounting.ledger_sums import (
     NotALedger,
     months_of,
 )
+from shared.accounting.reading import read_in_order
 from shared.accounting.tenants import Budget
 from shared.accounting.usage import DayRange, UsageKey
 from shared.accounting.usage_report import READERS
@@ -175,17 +175,8 @@ class LedgerReader:
         return states
 
     def _read_all(self, names: list[str]) -> Iterator[_Read]:
-        """Each document read, in listing order; the first storage failure stops it all
-        (the reads not started yet are cancelled)."""
-        if not names:
-            return
-        pool = ThreadPoolExecutor(
-            max_workers=min(self._readers, len(names)), thread_name_prefix="ledger-read"
-        )
-        try:
-            yield from pool.map(self._read, names)
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        """Each document read, in listing order (``reading.read_in_order``)."""
+        return read_in_order(names, self._read, self._readers, "ledger-read")
 
     def _read(self, name: str) -> _Read:
         try:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from pydantic import ValidationError
 
+from shared.accounting.reading import read_in_order
 from shared.accounting.usage import DayRange, UsageCounts, UsageLedger, UsageRow
 from shared.contracts import JOB_SCHEMA, Job
 from shared.documents import JsonDocuments
@@ -142,17 +142,8 @@ class UsageReader:
             tally.ended_without_result += 1
 
     def _read_all(self, names: list[str]) -> Iterator[_Read]:
-        """Each document read, in listing order; the first storage failure stops it all
-        (the reads not started yet are cancelled)."""
-        if not names:
-            return
-        pool = ThreadPoolExecutor(
-            max_workers=min(self._readers, len(names)), thread_name_prefix="usage-read"
-        )
-        try:
-            yield from pool.map(self._read, names)
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        """Each document read, in listing order (``reading.read_in_order``)."""
+        return read_in_order(names, self._read, self._readers, "usage-read")
 
     def _read(self, name: str) -> _Read:
         try:

@@ -457,8 +457,7 @@ class DeploymentGate:
             if self._tokens is None or horizon <= 0:
                 return Booking(tenant, 0)
             rates = (self._tokens.rate(self._share()), self._tokens.rate(1.0))
-            waiting = frozenset(w.tenant for w in self._waiting)
-            back = self._tenants.book(tenant, tokens, rates, horizon, self.clock(), waiting)
+            back = self._tenants.book(tenant, tokens, rates, horizon, self.clock())
             return Booking(tenant, tokens) if back <= 0 else back
 
     def release_delay(self, tenant: str, tokens: int, horizon: float) -> float:

@@ -120,7 +120,6 @@ class TenantShares:
         rates: tuple[float, float],
         horizon: float,
         now: float,
-        waiting: frozenset[str] = frozenset(),
     ) -> float:
         """Book ``tokens`` for a message of ``tenant`` about to be read, and return 0; or,
         when the tenant already holds more than ``horizon`` seconds of work at its rate,
@@ -136,15 +135,15 @@ class TenantShares:
         with what it holds.
 
         A tenant holding nothing here books its message, whatever its rate (one call may
-        be more than a small share's horizon), unless a tenant with a call ``waiting`` at
-        the gate was served less for its weight lately: that one takes the turn, so that
-        two backlogs share by weight even where each holds one call at a time.
+        be more than a small share's horizon), unless a tenant holding work here was
+        served less for its weight lately: that one takes the turn, so that two backlogs
+        share by weight even where each holds one call at a time.
         """
         self._now = max(self._now, now)
         instance_rate, deployment_rate = rates
         state = self._tenant(tenant)
         tenant_rate = max(self.tenant_rate(tenant, instance_rate, now), 1e-9)
-        first = state.booked <= 0 and not self._owes_a_turn(tenant, waiting, now)
+        first = state.booked <= 0 and not self._owes_a_turn(tenant, now)
         within = first or state.booked + tokens <= tenant_rate * horizon
         if within or not self._contended(tenant, now):
             state.booked += tokens
@@ -158,13 +157,15 @@ class TenantShares:
         state.returns_at = due + tokens / max(deployment_rate, 1e-9)
         return max(due - now, 1.0)
 
-    def _owes_a_turn(self, tenant: str, waiting: frozenset[str], now: float) -> bool:
-        """Whether another tenant with a call waiting at the gate was served less than
-        ``tenant`` lately, for their weights."""
+    def _owes_a_turn(self, tenant: str, now: float) -> bool:
+        """Whether another tenant holding work here was served less than ``tenant``
+        lately, for their weights."""
         mine = self.served_rate(tenant, now) / self.weight(tenant)
         return any(
-            other != tenant and self.served_rate(other, now) / self.weight(other) < mine
-            for other in waiting
+            other != tenant
+            and state.booked > 0
+            and self.served_rate(other, now) / self.weight(other) < mine
+            for other, state in self._tenants.items()
         )
 
     def _contended(self, tenant: str, now: float) -> bool:

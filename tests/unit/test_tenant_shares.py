@@ -319,15 +319,16 @@ def test_a_tenant_beside_another_backlog_only_is_not_sent_back() -> None:
     assert shares.book("support", 5_000, rates, horizon, now=0.0) == 0
 
 
-def test_a_tenant_holding_nothing_yields_to_a_waiting_tenant_served_less_for_its_weight() -> None:
+def test_a_tenant_holding_nothing_yields_to_a_tenant_holding_work_served_less() -> None:
     shares = TenantShares(weight_of=lambda tenant: 3.0 if tenant == "gold" else 1.0)
     rates, horizon = (100.0, 100.0), 5.0  # bronze's part: 25 a second, 125 in the horizon
     shares.admitted("gold", 600, now=0.0)  # 200 a weight
     shares.admitted("bronze", 300, now=0.0)  # 300 a weight: ahead of gold
-    assert shares.book("gold", 400, rates, horizon, now=0.0) == 0  # its call waits at the gate
+    assert shares.book("gold", 400, rates, horizon, now=0.0) == 0  # gold holds work here
 
-    back = shares.book("bronze", 400, rates, horizon, now=0.0, waiting=frozenset({"gold"}))
+    back = shares.book("bronze", 400, rates, horizon, now=0.0)
+    shares.release("gold", 400)
     alone = shares.book("bronze", 400, rates, horizon, now=0.0)
 
-    assert back > 0, "bronze was served more for its weight while gold waits: gold's turn"
-    assert alone == 0, "with no call waiting, a tenant holding nothing books its message"
+    assert back > 0, "bronze was served more for its weight while gold holds work: gold's turn"
+    assert alone == 0, "once gold holds nothing here, a tenant holding nothing books"

@@ -288,3 +288,35 @@ def _announcements(
         f"{subscription} gave {len(found)} messages for {who}, expected {count}"
     )
     return found
+
+
+def test_two_tenants_each_list_their_own_requests_and_read_their_own_usage(
+    stack: Stack,
+) -> None:
+    first, second = tenant(), tenant()
+    mine = [submit(stack, first, text_request(f"Invoice {n}: {n}0 EUR due.")) for n in (1, 2)]
+    theirs = submit(stack, second, text_request("Invoice 9: 90 EUR due."))
+    for request_id in mine:
+        assert poll(stack, first, request_id)["status"] == "completed"
+    assert poll(stack, second, theirs)["status"] == "completed"
+
+    status, _, raw = stack.request("GET", "/api/v1/requests", headers={"X-Tenant-Id": first})
+    assert status == 200, raw
+    assert [item["id"] for item in json.loads(raw)["requests"]] == mine[::-1], "newest first"
+
+    def usage(who: str) -> dict[str, Any]:
+        status, _, raw = stack.request("GET", "/api/v1/usage", headers={"X-Tenant-Id": who})
+        assert status == 200, raw
+        return dict(json.loads(raw))
+
+    deadline = time.monotonic() + 30  # the ledger is written every Usage__flushSeconds
+    counted = (0, 0)
+    while counted != (2, 1) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        counted = (usage(first)["total"]["requests"], usage(second)["total"]["requests"])
+    own = usage(first)
+    assert counted == (2, 1), "each tenant's answers, and only its own, are counted"
+    assert own["tenant"] == first
+    assert own["total"]["input_tokens"] > 0
+    assert [row["model"] for row in own["days"]] == ["local-analyzer"]
+    assert own["budgets"] == [], "no tenant catalog: no budget"

@@ -33,6 +33,7 @@ from shared.contracts import (
     Door,
     InlineText,
     Job,
+    JobStatus,
     Priority,
     ProcessingMode,
     input_characters,
@@ -165,7 +166,7 @@ class Intake:
                 raise
             span.set_attribute("inferbus.request_id", accepted.job.id)
             span.set_attribute("inferbus.replayed", accepted.replayed)
-        if not accepted.replayed:
+        if not accepted.replayed and accepted.job.status is not JobStatus.REJECTED:
             telemetry.count_accepted(submission.source, submission.model, submission.priority)
         return accepted
 

@@ -10,9 +10,9 @@ the budget's counter:
 - ``reserved``: the requests admitted against a budget and not answered yet, each with
   its estimate (prompt plus the longest answer it allows) and the day it was admitted.
   A budget counts them as spent, so that requests admitted at once cannot overspend it
-  together; the answer replaces the estimate by what it used. A reservation whose
-  request ends without an answer (failed, expired, cancelled) is dropped once its
-  request can no longer run (``until``).
+  together; the answer replaces the estimate by what it used. A request that ends
+  without an answer (failed, expired, cancelled) gives its reservation back; one whose
+  ending is not seen lapses once its request can no longer run (``until``).
 
 Everything here is pure: the arithmetic of the document, and the budget's rule
 (``first_exceeded``). ``shared.accounting.spending`` keeps the documents in storage.

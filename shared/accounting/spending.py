@@ -142,8 +142,8 @@ class TenantSpending:
             )  # fmt: skip
 
     def release(self, tenant: str, request_id: str, reserved_at: datetime) -> None:
-        """Give back what ``request_id`` holds (its message could not be sent): at the
-        next flush."""
+        """Give back what ``request_id`` holds (its message could not be sent, or it
+        ended without an answer): at the next flush."""
         if self.has_budget(tenant):
             self._later(
                 _Key(tenant, month_of(reserved_at)), lambda ledger: _drop(ledger, request_id)

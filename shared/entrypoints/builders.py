@@ -115,7 +115,7 @@ def commons(settings: Settings, ports: Ports) -> Commons:
         jobs=jobs,
         claim_checks=ClaimChecks.from_settings(ports.blobs, settings),
         announcer=announcer,
-        endings=JobEndings(jobs, announcer, ports.clock),
+        endings=JobEndings(jobs, announcer, ports.clock, spending),
         ledger=DocumentDeferralLedger(ports.documents, settings.containers.ledgers),
         spending=spending,
     )
@@ -418,7 +418,7 @@ def http_endpoints(
     )
     webhook = settings.webhook
     return HttpEndpoints(
-        requests=RequestEndpoints(door, shared.jobs, tenancy, limits, batches),
+        requests=RequestEndpoints(door, shared.jobs, tenancy, limits, batches, shared.spending),
         listing=RequestListEndpoint(job_listing(settings, ports), tenancy),
         batches=batches,
         webhook=WebhookEndpoint(

@@ -64,6 +64,7 @@ def lane_processor(
         announcer=announcer,
         clock=clock,
         invalid_output_retries=policy.invalid_output_retries,
+        spending=spending,
     )
     adoption = JobAdoption(
         jobs=jobs, rules=rules, claim_checks=claim_checks, clock=clock, sleep=sleep,

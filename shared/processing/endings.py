@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from shared.accounting.spending import TenantSpending
 from shared.clock import Clock, utc_now
 from shared.contracts import Job, JobError, JobStatus
 from shared.errors import Conflict, NotFound
@@ -53,10 +54,17 @@ class Ending:
 class JobEndings:
     """Ends jobs by compare-and-swap and announces the ending."""
 
-    def __init__(self, jobs: JobRepository, announcer: Announcer, clock: Clock = utc_now) -> None:
+    def __init__(
+        self,
+        jobs: JobRepository,
+        announcer: Announcer,
+        clock: Clock = utc_now,
+        spending: TenantSpending | None = None,
+    ) -> None:
         self._jobs = jobs
         self._announcer = announcer
         self._clock = clock
+        self._spending = spending
 
     def end(
         self,
@@ -73,10 +81,13 @@ class JobEndings:
             return ending.apply(job, self._clock)
 
         try:
-            return self._jobs.advance(current, change).job
+            ended = self._jobs.advance(current, change).job
         except (Conflict, NotFound) as reason:
             log.info("job %s not ended (%s)", current.job.id, reason)
             return None
+        if self._spending is not None and ended.result is None:  # no answer: give back
+            self._spending.release(ended.tenant_id, ended.id, ended.created_at)
+        return ended
 
     def end_by_id(self, tenant_id: str, request_id: str, ending: Ending) -> Job | None:
         """``end`` for a job known by its ids; None when there is no such job."""

@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
+from shared.accounting.spending import TenantSpending
 from shared.clock import Clock
-from shared.contracts import RequestMessage
+from shared.contracts import Job, RequestMessage
 from shared.errors import (
     BudgetExceeded,
     CapacityExhausted,
@@ -105,12 +106,14 @@ class OutcomeTable:
         announcer: Announcer,
         clock: Clock,
         invalid_output_retries: int,
+        spending: TenantSpending | None = None,
     ) -> None:
         self._retries = retries
         self._jobs = jobs
         self._announcer = announcer
         self._clock = clock
         self._invalid_output_retries = invalid_output_retries
+        self._spending = spending
 
     def settle(self, unsettled: Unsettled) -> Outcome:
         """The first row that applies. A failure after a settlement was attempted, the
@@ -361,13 +364,20 @@ class OutcomeTable:
         its own outcome, and one storage could not reach is ended (and announced) by the
         dead-letter reconciler later."""
         try:
-            self._jobs.update(
+            failed = self._jobs.update(
                 tenant_id, request_id, lambda job: fail(job, code, why, settlement="dead-lettered")
             )
         except Exception:
             log.info("job %s not marked failed (%s)", request_id, code, exc_info=True)
             return False
+        self.release_budget(failed)
         return True
+
+    def release_budget(self, ended: Job) -> None:
+        """A job that ended without an answer gives back what it held of its tenant's
+        budget (at the usage ledger's next flush), instead of holding it to its deadline."""
+        if self._spending is not None:
+            self._spending.release(ended.tenant_id, ended.id, ended.created_at)
 
     def announce_end(
         self,

@@ -17,15 +17,24 @@ import pytest
 from shared.accounting.ledger import Spend
 from shared.accounting.spending import TenantSpending
 from shared.accounting.tenants import Budget, TenantCatalog, TenantPolicy
-from shared.adapters.in_memory import InMemoryDocuments, RecordingSettler
+from shared.adapters.in_memory import (
+    InMemoryDocuments,
+    RecordingPublisher,
+    RecordingSender,
+    RecordingSettler,
+)
 from shared.contracts import InlineText, JobStatus, RequestMessage
 from shared.errors import BudgetExceeded
+from shared.events.announcements import Announcer
 from shared.events.incoming import event_from_cloudevent
+from shared.jobs import DocumentJobStore, JobRepository
 from shared.lanes import Lane
 from shared.messaging import request_envelope
+from shared.processing.endings import Ending, JobEndings
 from shared.tracing import continue_or_start
 from tests.fakes import ManualClock
 from tests.support.events import requested_event
+from tests.support.jobs import accepted_job
 from tests.support.wiring import Wired, api_request, tenant_catalog, wire
 
 NOW = datetime(2026, 12, 5, 18, 0, tzinfo=UTC)
@@ -236,3 +245,41 @@ def all_jobs(wired: Wired, tenant: str) -> list[Any]:
     container = wired.settings.containers.jobs
     names = wired.documents.list_names(container, f"{tenant}/")
     return [loaded[0] for name in names if (loaded := wired.documents.load(container, name))]
+
+
+def test_a_cancelled_request_gives_back_what_it_held(wired: Wired) -> None:
+    status, accepted = submit(wired, "trial")
+    assert status == 202
+    assert len(month(wired, "trial")["reserved"]) == 1
+    request_id = accepted["id"]
+
+    cancel = api_request(
+        "DELETE", f"/v1/requests/{request_id}", tenant="trial", route_params={"id": request_id}
+    )
+    assert wired.call(wired.http.requests.cancel, cancel).status == 200
+    wired.services.spending.flush()
+
+    assert month(wired, "trial")["reserved"] == {}
+
+
+@pytest.mark.parametrize("status", [JobStatus.FAILED, JobStatus.EXPIRED])
+def test_a_job_ended_without_an_answer_gives_back_what_it_held(status: JobStatus) -> None:
+    documents = InMemoryDocuments()
+    catalog = TenantCatalog(tenants={"trial": TenantPolicy(budget=Budget(tokens_per_day=10_000))})
+    spending = TenantSpending(documents, "usage", catalog, ManualClock(NOW))
+    jobs = JobRepository(DocumentJobStore(documents, "jobs"), ManualClock(NOW))
+    endings = JobEndings(
+        jobs, Announcer(RecordingPublisher(), RecordingSender()), ManualClock(NOW), spending
+    )
+    job = accepted_job("trial", NOW, deadline=NOW.replace(hour=23))
+    jobs.create(job)
+    spending.reserve("trial", job.id, Spend(700), NOW.replace(hour=23))
+
+    ended = endings.end_by_id("trial", job.id, Ending(status, "watchdog", "stopped", "none"))
+    spending.flush()
+
+    assert ended is not None
+    assert ended.status is status
+    stored = documents.load("usage", "trial/2026-12.json")
+    assert stored is not None
+    assert stored[0]["reserved"] == {}, "held only until its deadline otherwise"

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.accounting.spending import TenantSpending
 from shared.bounded_json import parse_json
 from shared.contracts import (
     AcceptedRequest,
@@ -220,6 +221,7 @@ class RequestEndpoints:
     tenancy: CallerTenancy
     limits: RequestLimits
     batches: BatchEndpoints
+    spending: TenantSpending | None = None
 
     def submit(self, request: ApiRequest) -> ApiResponse:
         """``POST /api/v1/requests``: a JSON body, or a raw document with ``?model=``."""
@@ -282,6 +284,8 @@ class RequestEndpoints:
         except NotFound:
             raise self._not_found(job_id) from None
         self.batches.forget_staged(job)
+        if self.spending is not None:  # what it held of its tenant's budget goes back
+            self.spending.release(job.tenant_id, job.id, job.created_at)
         return json_response(200, job_view(job, collection_url(request)))
 
     def _job(self, request: ApiRequest) -> Job:

@@ -21,6 +21,7 @@ Amounts are Decimals written as strings, so that a month of sums stays exact.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -71,6 +72,20 @@ class _Part(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def row_key(model: str, mode: ProcessingMode) -> str:
+    """How a day's row is keyed in the document: ``model|mode``."""
+    return f"{model}|{mode.value}"
+
+
+def split_row_key(key: str) -> tuple[str, ProcessingMode] | None:
+    """The model and mode of a row's key; None when it is not ``model|mode``."""
+    model, _, mode = key.rpartition("|")
+    try:
+        return (model, ProcessingMode(mode)) if model else None
+    except ValueError:
+        return None
+
+
 class UsageRow(_Part):
     """What one model's answers on one lane used on one day. ``uncosted``: answers whose
     cost is not known (the alias has no prices, or the answer reported no usage);
@@ -86,6 +101,10 @@ class UsageRow(_Part):
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: UsageRow) -> UsageRow:
+        return UsageRow(**{name: getattr(self, name) + getattr(other, name)
+                           for name in UsageRow.model_fields})  # fmt: skip
 
 
 class Reservation(_Part):
@@ -110,13 +129,27 @@ class MonthLedger(_Part):
 
     # --- reading ----------------------------------------------------------------------
 
-    def used(self, day: date | None = None) -> Spend:
-        """What the answers used on ``day`` (None: the whole month)."""
+    def rows(self) -> Iterator[tuple[date, str, ProcessingMode, UsageRow]]:
+        """Each day's rows, in order, as day, model, mode and counts (a row whose key is
+        not ``model|mode`` is left out: the reader that checks documents names it)."""
+        for day, by_model in sorted(self.days.items()):
+            for key, row in sorted(by_model.items()):
+                keyed = split_row_key(key)
+                if keyed is not None:
+                    yield day, *keyed, row
+
+    def summed(self, day: date | None = None) -> UsageRow:
+        """The answers of ``day`` (None: the whole month) in one row."""
         rows = [
             row for when, by_model in self.days.items() if day in (None, when)
             for row in by_model.values()
         ]  # fmt: skip
-        return Spend(sum(row.tokens for row in rows), sum((row.cost for row in rows), Decimal(0)))
+        return sum(rows, UsageRow())
+
+    def used(self, day: date | None = None) -> Spend:
+        """What the answers used on ``day`` (None: the whole month)."""
+        summed = self.summed(day)
+        return Spend(summed.tokens, summed.cost)
 
     def held(self, day: date | None = None) -> Spend:
         """What reservations admitted on ``day`` (None: the whole month) hold."""
@@ -146,7 +179,7 @@ class MonthLedger(_Part):
         """Count one kept answer on its day (its reservation, if any, is released)."""
         self.reserved.pop(answer.request_id, None)
         row = self.days.setdefault(answer.day, {}).setdefault(
-            f"{answer.model}|{answer.mode.value}", UsageRow()
+            row_key(answer.model, answer.mode), UsageRow()
         )
         row.requests += 1
         if answer.usage is None:

@@ -33,7 +33,13 @@ from typing import Final
 
 from pydantic import ValidationError
 
-from shared.accounting.ledger import LEDGER_SCHEMA, MonthLedger, budget_uses, month_of
+from shared.accounting.ledger import (
+    LEDGER_SCHEMA,
+    MonthLedger,
+    budget_uses,
+    month_of,
+    split_row_key,
+)
 from shared.accounting.ledger_sums import (
     BudgetState,
     Held,
@@ -212,17 +218,9 @@ def _mismatch(name: str, ledger: MonthLedger) -> str | None:
         return f"holds tenant {ledger.tenant!r} and month {ledger.month!r}, not its name's"
     for day, by_model in ledger.days.items():
         for key in by_model:
-            if _split(key) is None:
+            if split_row_key(key) is None:
                 return f"days.{day.isoformat()}: row {key!r} is not keyed model|mode"
     return None
-
-
-def _split(key: str) -> tuple[str, ProcessingMode] | None:
-    model, _, mode = key.rpartition("|")
-    try:
-        return (model, ProcessingMode(mode)) if model else None
-    except ValueError:
-        return None
 
 
 def _rows(ledgers: list[MonthLedger], days: DayRange) -> list[LedgerRow]:
@@ -233,7 +231,10 @@ def _rows(ledgers: list[MonthLedger], days: DayRange) -> list[LedgerRow]:
             if not days.first <= day <= days.last:
                 continue
             for key, row in by_model.items():
-                model, mode = _split(key) or (key, ProcessingMode.QUEUE)  # checked on reading
+                model, mode = split_row_key(key) or (
+                    key,
+                    ProcessingMode.QUEUE,
+                )  # checked on reading
                 usage_key = UsageKey(day, ledger.tenant, model, mode)
                 counts[usage_key] = counts.get(usage_key, LedgerCounts()).plus(LedgerCounts.of(row))
     return [LedgerRow(key, counts[key]) for key in sorted(counts)]

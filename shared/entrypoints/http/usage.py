@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
 from typing import Final
 
 from shared.accounting.ledger import MonthLedger, UsageRow, budget_uses, month_of
@@ -24,7 +23,6 @@ from shared.clock import Clock, utc_now
 from shared.contracts import (
     BudgetView,
     HeldView,
-    ProcessingMode,
     UsageRowView,
     UsageTotals,
     UsageView,
@@ -69,19 +67,16 @@ def usage_view(
     """The answer for ``ledger``: totals, rows, what is held and, for the current month,
     today and the budgets' uses at ``now``."""
     rows = [
-        UsageRowView(day=day, model=key.split("|")[0], mode=ProcessingMode(key.split("|")[1]),
-                     **_totals([row]).model_dump())
-        for day, by_model in sorted(ledger.days.items())
-        for key, row in sorted(by_model.items())
-    ]  # fmt: skip
+        UsageRowView(day=day, model=model, mode=mode, **_totals(row).model_dump())
+        for day, model, mode, row in ledger.rows()
+    ]
     held = ledger.held()
-    today = ledger.days.get(now.date(), {})
     return UsageView(
         tenant=ledger.tenant,
         month=ledger.month,
         currency=currency,
-        today=_totals(list(today.values())) if current else None,
-        total=_totals([row for by_model in ledger.days.values() for row in by_model.values()]),
+        today=_totals(ledger.summed(now.date())) if current else None,
+        total=_totals(ledger.summed()),
         held=HeldView(requests=len(ledger.reserved), tokens=held.tokens, cost=held.cost),
         days=rows,
         budgets=[
@@ -98,11 +93,11 @@ def usage_view(
     )
 
 
-def _totals(rows: list[UsageRow]) -> UsageTotals:
+def _totals(row: UsageRow) -> UsageTotals:
     return UsageTotals(
-        requests=sum(row.requests for row in rows),
-        input_tokens=sum(row.input_tokens for row in rows),
-        output_tokens=sum(row.output_tokens for row in rows),
-        cost=sum((row.cost for row in rows), Decimal(0)),
-        uncosted=sum(row.uncosted for row in rows),
+        requests=row.requests,
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        cost=row.cost,
+        uncosted=row.uncosted,
     )

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from shared.accounting.ledger import Spend
 from shared.contracts import Cost, ProcessingMode, TokenUsage
-from shared.inference.capacity import DEFAULT_ANSWER_TOKENS, prompt_tokens
+from shared.inference.capacity import answer_allowance, prompt_tokens
 from shared.inference.catalog import ModelCard
 from shared.inference.prices import Prices
 
@@ -56,9 +56,7 @@ def estimated_spend(
     ``DEFAULT_ANSWER_TOKENS``), as the capacity gate counts a call; costed at its
     alias's prices on ``lane`` (nothing when the alias has none)."""
     prompt = prompt_tokens(len(card.task.instructions(parameters)) + text_chars)
-    allowed = parameters.get("max_tokens")
-    answer = allowed if isinstance(allowed, int) and not isinstance(allowed, bool) else None
-    answer = answer if answer is not None else DEFAULT_ANSWER_TOKENS
+    answer = answer_allowance(parameters)
     cost = request_cost(
         TokenUsage(input_tokens=prompt, output_tokens=answer, total_tokens=prompt + answer),
         card.prices,

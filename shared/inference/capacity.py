@@ -549,12 +549,17 @@ def estimated_tokens(
     instructions: str, text: str, parameters: Mapping[str, object], answer: int | None = None
 ) -> int:
     """What a call is counted for before it runs: its prompt at four characters a token,
-    and the longest answer it allows (``max_tokens``: the service counts it so too), else
-    ``answer`` (what the alias's answers have been), else ``DEFAULT_ANSWER_TOKENS``."""
+    and its ``answer_allowance``."""
+    return prompt_tokens(len(instructions) + len(text)) + answer_allowance(parameters, answer)
+
+
+def answer_allowance(parameters: Mapping[str, object], answer: int | None = None) -> int:
+    """The longest answer a call allows (``max_tokens``: the service counts it so too),
+    else ``answer`` (what the alias's answers have been), else ``DEFAULT_ANSWER_TOKENS``."""
     allowed = parameters.get("max_tokens")
-    if not isinstance(allowed, int) or isinstance(allowed, bool):
-        allowed = answer if answer is not None else DEFAULT_ANSWER_TOKENS
-    return prompt_tokens(len(instructions) + len(text)) + allowed
+    if isinstance(allowed, int) and not isinstance(allowed, bool):
+        return allowed
+    return answer if answer is not None else DEFAULT_ANSWER_TOKENS
 
 
 def prompt_tokens(characters: int) -> int:

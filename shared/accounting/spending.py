@@ -115,7 +115,6 @@ class TenantSpending:
         now = self._clock()
 
         def hold(ledger: MonthLedger) -> None:
-            ledger.lapse(now)
             if request_id in ledger.reserved:  # held already (a message met twice)
                 return
             exceeded = first_exceeded(budget, ledger, estimate, now)
@@ -248,6 +247,7 @@ class TenantSpending:
                     if cached is not None
                     else MonthLedger(tenant=key.tenant, month=key.month)
                 )
+                ledger.lapse(self._clock())  # before a budget is checked against it
                 for earlier in gathered:
                     earlier(ledger)
                 try:
@@ -257,7 +257,6 @@ class TenantSpending:
                         raise
                     self._cache.pop(key, None)  # another instance may have freed some
                     continue
-                ledger.lapse(self._clock())
                 document = ledger.model_dump(mode="json", by_alias=True)
                 try:
                     if cached is None:

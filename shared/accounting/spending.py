@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import atexit
 import logging
+import random
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,7 +57,13 @@ log = logging.getLogger(__name__)
 
 # Writes lost to another instance in a row before a change gives up (it is then retried
 # at the next flush, or the door answers 503): each loss means the other one progressed.
-MAX_RACES: Final = 8
+# After a loss the writer waits a random part of a doubling step (``RACE_STEP_SECONDS``,
+# at most ``RACE_STEP_CEILING``) before it reads again, so that instances writing one
+# tenant's month at once spread out instead of colliding again in step (measured against
+# Azurite: 4 instances reserving at once lost 8 races in a row without it).
+MAX_RACES: Final = 12
+RACE_STEP_SECONDS: Final = 0.005
+RACE_STEP_CEILING: Final = 0.2
 
 # How long a request without a deadline (a Global Batch request) holds its reservation:
 # the service's 24-hour window, with a day's margin for staging and copying out.
@@ -84,8 +92,12 @@ class TenantSpending:
         container: str,
         tenants: TenantCatalog,
         clock: Clock = utc_now,
+        sleep: Callable[[float], None] = time.sleep,
+        uniform: Callable[[float, float], float] = random.uniform,
     ) -> None:
         self._documents = documents
+        self._sleep = sleep
+        self._uniform = uniform
         self._container = container
         self._tenants = tenants
         self._clock = clock
@@ -237,7 +249,10 @@ class TenantSpending:
         ``change`` raises writes nothing and keeps the gathered changes; a refusal read
         from the cache is checked again on a fresh read first."""
         with self._lock(key):
-            for _ in range(MAX_RACES):
+            for race in range(MAX_RACES):
+                if race:
+                    step = min(RACE_STEP_SECONDS * 2**race, RACE_STEP_CEILING)
+                    self._sleep(self._uniform(0, step))
                 fresh = key not in self._cache
                 cached = self._cache.get(key) or self._load(key)
                 with self._guard:

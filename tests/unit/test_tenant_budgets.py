@@ -7,7 +7,6 @@ never admit more than the budget together."""
 from __future__ import annotations
 
 import json
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ from shared.adapters.in_memory import (
     RecordingSettler,
 )
 from shared.contracts import InlineText, JobStatus, RequestMessage
-from shared.errors import BudgetExceeded
 from shared.events.announcements import Announcer
 from shared.events.incoming import event_from_cloudevent
 from shared.jobs import DocumentJobStore, JobRepository
@@ -131,38 +129,6 @@ def test_an_answer_frees_the_budget_its_estimate_held(wired: Wired) -> None:
     wired.services.spending.flush()
 
     assert submit(wired, "trial")[0] == 202, "the answers used less than their estimates"
-
-
-def test_instances_over_one_storage_never_admit_more_than_the_budget_together() -> None:
-    documents = InMemoryDocuments()
-    catalog = TenantCatalog(tenants={"trial": TenantPolicy(budget=Budget(tokens_per_day=10_000))})
-    instances = [TenantSpending(documents, "usage", catalog, ManualClock(NOW)) for _ in range(4)]
-    admitted: list[str] = []
-    lock = threading.Lock()
-
-    def send(instance: TenantSpending, index: int) -> None:
-        for number in range(20):
-            request_id = f"{index}-{number}"
-            try:
-                instance.reserve("trial", request_id, Spend(300), NOW.replace(hour=23))
-            except BudgetExceeded:
-                continue
-            with lock:
-                admitted.append(request_id)
-
-    threads = [
-        threading.Thread(target=send, args=(instance, index))
-        for index, instance in enumerate(instances)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    stored = documents.load("usage", "trial/2026-12.json")
-    assert stored is not None
-    assert len(admitted) == 10_000 // 300
-    assert sorted(stored[0]["reserved"]) == sorted(admitted)
 
 
 def test_the_usage_endpoint_shows_the_tenants_answers_and_what_is_left(wired: Wired) -> None:

@@ -339,8 +339,10 @@ class Intake:
         if spending is None or card is None or not spending.has_budget(submission.tenant_id):
             return None
         content = submission.content
-        chars = len(content.data) if isinstance(content, InlineContent) else 0
-        chars = referenced.size if referenced is not None else chars
+        if isinstance(content, InlineContent):
+            chars = len(content.data)
+        else:
+            chars = referenced.size if referenced is not None else 0
         mode = submission.mode or ProcessingMode.QUEUE
         estimate = estimated_spend(card, chars, submission.parameters, mode)
         now = self._clock()

@@ -14,15 +14,18 @@ weights. The runs, in one invocation, each on a fresh stack:
   its tenant's turn and the queue's order rules (the gate still orders the calls it
   holds by weight, but holds only the head of the queue): the broker's order alone;
 * ``weights``: tenants ``gold`` (weight 3) and ``bronze`` (weight 1) each drop
-  ``--backlog`` / 2 requests at once, interleaved.
+  ``--backlog`` / 2 requests at once, interleaved;
+* ``weights-late``: ``bronze`` drops its ``--backlog`` / 2 requests alone, and ``gold``
+  its own ``--late-seconds`` (30) later: the part bronze was released at alone must make
+  way for gold's.
 
 Printed per run: each tenant's requests, completed, p50/p95 wait (submission to
 outcome) and for ``support`` its p95 over its solo p95; the served shares while every
-tenant still waited, until the first tenant had its last outcome and until it had 95%
-of them (its last few can be stragglers: requests are the same size, so shares of
-requests completed are shares of tokens); goodput (the deployment's tokens per minute
-of the drain over its quota, the local limit: 1.0 is all it can answer) and 429s over
-calls; requests not completed and dead letters.
+tenant waited, from the last tenant's first request until the first tenant had its last
+outcome and until it had 95% of them (its last few can be stragglers: requests are the
+same size, so shares of requests completed are shares of tokens); goodput (the
+deployment's tokens per minute of the drain over its quota, the local limit: 1.0 is all
+it can answer) and 429s over calls; requests not completed and dead letters.
 
 Targets (issue: tenants share a deployment fairly): ``support``'s p95 under the
 neighbour at most max(3 x its solo p95, 15 s); with weights 3:1 and both waiting,
@@ -35,7 +38,7 @@ Beside the noisy runs' two tenants, tenant ``trial`` has a small budget
 ``budget-exceeded``), and what the ledger counts of its answers at the end
 (``GET /api/v1/usage``) against its budget: the overshoot (target 0; at most the
 estimates of requests admitted at the same moment). It is left out of the served shares.
-The whole invocation takes about 25 minutes.
+The whole invocation takes about 30 minutes.
 """
 
 from __future__ import annotations
@@ -113,8 +116,9 @@ class Run:
         return max(last - self.began, 1e-9)
 
     def shares_while_all_wait(self, part: float = 1.0) -> dict[str, float]:
-        """Each tenant's part of the requests completed until the first tenant had
-        ``part`` of its outcomes (1: its last; all of them waited until then). A lower
+        """Each tenant's part of the requests completed from the last tenant's first
+        request until the first tenant had ``part`` of its outcomes (1: its last; all of
+        them waited until then). A lower
         part leaves out a tenant's last stragglers (a message sent back that returns
         after the rest of its backlog), which stretch the window into a time when the
         tenant no longer has a backlog."""
@@ -125,10 +129,14 @@ class Run:
                            if o == tenant and i in self.outcomes)  # fmt: skip
             ends.append(times[max(math.ceil(part * len(times)) - 1, 0)] if times else self.began)
         until = min(ends)
+        since = max(
+            min(at for at, owner in self.submitted.values() if owner == tenant)
+            for tenant in tenants
+        )
         counted = Counter(
             owner
             for i, (_, owner) in self.submitted.items()
-            if i in self.outcomes and self.outcomes[i][0] <= until
+            if i in self.outcomes and since <= self.outcomes[i][0] <= until
         )
         total = sum(counted.values())
         return {tenant: ratio(counted[tenant], total) for tenant in tenants}
@@ -230,6 +238,11 @@ def drive(port: int, key: str, run: Run, args: Any) -> None:
     if run.name == "weights":
         backlog(port, key, run, ["gold", "bronze"], args.backlog, args)
         return
+    if run.name == "weights-late":
+        backlog(port, key, run, ["bronze"], args.backlog // 2, args)
+        time.sleep(args.late_seconds)
+        backlog(port, key, run, ["gold"], args.backlog // 2, args)
+        return
     tricklers = [
         threading.Thread(target=trickle, args=(port, key, run, "support", args.trickle_for, args)),
         threading.Thread(
@@ -293,7 +306,7 @@ def budget_line(run: Run, args: Any) -> str:
 
 def main() -> int:
     parser = argument_parser(__doc__)
-    parser.add_argument("--runs", default="solo,noisy-on,noisy-off,weights")
+    parser.add_argument("--runs", default="solo,noisy-on,noisy-off,weights,weights-late")
     parser.add_argument("--instances", type=int, default=2)
     parser.add_argument("--tpm", type=int, default=30_000)
     parser.add_argument("--rpm", type=int, default=300)
@@ -303,6 +316,8 @@ def main() -> int:
     parser.add_argument("--trickle-seconds", type=float, default=3.0)
     parser.add_argument("--trickle-for", type=float, default=240.0)
     parser.add_argument("--solo-seconds", type=float, default=60.0)
+    parser.add_argument("--late-seconds", type=float, default=30.0,
+                        help="weights-late: gold's burst this long after bronze's")  # fmt: skip
     parser.add_argument("--trial-budget", type=int, default=6_000,
                         help="the budgeted tenant's tokens a day")  # fmt: skip
     parser.add_argument("--trial-seconds", type=float, default=2.0,

@@ -15,12 +15,12 @@ The rule lives here once, so intake, retries, the producer CLI and the ops tools
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from shared.contracts import Priority
-from shared.messaging import MessageSender, OutgoingMessage
+from shared.messaging import OutgoingMessage, Scheduled, SchedulingSender
 from shared.settings import Settings
 
 
@@ -81,10 +81,10 @@ class LaneQueues:
 
 
 class LaneRouter:
-    """Implements ``messaging.MessageSender``: each request envelope goes to its lane's
+    """Implements ``messaging.SchedulingSender``: each request envelope goes to its lane's
     queue (intake's first send and the processor's retry copies alike)."""
 
-    def __init__(self, senders: Mapping[Lane, MessageSender]) -> None:
+    def __init__(self, senders: Mapping[Lane, SchedulingSender]) -> None:
         missing = [lane.value for lane in Lane if lane not in senders]
         if missing:
             raise ValueError(f"no sender for lanes: {', '.join(missing)}")
@@ -92,3 +92,11 @@ class LaneRouter:
 
     def send(self, message: OutgoingMessage) -> None:
         self._senders[lane_of_message(message)].send(message)
+
+    def schedule(self, message: OutgoingMessage) -> Scheduled:
+        return self._senders[lane_of_message(message)].schedule(message)
+
+    def cancel(self, scheduled: Sequence[Scheduled]) -> None:
+        """Each lane's sender cancels what waits in its own queue."""
+        for sender in self._senders.values():
+            sender.cancel(scheduled)

@@ -8,6 +8,7 @@ the routing values as application properties so filters and operators never pars
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -18,6 +19,10 @@ from shared.tracing import TraceContext
 PropertyValue = str | int | float | bool
 
 REQUEST_SUBJECT = "inferbus.request"
+# A request message intake released at its tenant's part of the deployment (scheduled for
+# later): wherever it is processed, its tenant is known to be paced
+# (``inference.tenant_shares``).
+PACED = "paced"
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,31 @@ class MessageSender(Protocol):
 
     def send(self, message: OutgoingMessage) -> None:
         """Send durably; TransientError when the broker cannot take it now."""
+        ...
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """A message the broker holds until its scheduled enqueue time: the entity it waits
+    in and its sequence number there, by which it can be cancelled until then."""
+
+    entity: str
+    sequence_number: int
+
+
+class SchedulingSender(MessageSender, Protocol):
+    """A sender whose scheduled messages can be called back (adapter: azure-servicebus's
+    ``schedule_messages`` and ``cancel_scheduled_messages``)."""
+
+    def schedule(self, message: OutgoingMessage) -> Scheduled:
+        """Send ``message`` durably for its ``scheduled_enqueue_time`` (required);
+        TransientError when the broker cannot take it now."""
+        ...
+
+    def cancel(self, scheduled: Sequence[Scheduled]) -> None:
+        """Cancel scheduled messages this sender sent (others are not its own: left);
+        TransientError when the broker cannot be told now. One already enqueued is
+        beyond recall: the broker may refuse the whole call."""
         ...
 
 

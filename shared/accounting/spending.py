@@ -27,12 +27,10 @@ did. Nothing here imports an SDK: the documents port is ``shared.documents.JsonD
 
 from __future__ import annotations
 
-import atexit
 import logging
 import random
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -52,6 +50,7 @@ from shared.accounting.tenants import Budget, TenantCatalog
 from shared.clock import Clock, utc_now
 from shared.documents import JsonDocuments
 from shared.errors import BudgetExceeded, ConcurrencyConflict, InferbusError
+from shared.periodic import run_every
 
 log = logging.getLogger(__name__)
 
@@ -188,38 +187,13 @@ class TenantSpending:
 
     def start_flushing(self, every_seconds: float) -> None:
         """Flush every ``every_seconds`` in a thread of its own, and once more when the
-        process exits (the app starts it with its services); idempotent. The thread
-        holds this object weakly: services built and dropped (a test's) take their
-        thread with them."""
+        process exits (the app starts it with its services); idempotent. A flush that
+        fails keeps its changes for the next one."""
         with self._guard:
             if self._flushing:
                 return
             self._flushing = True
-        stop = threading.Event()
-        owner = weakref.ref(self)
-
-        def run() -> None:
-            while not stop.wait(every_seconds):
-                spending = owner()
-                if spending is None:
-                    return
-                spending._flush_quietly()
-                del spending
-
-        def last() -> None:
-            stop.set()
-            spending = owner()
-            if spending is not None:
-                spending._flush_quietly()
-
-        threading.Thread(target=run, name="usage-ledger", daemon=True).start()
-        atexit.register(last)
-
-    def _flush_quietly(self) -> None:
-        try:
-            self.flush()
-        except Exception:  # a flush must never take its thread down: the next one retries
-            log.exception("the usage ledger's flush failed; its changes are kept")
+        run_every(self, every_seconds, TenantSpending.flush, name="usage-ledger", at_exit=True)
 
     def pending(self) -> int:
         """Changes gathered and not written yet."""

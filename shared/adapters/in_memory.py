@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -24,7 +24,7 @@ from shared.documents import Document, ListedDocument, NamePage, TagQuery, Tags
 from shared.errors import ConcurrencyConflict, NotFound
 from shared.events.ports import CloudEventSpec
 from shared.intake.ports import QueueDepth
-from shared.messaging import OutgoingMessage
+from shared.messaging import OutgoingMessage, Scheduled
 from shared.processing.inbound import InboundMessage
 from shared.processing.values import DeadLetteredMessage, QueueSnapshot
 
@@ -208,17 +208,43 @@ class InMemoryDocuments:
 
 @dataclass
 class RecordingSender:
-    """Implements ``messaging.MessageSender``; ``fail_with`` makes sends raise it."""
+    """Implements ``messaging.SchedulingSender``; ``fail_with`` makes sends raise it. A
+    scheduled message is sent (``sent``) and numbered; ``cancelled`` holds the numbers
+    called back."""
 
     sent: list[OutgoingMessage] = field(default_factory=list)
     fail_with: Exception | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    entity: str = "recorded"
+    scheduled: dict[int, OutgoingMessage] = field(default_factory=dict)
+    cancelled: list[int] = field(default_factory=list)
 
     def send(self, message: OutgoingMessage) -> None:
         if self.fail_with is not None:
             raise self.fail_with
         with self.lock:
             self.sent.append(message)
+
+    def schedule(self, message: OutgoingMessage) -> Scheduled:
+        if message.scheduled_enqueue_time is None:
+            raise ValueError(f"message {message.message_id} has no scheduled enqueue time")
+        self.send(message)
+        with self.lock:
+            number = len(self.scheduled) + 1
+            self.scheduled[number] = message
+        return Scheduled(self.entity, number)
+
+    def cancel(self, scheduled: Sequence[Scheduled]) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+        with self.lock:
+            self.cancelled.extend(s.sequence_number for s in scheduled if s.entity == self.entity)
+
+    def live(self) -> list[OutgoingMessage]:
+        """What was sent and not cancelled: what the queue gets."""
+        with self.lock:
+            gone = {id(self.scheduled[n]) for n in self.cancelled}
+            return [m for m in self.sent if id(m) not in gone]
 
 
 @dataclass

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSender
@@ -28,7 +28,7 @@ from shared import telemetry
 from shared.adapters.identity import azure_credential
 from shared.errors import BrokerUnreachable, ConfigurationError, PermanentError, TransientError
 from shared.lanes import Lane, LaneQueues, LaneRouter
-from shared.messaging import OutgoingMessage
+from shared.messaging import OutgoingMessage, Scheduled
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def servicebus_errors(what: str) -> Iterator[None]:
 
 
 class LazyServiceBusSender:
-    """Implements ``messaging.MessageSender`` for one queue or topic.
+    """Implements ``messaging.SchedulingSender`` for one queue or topic.
 
     The client comes from ``client_factory`` on the first send, so processes (and tests)
     that never send open no AMQP connection.
@@ -129,6 +129,11 @@ class LazyServiceBusSender:
         return self._sender
 
     def send(self, message: OutgoingMessage) -> None:
+        with self._send_span(message):
+            self._send(message)
+
+    def _send_span(self, message: OutgoingMessage) -> AbstractContextManager[object]:
+        """The producer span of one send (a scheduled one's too)."""
         attributes = {
             "messaging.system": "servicebus",
             "messaging.operation.type": "send",
@@ -136,8 +141,7 @@ class LazyServiceBusSender:
             "messaging.message.id": message.message_id,
         }
         name = f"{telemetry.SPAN_SEND} {self._entity}"
-        with telemetry.span(name, kind=telemetry.PRODUCER, attributes=attributes):
-            self._send(message)
+        return telemetry.span(name, kind=telemetry.PRODUCER, attributes=attributes)
 
     def _send(self, message: OutgoingMessage) -> None:
         with self._lock, servicebus_errors(f"sending to {self._entity}"):
@@ -146,6 +150,36 @@ class LazyServiceBusSender:
             except ServiceBusError:
                 self._discard()
                 raise
+
+    def schedule(self, message: OutgoingMessage) -> Scheduled:
+        """A scheduled message through the broker's schedule operation, which answers its
+        sequence number (a plain send with a scheduled time answers none)."""
+        at = message.scheduled_enqueue_time
+        if at is None:
+            raise ValueError(f"message {message.message_id} has no scheduled enqueue time")
+        with (
+            self._send_span(message),
+            self._lock,
+            servicebus_errors(f"scheduling on {self._entity}"),
+        ):
+            try:
+                (number,) = self._open().schedule_messages(to_servicebus_message(message), at)
+            except ServiceBusError:
+                self._discard()
+                raise
+        return Scheduled(self._entity, int(number))
+
+    def cancel(self, scheduled: Sequence[Scheduled]) -> None:
+        numbers = [s.sequence_number for s in scheduled if s.entity == self._entity]
+        if not numbers:
+            return
+        with self._lock, servicebus_errors(f"cancelling scheduled messages on {self._entity}"):
+            try:
+                self._open().cancel_scheduled_messages(numbers)
+            except (ServiceBusConnectionError, ServiceBusCommunicationError):
+                self._discard()
+                raise
+            # Any other refusal (a message that came due meanwhile) leaves the link sound.
 
     def _discard(self) -> None:
         sender, self._sender = self._sender, None

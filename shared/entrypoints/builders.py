@@ -42,6 +42,7 @@ from shared.intake.backpressure import LaneBacklogGates, WaitAdmission
 from shared.intake.breaker import SendBreaker
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.idempotency import DocumentIdempotencyStore, IdempotencyGuard
+from shared.intake.releases import LOOK_SECONDS, ScheduledReleases
 from shared.intake.request_rules import RequestRules
 from shared.intake.submissions import Intake
 from shared.intake.tenancy import CallerTenancy
@@ -127,6 +128,11 @@ def intake(settings: Settings, ports: Ports, shared: Commons) -> Intake:
     each tenant's requests into the queue."""
     backlog = LaneBacklogGates.from_settings(settings, ports.backlogs)
     pace = ServedPace(shared.models, settings.model_capacity.fair_share_seconds)
+    sender = SendBreaker(
+        ports.intake_requests or ports.requests, settings.servicebus.breaker_open_seconds
+    )
+    releases = ScheduledReleases(sender, pace, ports.clock)
+    releases.start_looking(LOOK_SECONDS)
     return Intake(
         policy=RequestRules.from_settings(settings, shared.models.catalog, shared.tenants),
         jobs=shared.jobs,
@@ -136,12 +142,11 @@ def intake(settings: Settings, ports: Ports, shared: Commons) -> Intake:
             accepted=shared.jobs.find,
             clock=ports.clock,
         ),
-        sender=SendBreaker(
-            ports.intake_requests or ports.requests, settings.servicebus.breaker_open_seconds
-        ),
+        sender=sender,
         backlog=backlog,
         admission=WaitAdmission(backlog, pace),
         pacing=pace,
+        releases=releases,
         longest_pacing=settings.job_resend.after_seconds / 2,
         spending=shared.spending,
         announce_end=shared.endings.announce,

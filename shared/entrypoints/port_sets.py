@@ -24,7 +24,7 @@ from shared.inference.catalog import catalog_for
 from shared.inference.served import ServedModels
 from shared.intake.ports import BacklogProbe
 from shared.lanes import Lane
-from shared.messaging import MessageSender
+from shared.messaging import MessageSender, SchedulingSender
 from shared.processing.backlog import SubscriptionObservers
 from shared.processing.deferral import DeferredSources
 from shared.processing.ports import DeadLetterQueues, QueueObserver
@@ -45,7 +45,7 @@ class Ports:
     # JSON documents whose listing carries last-modified times: the watchdog, the batch
     # lane's records and the instance registry list them.
     documents: ListedDocuments
-    requests: MessageSender  # the request lanes (lanes.LaneRouter): sends and retry copies
+    requests: SchedulingSender  # the request lanes (lanes.LaneRouter): sends and retry copies
     results_topic: MessageSender | None
     events: EventPublisher | None
     models: ServedModels  # the catalog's aliases and their clients
@@ -64,7 +64,7 @@ class Ports:
     subscription_observers: SubscriptionObservers | None = None
     # Intake's own sends to the request lanes (None: ``requests``): one try, bounded, so
     # that a caller hears at once that the broker is down (``intake.breaker``).
-    intake_requests: MessageSender | None = None
+    intake_requests: SchedulingSender | None = None
 
 
 def replaced(ports: Ports, **changes: Any) -> Ports:

@@ -48,7 +48,7 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import astuple, dataclass, field
 from typing import Any, Final, Protocol
 
@@ -428,15 +428,21 @@ class DeploymentGate:
         self._served_all.add(tokens, now)
 
     def high_share(self) -> float:
-        """The part of the tokens every instance served of the deployment lately (about
-        ``SERVED_SECONDS``) that went to high priority: what high-priority calls, arriving
-        while another request waits, take of the deployment before it (intake's
-        admission). Every instance's, since one instance's mix is not the deployment's:
-        whichever receives first takes more of a short queue."""
+        """The part of the deployment that high priority took lately (about
+        ``SERVED_SECONDS``): the tokens every instance served it, over what every
+        instance served or, when that is less, what the deployment could have served
+        meanwhile. What high-priority calls, arriving while another request waits, take
+        of the deployment before it (intake's admission). Every instance's, since one
+        instance's mix is not the deployment's: whichever receives first takes more of a
+        short queue. Of the deployment's quota, not only of what was served: in the first
+        seconds of a burst the few calls served, high priority's first among them, would
+        say that high priority takes nearly all, and a normal request's wait would be
+        counted ten times too long."""
         with self._condition:
             high, served = self._served_by(self.clock())
+            quota = self._tokens.rate(1.0) * SERVED_SECONDS if self._tokens is not None else 0.0
         high_elsewhere, elsewhere = self._fleet.served_elsewhere(self.key)
-        total = served + elsewhere
+        total = max(served + elsewhere, quota)
         return (high + high_elsewhere) / total if total > 0 else 0.0
 
     def _after_change(self) -> None:
@@ -445,33 +451,49 @@ class DeploymentGate:
         self._tenants.forget_idle({w.tenant for w in self._waiting})
         self._condition.notify_all()
 
-    def book(self, tenant: str, tokens: int, horizon: float) -> Booking | float:
+    def book(
+        self, tenant: str, tokens: int, horizon: float, *, paced: bool = False
+    ) -> Booking | float:
         """Book ``tokens`` of ``tenant``'s share for a message about to be read (a
         ``Booking`` to ``release`` when it ends); or, when the tenant already holds
         ``horizon`` seconds of work at its rate here, the seconds after which the message
         should come back (``TenantShares.book``: its part of this instance's share of the
         deployment; an instance that holds little has a small share, and grows it one
-        message at a time, since a tenant holding nothing always books). A gate that
-        counts no tokens, or a horizon of 0, books nothing."""
+        message at a time, since a tenant holding nothing always books). ``paced``: intake
+        released the message at its tenant's part of the deployment. A gate that counts
+        no tokens, or a horizon of 0, books nothing."""
         with self._condition:
             if self._tokens is None or horizon <= 0:
                 return Booking(tenant, 0)
             rates = (self._tokens.rate(self._share()), self._tokens.rate(1.0))
-            back = self._tenants.book(tenant, tokens, rates, horizon, self.clock())
+            back = self._tenants.book(tenant, tokens, rates, horizon, self.clock(), paced=paced)
             return Booking(tenant, tokens) if back <= 0 else back
 
     def release_delay(self, tenant: str, tokens: int, horizon: float) -> float:
         """The seconds after which a new request of ``tenant`` should reach the queue, so
-        that the queue holds about ``horizon`` seconds of its work at the deployment's
-        rate (``TenantShares.release_delay``; 0: now). The whole deployment's rate, not
-        this instance's share: a platform that spreads one tenant's requests over the
-        instances releases them faster, and the processors' bookings send back the
-        excess."""
+        that the queue holds about ``horizon`` seconds of its work at its part of the
+        deployment's rate (``TenantShares.release_delay``; 0: now). A part of the whole
+        deployment's rate, not of this instance's share: a platform that spreads one
+        tenant's requests over the instances releases them faster, and the excess waits
+        in the queue (beside a tenant that is not paced, the processors' bookings send it
+        back)."""
         with self._condition:
             if self._tokens is None or horizon <= 0:
                 return 0.0
             rate = self._tokens.rate(1.0)
             return self._tenants.release_delay(tenant, tokens, rate, horizon, self.clock())
+
+    def respace_releases(
+        self, scheduled: Mapping[str, Sequence[int]], horizon: float
+    ) -> dict[str, list[float]] | None:
+        """New release delays for the tenants' scheduled work (``TenantShares.respace``),
+        at the whole deployment's rate as ``release_delay``; None for a gate that counts
+        no tokens (nothing of it was paced)."""
+        with self._condition:
+            if self._tokens is None or horizon <= 0:
+                return None
+            rate = self._tokens.rate(1.0)
+            return self._tenants.respace(scheduled, rate, horizon, self.clock())
 
     def release(self, booking: Booking) -> None:
         """The booked message's processing ended, however it did."""
@@ -634,12 +656,23 @@ class Pace:
     high_share: float = 0.0  # the part of the deployment high priority took lately
 
 
+@dataclass(frozen=True)
+class Release:
+    """A request intake scheduled to reach the queue later (``TenantPacing.respace``)."""
+
+    tenant: str
+    model: str
+    text_chars: int
+    parameters: Mapping[str, Any]
+    delay: float  # the seconds until it is due
+
+
 class ServedPace:
     """Implements ``intake.ports.ModelPace`` and ``TenantPacing`` from the gated models: an alias's
     deployment quota (its catalog ``capacity``), what its calls have cost (learned from
-    ``usage``; before the first answer, a request at ``DEFAULT_ANSWER_TOKENS`` and a
-    prompt of ``DEFAULT_PROMPT_TOKENS``), and what high priority took of the deployment
-    lately (``DeploymentGate.high_share``)."""
+    ``usage``; before the first answer, the asking request's prompt, or without one a
+    prompt of ``DEFAULT_PROMPT_TOKENS`` and an answer of ``DEFAULT_ANSWER_TOKENS``), and
+    what high priority took of the deployment lately (``DeploymentGate.high_share``)."""
 
     DEFAULT_PROMPT_TOKENS: Final = 500
 
@@ -659,11 +692,56 @@ class ServedPace:
         tokens = client.typical(text_chars, parameters)
         return client.gate.release_delay(tenant, tokens, self._release_horizon)
 
-    def pace(self, model: str) -> Pace | None:
+    def respace(self, releases: Sequence[Release]) -> list[float]:
+        """Implements ``intake.ports.TenantPacing.respace``: the releases of each
+        deployment (all of them: ``pacing_key``), by tenant in their order, spaced again
+        by the deployment's gate (``DeploymentGate.respace_releases``); a release of an
+        alias whose deployment counts no tokens keeps its delay."""
+        delays = [release.delay for release in releases]
+        gates: dict[int, tuple[DeploymentGate, dict[str, list[tuple[int, int]]]]] = {}
+        for index in sorted(range(len(releases)), key=lambda i: releases[i].delay):
+            release = releases[index]
+            client = budgeted(self._models, release.model)
+            if client is None or self._release_horizon <= 0:
+                continue
+            _, tenants = gates.setdefault(id(client.gate), (client.gate, {}))
+            tokens = client.typical(release.text_chars, release.parameters)
+            tenants.setdefault(release.tenant, []).append((index, tokens))
+        for gate, tenants in gates.values():
+            works = {tenant: [tokens for _, tokens in items] for tenant, items in tenants.items()}
+            spaced = gate.respace_releases(works, self._release_horizon)
+            if spaced is None:
+                continue
+            for tenant, items in tenants.items():
+                for (index, _), delay in zip(items, spaced[tenant], strict=True):
+                    delays[index] = delay
+        return delays
+
+    def pacing_key(self, model: str) -> str:
+        """Implements ``intake.ports.TenantPacing.pacing_key``: aliases on one deployment
+        share its gate, and so its tenants' parts."""
+        client = budgeted(self._models, model)
+        return client.gate.key if client is not None else model
+
+    def pace(
+        self,
+        model: str,
+        text_chars: int | None = None,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> Pace | None:
+        """Implements ``intake.ports.ModelPace``. Before the alias's first answer, a call
+        costs what the asking request's prompt does (``BudgetedModel.typical``: the answer
+        not known yet, on the low side), when its text's length is given: a guess of a
+        whole ``DEFAULT_ANSWER_TOKENS`` answer made the first waits two or three times
+        too long, and refused work the deployment could have served."""
         client = budgeted(self._models, model)
         if client is None or client.gate.tokens_per_minute is None:
             return None
-        cost = client.calls.mean() or self.DEFAULT_PROMPT_TOKENS + DEFAULT_ANSWER_TOKENS
+        cost = client.calls.mean()
+        if not cost and text_chars is not None:
+            cost = client.typical(text_chars, parameters or {})
+        if not cost:
+            cost = self.DEFAULT_PROMPT_TOKENS + DEFAULT_ANSWER_TOKENS
         return Pace(client.gate.tokens_per_minute, cost, client.gate.high_share())
 
 

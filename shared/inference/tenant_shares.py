@@ -5,11 +5,16 @@ queue.
 Tenants share every deployment (``tenants.json``: each tenant's ``weight``). A broker's
 queue is first in, first out, so fairness needs three parts, all here, all per gate:
 
-- **When new work reaches the queue** (``release_delay``): intake sends a tenant's
-  request to the queue at once while the queue holds less than ``horizon`` seconds of
-  that tenant's work, and schedules the rest to arrive at the deployment's rate. Four
-  hundred requests dropped at once so reach the queue a few at a time, and another
-  tenant's request, sent at once, waits behind a few seconds of them, not all.
+- **When new work reaches the queue** (``release_delay``, ``respace``): intake sends a
+  tenant's request to the queue at once while the queue holds less than ``horizon``
+  seconds of that tenant's work, and schedules the rest to arrive at the tenant's part
+  of the deployment's rate: its weight's part among the tenants whose scheduled work
+  still waits in the broker, the whole rate alone. Four hundred requests dropped at once
+  so reach the queue a few at a time, another tenant's request, sent at once, waits
+  behind a few seconds of them, not all, and two bursts reach it in the parts of their
+  weights. When a tenant's scheduled work is all released, the others' is spaced again
+  at their new parts (``respace``): intake calls those messages back and sends them
+  earlier, so that the deployment is not left idle.
 - **Whose call goes next** (``next_tenant``): among the calls waiting at the gate with
   the best priority, the tenant that has been served least for its weight, like a
   fair scheduler's virtual runtime: each tenant's ``virtual_time`` grows by the tokens
@@ -24,13 +29,15 @@ queue is first in, first out, so fairness needs three parts, all here, all per g
   is its weight's part of the instance's, or, while the others want no more than they
   get, what they leave (``served_rate``): a trickle does not slow a backlog down. The
   returns of one tenant are spaced at the deployment's rate, so that a backlog comes back
-  a little at a time and never later than the deployment could serve it.
+  a little at a time and never later than the deployment could serve it. Two bursts that
+  intake paces here are not sent back for each other: the queue holds them in their
+  weights' parts already.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -53,6 +60,7 @@ class _Tenant:
     returns_at: float = -math.inf  # when its last message sent back is due
     sent_back_at: float = -math.inf  # when it last had a message sent back
     released_until: float = -math.inf  # when the work intake sent so far has gone, at the rate
+    paced_at: float = -math.inf  # when it last booked a message intake paced (any instance's)
     # Tokens served lately: the tenant's rate, and whether it was seen here lately.
     served: FadingTotal = field(default_factory=lambda: FadingTotal(SERVED_RATE_SECONDS))
 
@@ -120,6 +128,8 @@ class TenantShares:
         rates: tuple[float, float],
         horizon: float,
         now: float,
+        *,
+        paced: bool = False,
     ) -> float:
         """Book ``tokens`` for a message of ``tenant`` about to be read, and return 0; or,
         when the tenant already holds more than ``horizon`` seconds of work at its rate,
@@ -142,10 +152,12 @@ class TenantShares:
         self._now = max(self._now, now)
         instance_rate, deployment_rate = rates
         state = self._tenant(tenant)
+        if paced:
+            state.paced_at = now
         tenant_rate = max(self.tenant_rate(tenant, instance_rate, now), 1e-9)
         first = state.booked <= 0 and not self._owes_a_turn(tenant, now)
         within = first or state.booked + tokens <= tenant_rate * horizon
-        if within or not self._contended(tenant, now):
+        if within or not self._contended(tenant, horizon, now):
             state.booked += tokens
             return 0.0
         # Back when what it holds, and what intake released of it here, is down to half the
@@ -168,33 +180,99 @@ class TenantShares:
             for other, state in self._tenants.items()
         )
 
-    def _contended(self, tenant: str, now: float) -> bool:
+    def _contended(self, tenant: str, horizon: float, now: float) -> bool:
         """Another tenant holds work here, or was served here lately, and gets no more
         than its share (none of its messages was sent back lately): only then is a
         message worth sending back. Alone, a tenant's backlog keeps no one waiting; beside
-        another backlog, sending both back would only shuffle the queue."""
+        another backlog, sending both back would only shuffle the queue. Nor does a tenant
+        whose burst intake paces beside another paced tenant (``_paced``): the queue
+        holds both in their weights' parts already, and sending one back would only hand
+        its turns to the other."""
+        paced = self._paced(tenant, horizon, now)
         return any(
             other != tenant
             and (state.booked > 0 or state.served.since(now) < SERVED_RATE_SECONDS)
             and now - state.sent_back_at >= SERVED_RATE_SECONDS
+            and not (paced and self._paced(other, horizon, now))
             for other, state in self._tenants.items()
         )
+
+    def _scheduled(self, tenant: str, horizon: float, now: float) -> bool:
+        """Whether this instance's intake holds scheduled work of ``tenant``: released work
+        ahead of it beyond ``horizon``."""
+        state = self._tenants.get(tenant)
+        return state is not None and state.released_until - now > horizon
+
+    def _paced(self, tenant: str, horizon: float, now: float) -> bool:
+        """Whether intake paces ``tenant``: here (``_scheduled``), or in any instance, as a
+        message it released said lately (``messaging.PACED``: on Flex Consumption the HTTP
+        doors and the queue triggers scale on instances of their own)."""
+        state = self._tenants.get(tenant)
+        if state is None:
+            return False
+        return self._scheduled(tenant, horizon, now) or now - state.paced_at < SERVED_RATE_SECONDS
 
     def release_delay(
         self, tenant: str, tokens: int, rate: float, horizon: float, now: float
     ) -> float:
         """The seconds after which new work of ``tenant`` should reach the queue (0: now),
-        so that the queue holds about ``horizon`` seconds of the tenant's work at ``rate``
-        (the deployment's tokens a second) and the rest waits in the broker's schedule,
-        released at that rate. The whole rate, whatever the other tenants: a scheduled
-        message cannot be called back, so a release set at a tenant's part of the rate
-        while another tenant was busy would hold the deployment idle once that one is
-        gone. The weights hold where the work is run (``book``, ``next_tenant``)."""
+        so that the queue holds about ``horizon`` seconds of the tenant's work and the
+        rest waits in the broker's schedule, released at the tenant's part of ``rate``
+        (the deployment's tokens a second): its weight's part among itself and the
+        tenants whose scheduled work still waits (``_release_share``). A part set while
+        another tenant was busy would hold the deployment idle once that one is gone:
+        intake then calls the scheduled messages back and sends them earlier
+        (``respace``)."""
         self._now = max(self._now, now)
         state = self._tenant(tenant)
         start = max(now, state.released_until)
-        state.released_until = start + tokens / max(rate, 1e-9)
+        share = self._release_share(tenant, horizon, now)
+        state.released_until = start + tokens / max(rate * share, 1e-9)
         return max(0.0, start - now - horizon)
+
+    def _release_share(self, tenant: str, horizon: float, now: float) -> float:
+        """``tenant``'s part of the deployment's rate for the work it releases: its
+        weight's part among itself and every other tenant with more than ``horizon`` of
+        released work ahead, that is work still scheduled in the broker. A trickle, sent
+        at once, is no one's contender."""
+        contenders = {
+            other
+            for other in self._tenants
+            if other != tenant and self._scheduled(other, horizon, now)
+        }
+        mine = self.weight(tenant)
+        return mine / (mine + sum(self.weight(other) for other in contenders))
+
+    def respace(
+        self,
+        scheduled: Mapping[str, Sequence[int]],
+        rate: float,
+        horizon: float,
+        now: float,
+    ) -> dict[str, list[float]]:
+        """New release delays for all the work intake holds scheduled here (each tenant's
+        messages' tokens, in their order), now that these tenants are the ones with
+        scheduled work: each tenant's at its weight's part of ``rate`` among them, its
+        first message as if the queue held ``horizon`` seconds of its work. Called when
+        the tenants with scheduled work changed: a part set while another tenant was busy
+        would leave the deployment idle once it is gone, and a whole rate set while a
+        tenant was alone would take the turns of one that came since. Every other
+        tenant's scheduled work is gone: it is no one's contender any more."""
+        self._now = max(self._now, now)
+        delays: dict[str, list[float]] = {}
+        weights = sum(self.weight(tenant) for tenant in scheduled)
+        for tenant, works in scheduled.items():
+            step = max(rate * self.weight(tenant) / weights, 1e-9)
+            line = now + horizon
+            delays[tenant] = []
+            for tokens in works:
+                delays[tenant].append(line - now - horizon)
+                line += tokens / step
+            self._tenant(tenant).released_until = line
+        for tenant, state in self._tenants.items():
+            if tenant not in scheduled:
+                state.released_until = min(state.released_until, now + horizon)
+        return delays
 
     def release(self, tenant: str, tokens: int) -> None:
         """The booked message ended, however it did."""

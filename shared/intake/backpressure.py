@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Final
+from typing import Any, Final
 
 from shared.errors import ServiceUnavailable
 from shared.intake.ports import BacklogProbe, ModelPace, QueueDepth
@@ -211,10 +211,19 @@ class WaitAdmission:
         self._backlog = backlog
         self._pace = pace
 
-    def expected_wait(self, lane: Lane, model: str) -> float | None:
+    def expected_wait(
+        self,
+        lane: Lane,
+        model: str,
+        text_chars: int | None = None,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> float | None:
         """Seconds until a request of ``model`` sent now on ``lane`` would reach its model
-        (None: not known, for want of a token quota or of any depth)."""
-        pace = self._pace.pace(model) if self._pace is not None else None
+        (None: not known, for want of a token quota or of any depth); the request's text
+        length and parameters tell what a call costs until its model has answered."""
+        if self._pace is None:
+            return None
+        pace = self._pace.pace(model, text_chars, parameters)
         if pace is None:
             return None
         depths = [self._backlog.depth(ahead) for ahead in AHEAD[lane]]
@@ -225,12 +234,19 @@ class WaitAdmission:
         per_minute = pace.tokens_per_minute * (1 - overtaken)
         return (sum(known) + 1) * pace.cost * 60 / per_minute
 
-    def check(self, lane: Lane, model: str, deadline_seconds: int | None) -> None:
+    def check(
+        self,
+        lane: Lane,
+        model: str,
+        deadline_seconds: int | None,
+        text_chars: int | None = None,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> None:
         """Raise ServiceUnavailable, Retry-After the expected wait, when the request's
         deadline comes first."""
         if deadline_seconds is None:
             return
-        wait = self.expected_wait(lane, model)
+        wait = self.expected_wait(lane, model, text_chars, parameters)
         if wait is not None and wait > ADMITTED_SHARE * deadline_seconds:
             raise ServiceUnavailable(
                 f"the {lane} lane's backlog takes about {wait:.0f} s to reach model "

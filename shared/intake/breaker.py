@@ -24,20 +24,24 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from shared.errors import BrokerUnreachable, ServiceUnavailable
-from shared.messaging import MessageSender, OutgoingMessage
+from shared.messaging import OutgoingMessage, Scheduled, SchedulingSender
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 
 class SendBreaker:
-    """Implements ``messaging.MessageSender`` around ``sender`` (see the module docstring)."""
+    """Implements ``messaging.SchedulingSender`` around ``sender`` (see the module
+    docstring): a scheduled send and its call-back are sends as well."""
 
     def __init__(
         self,
-        sender: MessageSender,
+        sender: SchedulingSender,
         open_seconds: float,
         *,
         clock: Callable[[], float] = time.monotonic,
@@ -58,9 +62,18 @@ class SendBreaker:
             return self._open_until is not None
 
     def send(self, message: OutgoingMessage) -> None:
+        self._guarded(lambda: self._sender.send(message))
+
+    def schedule(self, message: OutgoingMessage) -> Scheduled:
+        return self._guarded(lambda: self._sender.schedule(message))
+
+    def cancel(self, scheduled: Sequence[Scheduled]) -> None:
+        self._guarded(lambda: self._sender.cancel(scheduled))
+
+    def _guarded(self, call: Callable[[], T]) -> T:
         probe = self._admit()
         try:
-            self._sender.send(message)
+            answer = call()
         except BrokerUnreachable as error:
             self._trip(error, probe)
             raise
@@ -69,6 +82,7 @@ class SendBreaker:
             self._close(probe)
             raise
         self._close(probe)
+        return answer
 
     def _admit(self) -> bool:
         """Let the call through (True when it is the probe), or refuse it at once."""

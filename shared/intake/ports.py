@@ -13,12 +13,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from shared.inference.capacity import Pace
+from shared.inference.capacity import Pace, Release
 
 
 @dataclass(frozen=True)
@@ -53,10 +53,16 @@ class BacklogProbe(Protocol):
 
 
 class ModelPace(Protocol):
-    def pace(self, model: str) -> Pace | None:
+    def pace(
+        self,
+        model: str,
+        text_chars: int | None = None,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> Pace | None:
         """The tokens per minute of ``model``'s deployment, the tokens one of its requests
-        costs and the part of the deployment high priority takes; None when the
-        deployment declares no token quota."""
+        costs (before its first answer, a request like the one asking: its text
+        ``text_chars`` long, with ``parameters``) and the part of the deployment high
+        priority takes; None when the deployment declares no token quota."""
         ...
 
 
@@ -68,6 +74,17 @@ class TenantPacing(Protocol):
         ``text_chars`` long) should reach the queue: 0 while the queue holds little of the
         tenant's work, later when its earlier requests fill the deployment's next
         seconds (``inference.tenant_shares``)."""
+        ...
+
+    def pacing_key(self, model: str) -> str:
+        """What ``model``'s tenants' parts are shared over: its deployment."""
+        ...
+
+    def respace(self, releases: Sequence[Release]) -> list[float]:
+        """New delays (seconds from now) for the requests scheduled earlier (every one of
+        their deployments'), in their order, now that these are the tenants with
+        scheduled work: each at its weight's part of its deployment. Intake sends again
+        the ones whose delay moved by much."""
         ...
 
 

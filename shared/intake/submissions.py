@@ -46,14 +46,22 @@ from shared.errors import (
     ServiceUnavailable,
     TransientError,
 )
+from shared.inference import reads_as_text
 from shared.intake.backpressure import LaneBacklogGates, WaitAdmission
 from shared.intake.claim_checks import ClaimChecks
 from shared.intake.idempotency import Claimed, IdempotencyGuard, Replay
 from shared.intake.ports import TenantPacing
+from shared.intake.releases import ScheduledReleases
 from shared.intake.request_rules import RequestRules
 from shared.jobs import JobRepository, rejected
 from shared.lanes import Lane, lane_for
-from shared.messaging import MessageSender, request_envelope, request_message_of
+from shared.messaging import (
+    PACED,
+    MessageSender,
+    OutgoingMessage,
+    request_envelope,
+    request_message_of,
+)
 from shared.request_ids import new_request_id
 from shared.tracing import TraceContext, continue_or_start
 
@@ -120,6 +128,7 @@ class Intake:
         backlog: LaneBacklogGates,
         admission: WaitAdmission | None = None,
         pacing: TenantPacing | None = None,
+        releases: ScheduledReleases | None = None,
         longest_pacing: float = 600.0,
         spending: TenantSpending | None = None,
         announce_end: Callable[[Job], None] | None = None,
@@ -133,6 +142,7 @@ class Intake:
         self._backlog = backlog
         self._admission = admission or WaitAdmission(backlog, None)
         self._pacing = pacing
+        self._releases = releases
         self._longest_pacing = longest_pacing
         self._spending = spending
         self._announce_end = announce_end
@@ -176,7 +186,13 @@ class Intake:
         self._backlog.check(lane)
         if submission.mode is ProcessingMode.QUEUE:
             try:
-                self._admission.check(lane, submission.model, deadline_seconds)
+                self._admission.check(
+                    lane,
+                    submission.model,
+                    deadline_seconds,
+                    _text_chars(submission),
+                    submission.parameters,
+                )
             except ServiceUnavailable as late:
                 if not self._may_batch(submission):
                     raise
@@ -310,9 +326,14 @@ class Intake:
                 now=self._clock(),
                 source=job.source,
             )
-            envelope = replace(envelope, scheduled_enqueue_time=self._release_time(job))
+            release_at = self._release_time(job)
+            if release_at is not None:
+                properties = {**envelope.application_properties, PACED: True}
+                envelope = replace(
+                    envelope, scheduled_enqueue_time=release_at, application_properties=properties
+                )
             try:
-                self._sender.send(envelope)
+                self._send(job, envelope)
             except TransientError as error:
                 raise ServiceUnavailable(
                     "the request could not be queued; nothing was accepted, retry later",
@@ -350,6 +371,20 @@ class Intake:
         until = now + timedelta(seconds=longest)
         spending.reserve(submission.tenant_id, request_id, estimate, until)
         return now
+
+    def _send(self, job: Job, envelope: OutgoingMessage) -> None:
+        """Send the request's message; one paced for later is kept by ``releases``, which
+        may call it back and send it sooner."""
+        if envelope.scheduled_enqueue_time is None or self._releases is None:
+            self._sender.send(envelope)
+            return
+        self._releases.schedule(
+            envelope,
+            tenant=job.tenant_id,
+            model=job.model,
+            text_chars=input_characters(job.input),
+            parameters=job.parameters,
+        )
 
     def _release_time(self, job: Job) -> datetime | None:
         """When the request's message should reach the queue (None: now): a tenant's
@@ -447,3 +482,13 @@ class Intake:
             self._idempotency.release(claim)
         except Exception:
             log.warning("could not release idempotency key for %s", claim.record.request_id)
+
+
+def _text_chars(submission: Submission) -> int | None:
+    """The length of a request's text when it came inline and reads as text, known before
+    anything is stored (None for a document referenced or uploaded: its bytes are not its
+    text)."""
+    content = submission.content
+    if isinstance(content, InlineContent) and reads_as_text(content.media_type):
+        return len(content.data)
+    return None

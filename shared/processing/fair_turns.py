@@ -58,7 +58,7 @@ class FairTurns:
         if gate_and_tokens is None:
             return NO_TURN
         gate, tokens = gate_and_tokens
-        booked = gate.book(request.tenant_id, tokens, self._horizon)
+        booked = gate.book(request.tenant_id, tokens, self._horizon, paced=message.paced)
         if isinstance(booked, Booking):
             return Turn(gate, booked)
         # Never longer than ``longest_wait`` (half of JobResend__afterSeconds: the watchdog

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from shared.messaging import PACED
+
 PropertyValue = str | int | float | bool | None
 
 
@@ -82,6 +84,12 @@ class InboundMessage:
         """How many times this request went back for its tenant's turn: no attempt, and
         nothing was read for it (``processing.fair_turns``)."""
         return read_retry_count(self.application_properties, FAIR_SHARE_WAITS)
+
+    @property
+    def paced(self) -> bool:
+        """Whether intake released this request at its tenant's part of the deployment
+        (``messaging.PACED``)."""
+        return self.application_properties.get(PACED) is True
 
     @property
     def attempted_before(self) -> bool:

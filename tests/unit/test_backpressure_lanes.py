@@ -17,7 +17,7 @@ from shared.adapters.queue_counts import (
 )
 from shared.contracts import Priority
 from shared.errors import ServiceUnavailable
-from shared.inference.capacity import Pace
+from shared.inference.capacity import BudgetedModel, Pace
 from shared.intake.backpressure import LaneBacklogGates, WaitAdmission
 from shared.intake.submissions import InlineContent, Submission
 from shared.lanes import Lane
@@ -136,25 +136,32 @@ def test_a_request_whose_deadline_comes_before_its_expected_wait_is_refused(
         ports={"backlogs": {Lane.STANDARD: standard, Lane.PRIORITY: priority}},
     )
     intake = wired.services.http.requests.intake
-    # Before any answer a request counts 500 + 512 tokens; at 100 tokens a second the 105
-    # messages ahead of a normal request, and it, take about 1,073 s.
-    with pytest.raises(ServiceUnavailable, match=r"about 1073 s .* deadline \(600 s\)") as late:
-        intake.submit(replace(submission(), deadline_seconds=600))
-    assert late.value.retry_after == 1073
+    # Before any answer a request counts what its own prompt does (the task's instructions
+    # and its text: 376 characters, 94 tokens); at 100 tokens a second the 105 messages
+    # ahead of a normal request, and it, take about 100 s.
+    with pytest.raises(ServiceUnavailable, match=r"about 100 s .* deadline \(120 s\)") as late:
+        intake.submit(replace(submission(), deadline_seconds=120))
+    assert late.value.retry_after == 100
     assert not wired.queue.sent, "nothing was accepted"
-    # The wait must fit in two thirds of the deadline: 1,073 s does not fit in 1,200 s.
+    # The wait must fit in two thirds of the deadline: 99.6 s does not fit in 149 s.
     with pytest.raises(ServiceUnavailable, match=r"too close to this request's deadline"):
-        intake.submit(replace(submission(), deadline_seconds=1_200))
-    intake.submit(replace(submission(), deadline_seconds=1_800))
-    intake.submit(replace(submission(Priority.HIGH), deadline_seconds=600))  # 6 ahead: 61 s
+        intake.submit(replace(submission(), deadline_seconds=149))
+    intake.submit(replace(submission(), deadline_seconds=150))
+    intake.submit(replace(submission(Priority.HIGH), deadline_seconds=60))  # 6 ahead: 7 s
     assert len(wired.queue.sent) == 2
     priority.scheduled = 40  # messages given back wait as scheduled copies: still ahead
-    with pytest.raises(ServiceUnavailable, match="priority lane's backlog takes about 466 s"):
-        intake.submit(replace(submission(Priority.HIGH), deadline_seconds=500))  # 46 ahead
+    with pytest.raises(ServiceUnavailable, match="priority lane's backlog takes about 43 s"):
+        intake.submit(replace(submission(Priority.HIGH), deadline_seconds=60))  # 46 ahead
     priority.scheduled = 0
     priority.depth = 60
-    with pytest.raises(ServiceUnavailable, match="priority lane's backlog takes about 617 s"):
-        intake.submit(replace(submission(Priority.HIGH), deadline_seconds=600))
+    with pytest.raises(ServiceUnavailable, match="priority lane's backlog takes about 57 s"):
+        intake.submit(replace(submission(Priority.HIGH), deadline_seconds=80))
+    # Once the model has answered, a request costs what its calls have cost.
+    client = wired.services.models["local-analyzer"].client
+    assert isinstance(client, BudgetedModel)
+    client.calls.learn(1_000)
+    with pytest.raises(ServiceUnavailable, match="priority lane's backlog takes about 610 s"):
+        intake.submit(replace(submission(Priority.HIGH), deadline_seconds=900))
 
 
 class SteadyPace:
@@ -163,7 +170,7 @@ class SteadyPace:
     def __init__(self, high_share: float) -> None:
         self.high_share = high_share
 
-    def pace(self, model: str) -> Pace:
+    def pace(self, model: str, text_chars: int | None = None, parameters: object = None) -> Pace:
         return Pace(6_000, 600, self.high_share)
 
 

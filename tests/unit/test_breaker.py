@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
 from shared.adapters.in_memory import RecordingSender
 from shared.errors import BrokerUnreachable, PermanentError, ServiceUnavailable, TransientError
 from shared.intake.breaker import SendBreaker
-from shared.messaging import OutgoingMessage
+from shared.messaging import OutgoingMessage, Scheduled
 
 OUTAGE = BrokerUnreachable("sending to inference-requests: ServiceBusConnectionError")
 
@@ -101,16 +103,13 @@ def test_a_failed_probe_opens_it_for_another_window(
 def test_while_the_probe_runs_every_other_send_is_refused(clock: Clock) -> None:
     entered, release = threading.Event(), threading.Event()
 
-    class SlowBroker:
-        def __init__(self) -> None:
-            self.sent: list[str] = []
-
+    class SlowBroker(RecordingSender):
         def send(self, outgoing: OutgoingMessage) -> None:
             if outgoing.message_id == "outage":
                 raise OUTAGE
             entered.set()
             release.wait(10)
-            self.sent.append(outgoing.message_id)
+            super().send(outgoing)
 
     broker = SlowBroker()
     breaker = SendBreaker(broker, open_seconds=5, clock=clock)
@@ -127,7 +126,7 @@ def test_while_the_probe_runs_every_other_send_is_refused(clock: Clock) -> None:
         release.set()
         probe.join(10)
     assert refused.value.retry_after == 5
-    assert broker.sent == ["m1"]
+    assert [m.message_id for m in broker.sent] == ["m1"]
     assert not breaker.is_open
 
 
@@ -150,3 +149,20 @@ def test_failures_that_are_not_an_outage_leave_it_closed(
 def test_a_window_must_be_above_zero(sender: RecordingSender) -> None:
     with pytest.raises(ValueError, match="above zero"):
         SendBreaker(sender, open_seconds=0)
+
+
+def test_a_scheduled_send_and_a_call_back_are_guarded_as_sends(
+    breaker: SendBreaker, sender: RecordingSender, clock: Clock
+) -> None:
+    later = replace(message(1), scheduled_enqueue_time=datetime(2026, 12, 5, tzinfo=UTC))
+    sender.fail_with = OUTAGE
+    with pytest.raises(BrokerUnreachable):
+        breaker.schedule(later)
+    sender.fail_with = None
+    with pytest.raises(ServiceUnavailable):
+        breaker.cancel([Scheduled(sender.entity, 1)])
+    clock.now += 5
+    scheduled = breaker.schedule(later)  # the probe: the broker takes it, the breaker closes
+    breaker.cancel([scheduled])
+    assert not breaker.is_open
+    assert sender.cancelled == [scheduled.sequence_number]

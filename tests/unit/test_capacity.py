@@ -499,10 +499,24 @@ def test_a_429_teaches_the_gate_to_wait_for_more_room_than_it_reserves() -> None
     budget.acquire(95, Priority.NORMAL, 0)  # 100 left: the headroom has shrunk to 1 token
 
 
+def test_high_priority_takes_its_part_of_the_quota_not_of_the_few_calls_served() -> None:
+    clock = Seconds()
+    budget = warmed(gate(tokens=6_000, clock=clock, fleet=Shares()), clock)  # 100 a second
+    budget.settle(budget.acquire(300, Priority.HIGH, 0), 300)
+    budget.settle(budget.acquire(100, Priority.NORMAL, 0), 100)
+    # The first calls of a burst: 300 of the 6,000 tokens a minute, not 3 of every 4.
+    assert budget.high_share() == pytest.approx(300 / (100 * SERVED_SECONDS))
+    for _ in range(int(5 * SERVED_SECONDS)):  # the deployment busy, a quarter for high
+        clock.now += 1.0
+        budget.settle(budget.acquire(25, Priority.HIGH, 0), 25)
+        budget.settle(budget.acquire(75, Priority.NORMAL, 0), 75)
+    assert budget.high_share() == pytest.approx(0.25, abs=0.01)
+
+
 def test_the_gate_says_what_part_of_the_deployment_high_priority_took_lately() -> None:
     clock = Seconds()
     fleet = Shares()
-    budget = warmed(gate(tokens=600_000, clock=clock, fleet=fleet), clock)
+    budget = warmed(gate(clock=clock, fleet=fleet), clock)  # no quota: of what was served
     assert budget.high_share() == 0.0, "nothing served: nothing overtakes"
     budget.settle(budget.acquire(100, Priority.HIGH, 0), 100)
     budget.settle(budget.acquire(300, Priority.NORMAL, 0), 300)

@@ -5,6 +5,7 @@ plane (its line in ``pending/<deployment>/<tenant>/<id>.json`` of the batch cont
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from shared.contracts import InlineText, JobStatus, Priority, ProcessingMode, Re
 from shared.entrypoints.http.messages import ApiResponse
 from shared.errors import ConfigurationError, FieldError, InvalidInput
 from shared.global_batch.store import pending_name
+from shared.inference.capacity import BudgetedModel
 from shared.intake.request_rules import RequestRules
 from shared.lanes import Lane
 from shared.messaging import OutgoingMessage, request_envelope
@@ -523,7 +525,11 @@ def test_mode_auto_takes_the_batch_lane_only_when_the_queue_lane_would_be_late()
     assert soon.status == 202
     assert wired.services.jobs.get(TENANT, body(soon)["id"]).mode is ProcessingMode.QUEUE
 
-    standard.depth = 100  # about 1,020 s of work ahead at 1,012 tokens a request
+    # Before the model's first answer a request ahead costs what this one's prompt does.
+    client = wired.services.models["local-analyzer"].client
+    assert isinstance(client, BudgetedModel)
+    cost = client.typical(len(TEXT), {})
+    standard.depth = 100_000 // cost  # about 1,000 s of work ahead
     late = submit(wired, mode="auto", deadline_seconds=600)
     assert late.status == 202
     job = wired.services.jobs.get(TENANT, body(late)["id"])
@@ -532,7 +538,8 @@ def test_mode_auto_takes_the_batch_lane_only_when_the_queue_lane_would_be_late()
 
     queued = submit(wired, mode="queue", deadline_seconds=600)
     assert queued.status == 503
-    assert int(queued.headers["Retry-After"]) == 1023
+    ahead = standard.depth + 1  # the depth read (no cache), and this one
+    assert int(queued.headers["Retry-After"]) == math.ceil(ahead * cost / 100)
     assert "too close to this request's deadline (600 s)" in body(queued)["detail"]
     ordered = submit(wired, mode="auto", deadline_seconds=600, document_id="doc-1")
     assert ordered.status == 503, "an ordered step cannot leave its order"

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
+from typing import cast
 
 import pytest
 
 from shared.adapters.in_memory import RecordingSender
 from shared.contracts import InlineText, Priority, RequestMessage
 from shared.lanes import Lane, LaneQueues, LaneRouter, lane_for, lane_of_message
-from shared.messaging import request_envelope
+from shared.messaging import OutgoingMessage, request_envelope
 from shared.settings import Settings
 from shared.tracing import continue_or_start
 
@@ -59,6 +61,20 @@ def test_the_router_sends_each_envelope_to_its_lane() -> None:
         router.send(envelope(priority, document))  # type: ignore[arg-type]
     assert [len(senders[lane].sent) for lane in Lane] == [1, 1, 1]
     assert senders[Lane.ORDERED].sent[0].session_id == "d"
+
+
+def test_the_router_schedules_on_the_lane_and_each_queue_cancels_its_own() -> None:
+    senders = {lane: RecordingSender(entity=lane.value) for lane in Lane}
+    router = LaneRouter(senders)
+    due = datetime(2026, 12, 5, 12, tzinfo=UTC)
+    plain, document = (cast(OutgoingMessage, envelope(document_id=d)) for d in (None, "d"))
+    standard = router.schedule(replace(plain, scheduled_enqueue_time=due))
+    ordered = router.schedule(replace(document, scheduled_enqueue_time=due))
+    assert (standard.entity, ordered.entity) == ("standard", "ordered")
+    router.cancel([standard, ordered])
+    assert senders[Lane.STANDARD].cancelled == [standard.sequence_number]
+    assert senders[Lane.ORDERED].cancelled == [ordered.sequence_number]
+    assert senders[Lane.PRIORITY].cancelled == []
 
 
 def test_the_router_needs_every_lane() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from shared.inference.capacity import Booking, BudgetedModel, DeploymentGate
 from shared.inference.catalog import Capacity
 from shared.inference.tenant_shares import SERVED_RATE_SECONDS, TenantShares
 from shared.lanes import Lane
+from shared.messaging import PACED
 from shared.processing.inbound import FAIR_SHARE_WAITS
 from tests.support.wiring import Wired, api_request, tenant_catalog, wire
 
@@ -26,6 +28,22 @@ WEIGHTS = {"support": 3.0, "marketing": 1.0}
 
 def weights(tenant: str) -> float:
     return WEIGHTS.get(tenant, 1.0)
+
+
+class MovableClock:
+    """The app's clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        with self._lock:
+            return self.now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += timedelta(seconds=seconds)
 
 
 # --- whose call goes next ------------------------------------------------------------------
@@ -94,6 +112,35 @@ def test_a_tenant_alone_is_never_sent_back() -> None:
     assert shares.book("marketing", 1_000, (100.0, 100.0), 5.0, now=1.0) > 0
     # Once the other tenant has been gone a while, the backlog goes on unhindered.
     assert shares.book("marketing", 1_000, (100.0, 100.0), 5.0, now=20.0) == 0
+
+
+def test_two_bursts_intake_paces_here_are_not_sent_back_but_beside_a_trickle_one_is() -> None:
+    shares = TenantShares(weights)
+    rates, horizon = (100.0, 100.0), 5.0
+    for _ in range(20):  # both tenants' bursts, scheduled by weight
+        shares.release_delay("support", 500, rates[1], horizon, now=0.0)
+        shares.release_delay("marketing", 500, rates[1], horizon, now=0.0)
+    shares.admitted("marketing", 50, now=0.0)
+    for _ in range(10):  # a batch of support's brings more than its horizon: kept
+        assert shares.book("support", 500, rates, horizon, now=0.0) == 0
+    # A tenant intake does not pace here (a trickle, a producer) still takes its turn.
+    shares.admitted("trial", 50, now=0.0)
+    assert shares.book("support", 500, rates, horizon, now=0.0) > 0
+
+
+def test_where_no_intake_runs_messages_marked_paced_say_the_bursts_are_paced() -> None:
+    shares = TenantShares(weights)  # a processing instance: its intake paced nothing
+    rates, horizon = (100.0, 100.0), 5.0
+    shares.book("marketing", 500, rates, horizon, now=0.0, paced=True)
+    shares.admitted("marketing", 50, now=0.0)
+    for _ in range(10):
+        assert shares.book("support", 500, rates, horizon, now=0.0, paced=True) == 0
+    # Unmarked, the same batch is beside a tenant that is paced: its excess goes back.
+    unpaced = TenantShares(weights)
+    unpaced.book("marketing", 500, rates, horizon, now=0.0, paced=True)
+    unpaced.admitted("marketing", 50, now=0.0)
+    backs = [unpaced.book("support", 500, rates, horizon, now=0.0) for _ in range(10)]
+    assert any(back > 0 for back in backs)
 
 
 def test_a_message_larger_than_the_horizon_goes_when_its_tenant_holds_nothing() -> None:
@@ -295,6 +342,46 @@ def test_intake_paces_a_tenants_burst_into_the_standard_lane_only(fair: Wired) -
     assert len(later) >= 20, "the rest of the burst is scheduled"
     assert later == sorted(later), "in the order it arrived, spaced at the deployment's rate"
     assert [message.scheduled_enqueue_time for message in sent[burst:]] == [None, None, None]
+
+
+def test_two_bursts_reach_the_queue_by_weight_and_the_rest_comes_sooner_once_one_is_out(
+    tmp_path: Path,
+) -> None:
+    clock = MovableClock()
+    catalog = tmp_path / "models.json"
+    capacity = {"tokens_per_minute": 60_000}  # 1,000 tokens a second
+    catalog.write_text(
+        json.dumps({"models": {"local-analyzer": {"provider": "local", "capacity": capacity}}})
+    )
+    settings = tenant_catalog(tmp_path, {"tenants": {"support": {"weight": 3}}})
+    wired = wire(clock, settings=settings, ModelCatalog=str(catalog))
+    burst = 40  # each about 350 tokens: 28 s of the deployment for both bursts
+    for _ in range(burst):
+        for tenant in ("support", "marketing"):
+            submit(wired, tenant, input={"text": "Invoice 12: 300 EUR. " * 47})
+    due: dict[str, list[float]] = {"support": [], "marketing": []}
+    for message in wired.queue.sent:
+        at = message.scheduled_enqueue_time
+        seconds = 0.0 if at is None else (at - clock()).total_seconds()
+        due[str(message.application_properties["tenant"])].append(seconds)
+        assert message.application_properties.get(PACED) is (True if at else None)
+    last_support = max(due["support"])
+    scheduled = {tenant: sum(0 < d <= last_support for d in dues) for tenant, dues in due.items()}
+    share = scheduled["support"] / (scheduled["support"] + scheduled["marketing"])
+    assert share == pytest.approx(0.75, abs=0.05), scheduled
+    assert max(due["marketing"]) > 2 * last_support, "marketing's rest, at its quarter"
+
+    clock.advance(last_support + 1)  # support's burst is all in the queue
+    deadline = time.monotonic() + 10
+    while not wired.queue.cancelled and time.monotonic() < deadline:
+        time.sleep(0.1)  # the app looks once a second
+    moved = [m for m in wired.queue.live() if ":release:" in m.message_id]
+    assert moved, "marketing's scheduled rest is sent sooner"
+    assert len(wired.queue.cancelled) == len(moved), "and each earlier copy called back"
+    latest = max(m.scheduled_enqueue_time or clock() for m in moved)
+    assert (latest - clock()).total_seconds() < max(due["marketing"]) - last_support - 1
+    ids = {m.message_id.split(":release:")[0] for m in wired.queue.live()}
+    assert len(ids) == len(wired.queue.live()) == 2 * burst, "one message per request"
 
 
 def test_a_message_sent_back_joins_the_end_of_its_tenants_line() -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from shared.adapters.servicebus import LazyServiceBusSender
 from shared.adapters.servicebus_inbound import from_sdk
+from shared.errors import TransientError
 from shared.inference.capacity import Release
 from shared.intake.releases import ScheduledReleases
 from shared.messaging import PACED, OutgoingMessage
@@ -82,3 +83,21 @@ def test_a_request_sent_sooner_arrives_once_with_its_own_id(
         counts = servicebus_emulator.runtime_properties(QUEUE)
         assert counts["scheduled_message_count"] == 0, "the hour-away copy is cancelled"
         assert counts["active_message_count"] == 0
+
+
+def test_a_cancel_of_a_message_no_longer_scheduled_is_refused_and_the_link_kept(
+    servicebus_emulator: ServiceBusEmulator,
+) -> None:
+    with connect(servicebus_emulator) as bus:
+        drain(bus, QUEUE)
+        sender = LazyServiceBusSender(lambda: bus, QUEUE)
+        later = datetime.now(UTC) + timedelta(hours=1)
+        first = sender.schedule(request("r-1", "bronze", later))
+        second = sender.schedule(request("r-2", "bronze", later))
+        sender.cancel([first])
+        with pytest.raises(TransientError, match="cancelling scheduled messages"):
+            sender.cancel([first, second])  # all or none, as Service Bus does
+        assert servicebus_emulator.runtime_properties(QUEUE)["scheduled_message_count"] == 1
+        sender.cancel([second])  # the same link, still sound
+        sender.close()
+        assert servicebus_emulator.runtime_properties(QUEUE)["scheduled_message_count"] == 0

@@ -224,6 +224,12 @@ async def test_schedule_and_cancel(
         assert test_emulator.runtime_properties(queue)["scheduled_message_count"] == 2
         await sender.cancel_scheduled_messages(cancelled)
         assert test_emulator.runtime_properties(queue)["scheduled_message_count"] == 1
+        # A number no longer scheduled refuses the whole call, as Service Bus does.
+        later = utcnow() + dt.timedelta(hours=1)
+        (held,) = await sender.schedule_messages(ServiceBusMessage("later"), later)
+        with pytest.raises(MessageNotFoundError, match=rf"sequence numbers: {cancelled}\b"):
+            await sender.cancel_scheduled_messages([held, cancelled])
+        await sender.cancel_scheduled_messages(held)  # it was kept: all or none
     async with client.get_queue_receiver(queue) as receiver:
         peeked = await receiver.peek_messages(max_message_count=5)
         assert [p.sequence_number for p in peeked] == [kept]

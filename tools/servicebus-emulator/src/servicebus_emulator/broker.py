@@ -253,7 +253,21 @@ class Namespace:
             self.on_available(store)
 
     def cancel_scheduled(self, address: str, sequence_numbers: list[int]) -> None:
+        """Cancel scheduled messages, all or none: as Service Bus does, a number that is
+        not a scheduled message's (one enqueued meanwhile, or never sent) refuses the
+        whole call, naming the missing ones."""
         target = self.sendable(address)
+        if isinstance(target, Topic):
+            missing = [s for s in sequence_numbers if s not in target.scheduled]
+        else:
+            store = self.queues[target.name.lower()][1].store
+            missing = [s for s in sequence_numbers if not store.is_scheduled(s)]
+        if missing:
+            raise BrokerError(
+                "com.microsoft:message-not-found",
+                "Messages not found. Missing sequence numbers: "
+                + ", ".join(str(s) for s in missing),
+            )
         for sequence in sequence_numbers:
             if isinstance(target, Topic):
                 target.scheduled.pop(sequence, None)

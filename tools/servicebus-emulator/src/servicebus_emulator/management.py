@@ -91,7 +91,8 @@ class ManagementNode:
             body = request.body if isinstance(request.body, dict) else {}
             return handler(path, {str(k): v for k, v in body.items()})
         except BrokerError as error:
-            status = 404 if error.condition == "amqp:not-found" else 400
+            not_found = ("amqp:not-found", "com.microsoft:message-not-found")
+            status = 404 if error.condition in not_found else 400
             return status_reply(status, error.description, error.condition)
 
     # --- locks and settlement ------------------------------------------------------------------

@@ -318,6 +318,10 @@ class EntityStore:
                 envelope, "TTLExpiredException", "The message expired and was dead lettered."
             )
 
+    def is_scheduled(self, sequence_number: int) -> bool:
+        envelope = self.messages.get(sequence_number)
+        return envelope is not None and envelope.state is MessageState.SCHEDULED
+
     def cancel_scheduled(self, sequence_number: int) -> bool:
         envelope = self.messages.get(sequence_number)
         if envelope is None or envelope.state is not MessageState.SCHEDULED:

@@ -23,7 +23,6 @@ What it answers is in ``ledger_sums``; nothing here imports an SDK.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -50,7 +49,7 @@ from shared.accounting.ledger_sums import (
     NotALedger,
     months_of,
 )
-from shared.accounting.reading import read_in_order
+from shared.accounting.reading import load_of_schema, read_in_order
 from shared.accounting.tenants import Budget
 from shared.accounting.usage import DayRange, UsageKey
 from shared.accounting.usage_report import READERS
@@ -185,20 +184,11 @@ class LedgerReader:
         return read_in_order(names, self._read, self._readers, "ledger-read")
 
     def _read(self, name: str) -> _Read:
+        loaded = load_of_schema(self._documents, self._container, name, LEDGER_SCHEMA)
+        if loaded.document is None:
+            return _Read(name, problem=loaded.problem, vanished=loaded.problem is None)
         try:
-            found = self._documents.load(self._container, name)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _Read(name, problem="not JSON")
-        if found is None:
-            return _Read(name, vanished=True)
-        document, _ = found
-        if not isinstance(document, dict):
-            return _Read(name, problem="not a JSON object")
-        schema = document.get("schema")
-        if schema != LEDGER_SCHEMA:
-            return _Read(name, problem=f"schema {schema!r}, not {LEDGER_SCHEMA!r}")
-        try:
-            ledger = MonthLedger.model_validate(document)
+            ledger = MonthLedger.model_validate(loaded.document)
         except ValidationError as error:
             return _Read(name, problem=_problem(error))
         mismatch = _mismatch(name, ledger)

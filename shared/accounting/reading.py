@@ -8,8 +8,13 @@ partial sum would read as a complete one), and the reads not started yet are can
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from shared.documents import JsonDocuments
 
 
 def read_in_order[Read](
@@ -25,3 +30,28 @@ def read_in_order[Read](
         yield from pool.map(read, names)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One document a report asked for: its JSON object of the expected schema, or why it
+    is not one (``problem``); neither when it vanished since it was listed."""
+
+    document: dict[str, Any] | None = None
+    problem: str | None = None
+
+
+def load_of_schema(documents: JsonDocuments, container: str, name: str, schema: str) -> Loaded:
+    """``name`` from ``container``, when it is a JSON object whose ``schema`` is ``schema``."""
+    try:
+        found = documents.load(container, name)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return Loaded(problem="not JSON")
+    if found is None:
+        return Loaded()
+    document, _ = found
+    if not isinstance(document, dict):
+        return Loaded(problem="not a JSON object")
+    if document.get("schema") != schema:
+        return Loaded(problem=f"schema {document.get('schema')!r}, not {schema!r}")
+    return Loaded(document)

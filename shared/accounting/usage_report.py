@@ -15,13 +15,12 @@ one stray blob does not hide every tenant's usage. A storage outage stops the re
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 
 from pydantic import ValidationError
 
-from shared.accounting.reading import read_in_order
+from shared.accounting.reading import load_of_schema, read_in_order
 from shared.accounting.usage import DayRange, UsageCounts, UsageLedger, UsageRow
 from shared.contracts import JOB_SCHEMA, Job
 from shared.documents import JsonDocuments
@@ -146,19 +145,10 @@ class UsageReader:
         return read_in_order(names, self._read, self._readers, "usage-read")
 
     def _read(self, name: str) -> _Read:
+        loaded = load_of_schema(self._documents, self._container, name, JOB_SCHEMA)
+        if loaded.document is None:
+            return _Read(name, not_a_job=loaded.problem, vanished=loaded.problem is None)
         try:
-            found = self._documents.load(self._container, name)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _Read(name, not_a_job="not JSON")
-        if found is None:
-            return _Read(name, vanished=True)
-        document, _ = found
-        if not isinstance(document, dict):
-            return _Read(name, not_a_job="not a JSON object")
-        schema = document.get("schema")
-        if schema != JOB_SCHEMA:
-            return _Read(name, not_a_job=f"schema {schema!r}, not {JOB_SCHEMA!r}")
-        try:
-            return _Read(name, job=Job.model_validate(document))
+            return _Read(name, job=Job.model_validate(loaded.document))
         except ValidationError as error:
             return _Read(name, not_a_job=_problem(error))

@@ -13,8 +13,9 @@ import azure.functions as func
 import pytest
 
 from openai_emulator.process import OpenAIEmulator
+from shared.adapters.blob_documents import BlobJsonDocuments
 from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
-from shared.adapters.in_memory import RecordingPublisher, RecordingSender
+from shared.adapters.in_memory import InMemoryDocuments, RecordingPublisher, RecordingSender
 from shared.entrypoints.bootstrap import Services, build_services, use_services
 from shared.entrypoints.port_sets import azure_ports, replaced
 from shared.settings import Settings
@@ -24,6 +25,8 @@ from tests.support.functions import indexed_functions
 from tests.support.global_batch import BatchLane, batch_settings
 from tests.support.servicebus import QueueRecorder, connect
 from tests.support.wiring import request_content
+
+Documents = InMemoryDocuments | BlobJsonDocuments
 
 BASE_URL = "http://localhost:7071/api"
 Call = Callable[..., func.HttpResponse]
@@ -44,6 +47,19 @@ def make_settings(azurite: Azurite, **overrides: Any) -> Settings:
         del values["AllowedModels"]
     values.update(overrides)
     return Settings.model_validate(values)
+
+
+@pytest.fixture(params=["azurite", "in_memory"])
+def own_container(request: pytest.FixtureRequest) -> tuple[Documents, str]:
+    """Documents in a container of their own: on Azurite, and the in-memory port the unit
+    tests use, so that both answer alike."""
+    container = f"own-{uuid.uuid4().hex[:10]}"
+    if request.param == "in_memory":
+        return InMemoryDocuments(), container
+    azurite: Azurite = request.getfixturevalue("azurite")
+    client = blob_service_client(make_settings(azurite))
+    AzureBlobStore(client).ensure_containers([container])
+    return BlobJsonDocuments(client), container
 
 
 @pytest.fixture(scope="session")

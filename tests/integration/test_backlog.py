@@ -6,7 +6,6 @@ import logging
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
@@ -33,6 +32,7 @@ from tests.integration.conftest import (
     make_settings,
 )
 from tests.support.servicebus import connect, drain
+from tests.support.telemetry import collected_points
 
 pytestmark = pytest.mark.integration
 
@@ -234,7 +234,7 @@ def test_one_unreadable_queue_leaves_every_other_entitys_gauges(
     telemetry.QueueGauges(lambda: queue_entity_readers(services)).register(meter)
 
     with caplog.at_level(logging.WARNING, logger="shared.telemetry"):
-        points = collect_points(reader)
+        points = collected_points(reader)
 
     exported: dict[str, set[str]] = {}
     for name in telemetry.QUEUE_GAUGES:
@@ -256,13 +256,3 @@ def test_one_unreadable_queue_leaves_every_other_entitys_gauges(
         "the counts of no-such-queue cannot be read (HTTPError: HTTP Error 404: Not Found); "
         "its queue gauges are left out until they can"
     ]
-
-
-def collect_points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
-    data = reader.get_metrics_data()
-    points: dict[str, list[Any]] = {}
-    for resource in data.resource_metrics if data else []:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                points.setdefault(metric.name, []).extend(metric.data.data_points)
-    return points

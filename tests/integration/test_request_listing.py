@@ -8,28 +8,19 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.blob_documents import BlobJsonDocuments
-from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
-from shared.adapters.in_memory import InMemoryDocuments
 from shared.clock import utc_now
 from shared.documents import ListedDocuments
 from shared.entrypoints.bootstrap import Services
-from tests.fixtures.azurite import Azurite
-from tests.integration.conftest import Call, json_body, make_settings
+from tests.integration.conftest import Call, Documents, json_body
 from tests.support.jobs import accepted_job
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(params=["azurite", "in_memory"])
-def documents(request: pytest.FixtureRequest) -> tuple[ListedDocuments, str]:
-    container = f"pages-{uuid.uuid4().hex[:10]}"
-    if request.param == "in_memory":
-        return InMemoryDocuments(), container
-    azurite: Azurite = request.getfixturevalue("azurite")
-    client = blob_service_client(make_settings(azurite))
-    AzureBlobStore(client).ensure_containers([container])
-    return BlobJsonDocuments(client), container
+@pytest.fixture
+def documents(own_container: tuple[Documents, str]) -> tuple[ListedDocuments, str]:
+    """Documents and a container of their own, on Azurite and in memory."""
+    return own_container
 
 
 def test_pages_follow_their_markers_to_the_end(documents: tuple[ListedDocuments, str]) -> None:

@@ -7,7 +7,6 @@ ETag serialises their reservations."""
 from __future__ import annotations
 
 import threading
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,29 +14,19 @@ import pytest
 from shared.accounting.ledger import Spend, month_of
 from shared.accounting.spending import TenantSpending
 from shared.accounting.tenants import Budget, TenantCatalog, TenantPolicy
-from shared.adapters.blob_documents import BlobJsonDocuments
-from shared.adapters.blob_storage import AzureBlobStore, blob_service_client
-from shared.adapters.in_memory import InMemoryDocuments
 from shared.documents import JsonDocuments
 from shared.errors import BudgetExceeded
-from tests.fixtures.azurite import Azurite
-from tests.integration.conftest import make_settings
+from tests.integration.conftest import Documents
 
 pytestmark = pytest.mark.integration
 
 BUDGET = TenantCatalog(tenants={"trial": TenantPolicy(budget=Budget(tokens_per_day=10_000))})
 
 
-@pytest.fixture(params=["azurite", "in_memory"])
-def place(request: pytest.FixtureRequest) -> tuple[JsonDocuments, str]:
-    """Documents and a container of their own."""
-    container = f"usage-{uuid.uuid4().hex[:10]}"
-    if request.param == "in_memory":
-        return InMemoryDocuments(), container
-    azurite: Azurite = request.getfixturevalue("azurite")
-    client = blob_service_client(make_settings(azurite))
-    AzureBlobStore(client).ensure_containers([container])
-    return BlobJsonDocuments(client), container
+@pytest.fixture
+def place(own_container: tuple[Documents, str]) -> tuple[JsonDocuments, str]:
+    """Documents and a container of their own, on Azurite and in memory."""
+    return own_container
 
 
 def test_instances_over_one_storage_never_admit_more_than_the_budget_together(

@@ -42,7 +42,7 @@ from shared.jobs import transition
 from tests.fixtures.azurite import Azurite
 from tests.integration.conftest import make_settings
 from tests.support.catalogs import priced_catalog_file
-from tests.support.jobs import accepted_job
+from tests.support.jobs import accepted_job, usage
 from tests.support.wiring import tenant_catalog
 
 pytestmark = pytest.mark.integration
@@ -126,14 +126,6 @@ def record(
 
 def name_of(job: Job) -> str:
     return f"{job.tenant_id}/{job.id}.json"
-
-
-def usage(input_tokens: int, output_tokens: int) -> TokenUsage:
-    return TokenUsage(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        total_tokens=input_tokens + output_tokens,
-    )
 
 
 def printed_json(

@@ -1,11 +1,12 @@
-"""A job as intake records one, for the tests that store jobs directly."""
+"""A job as intake records one, for the tests that store jobs directly, and an answer's
+usage."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime
 
-from shared.contracts import InlineText, Job, ProcessingMode
+from shared.contracts import InlineText, Job, ProcessingMode, TokenUsage
 
 
 def accepted_job(
@@ -26,4 +27,13 @@ def accepted_job(
         updated_at=at,
         deadline=deadline,
         mode=mode,
+    )
+
+
+def usage(input_tokens: int, output_tokens: int) -> TokenUsage:
+    """An answer's usage of ``input_tokens`` and ``output_tokens``."""
+    return TokenUsage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=input_tokens + output_tokens,
     )

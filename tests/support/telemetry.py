@@ -24,10 +24,15 @@ class Telemetry:
 
     def collect(self) -> dict[str, list[Any]]:
         """The data points recorded since the last collection, by metric name."""
-        data = self.reader.get_metrics_data()
-        points: dict[str, list[Any]] = {}
-        for resource in data.resource_metrics if data else []:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    points.setdefault(metric.name, []).extend(metric.data.data_points)
-        return points
+        return collected_points(self.reader)
+
+
+def collected_points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    """The data points of one collection of ``reader``, by metric name."""
+    data = reader.get_metrics_data()
+    points: dict[str, list[Any]] = {}
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                points.setdefault(metric.name, []).extend(metric.data.data_points)
+    return points

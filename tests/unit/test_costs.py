@@ -31,7 +31,6 @@ from shared.contracts import (
     ProcessingMode,
     RequestMessage,
     ResultDocument,
-    TokenUsage,
 )
 from shared.events.announcements import (
     COMPLETED,
@@ -48,6 +47,7 @@ from shared.jobs import DocumentJobStore, JobRepository
 from shared.lanes import Lane
 from shared.processing.endings import JobEndings
 from tests.support.catalogs import catalog, priced_catalog_file
+from tests.support.jobs import usage
 from tests.support.wiring import Wired, api_request, wire
 
 USD = "USD"
@@ -66,14 +66,6 @@ def prices(
 ) -> Prices:
     return Prices(
         USD, Decimal(input_per_million), Decimal(output_per_million), Decimal(batch_discount)
-    )
-
-
-def usage(input_tokens: int, output_tokens: int) -> TokenUsage:
-    return TokenUsage(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        total_tokens=input_tokens + output_tokens,
     )
 
 

@@ -19,19 +19,12 @@ from shared.accounting.ledger import (
     next_month,
 )
 from shared.accounting.tenants import Budget
-from shared.contracts import Cost, ProcessingMode, TokenUsage
+from shared.contracts import Cost, ProcessingMode
+from tests.support.jobs import usage
 
 NOW = datetime(2026, 12, 31, 22, 30, tzinfo=UTC)
 TODAY = NOW.date()
 LATER = NOW + timedelta(hours=1)
-
-
-def usage(input_tokens: int, output_tokens: int) -> TokenUsage:
-    return TokenUsage(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        total_tokens=input_tokens + output_tokens,
-    )
 
 
 def answer(request_id: str, day: date = TODAY, cost: str | None = "0.0015", **kw: object) -> Answer:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -27,6 +26,8 @@ from shared.documents import Document
 from shared.entrypoints.cli.ops import LedgerStorage, main
 from shared.errors import TransientError
 from tests.fakes import ManualClock
+from tests.support.documents import ReadCounting
+from tests.support.jobs import usage
 from tests.support.wiring import tenant_catalog, wire
 
 NOW = datetime(2026, 12, 5, 18, 0, tzinfo=UTC)
@@ -36,28 +37,6 @@ CONTAINER = "usage"
 TRIAL = Budget(tokens_per_day=3000, tokens_per_month=50_000, cost_per_month=20.0)
 CATALOG = TenantCatalog(tenants={"trial": TenantPolicy(budget=TRIAL)})
 _ids = itertools.count(1)
-
-
-class ReadCounting(InMemoryDocuments):
-    """The in-memory documents, noting the name of every document read."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.read_names: list[str] = []
-        self._noting = threading.Lock()
-
-    def load(self, container: str, name: str) -> tuple[Document, str] | None:
-        with self._noting:
-            self.read_names.append(name)
-        return super().load(container, name)
-
-
-def usage(input_tokens: int, output_tokens: int) -> TokenUsage:
-    return TokenUsage(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        total_tokens=input_tokens + output_tokens,
-    )
 
 
 def answer(

@@ -18,6 +18,7 @@ from shared import telemetry
 from shared.processing.backlog import entity_readers, gauge_values
 from shared.processing.ports import QueueObserver
 from shared.processing.values import QueueSnapshot
+from tests.support.telemetry import collected_points
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 QUEUES = ("inference-requests", "inference-priority", "inference-ordered")
@@ -56,13 +57,7 @@ CLOCK = Minutes()
 def collect(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
     """Every exported point of one collection, by metric name."""
     CLOCK.now += 60
-    data = reader.get_metrics_data()
-    points: dict[str, list[Any]] = {}
-    for resource in data.resource_metrics if data else []:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                points.setdefault(metric.name, []).extend(metric.data.data_points)
-    return points
+    return collected_points(reader)
 
 
 def gauge_points(points: Mapping[str, list[Any]]) -> dict[str, int]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any, Literal
@@ -30,6 +29,8 @@ from shared.errors import TransientError
 from shared.job_index import JobIndex, index_tags
 from shared.jobs import DocumentJobStore, JobRepository, reopen, transition
 from tests.fakes import ManualClock
+from tests.support.documents import ReadCounting
+from tests.support.jobs import usage
 from tests.support.wiring import Wired, wire
 
 DAY = date(2026, 11, 30)
@@ -37,14 +38,6 @@ NOON = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 QUEUE, BATCH = ProcessingMode.QUEUE, ProcessingMode.BATCH
 CONTAINER = "jobs"
 _ids = itertools.count(1)
-
-
-def usage(input_tokens: int, output_tokens: int) -> TokenUsage:
-    return TokenUsage(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        total_tokens=input_tokens + output_tokens,
-    )
 
 
 def answer(tokens: TokenUsage | None) -> InferenceResult:
@@ -194,20 +187,6 @@ def test_a_range_that_ends_before_it_starts_is_refused() -> None:
 
 
 # --- reading the jobs through the document ports -------------------------------------------
-
-
-class ReadCounting(InMemoryDocuments):
-    """The in-memory documents, noting the name of every document read."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.read_names: list[str] = []
-        self._noting = threading.Lock()
-
-    def load(self, container: str, name: str) -> tuple[Document, str] | None:
-        with self._noting:
-            self.read_names.append(name)
-        return super().load(container, name)
 
 
 @dataclass

@@ -17,7 +17,10 @@ weights. The runs, in one invocation, each on a fresh stack:
   ``--backlog`` / 2 requests at once, interleaved;
 * ``weights-late``: ``bronze`` drops its ``--backlog`` / 2 requests alone, and ``gold``
   its own ``--late-seconds`` (30) later: the part bronze was released at alone must make
-  way for gold's.
+  way for gold's;
+* ``weights-producer``: the ``weights`` run's two bursts sent by a producer straight to
+  the standard queue (``shared.producer``, one batch send for both, interleaved): no
+  intake paces them, so the processors' turns alone keep the weights.
 
 Printed per run: each tenant's requests, completed, p50/p95 wait (submission to
 outcome) and for ``support`` its p95 over its solo p95; the served shares while every
@@ -38,7 +41,7 @@ Beside the noisy runs' two tenants, tenant ``trial`` has a small budget
 ``budget-exceeded``), and what the ledger counts of its answers at the end
 (``GET /api/v1/usage``) against its budget: the overshoot (target 0; at most the
 estimates of requests admitted at the same moment). It is left out of the served shares.
-The whole invocation takes about 30 minutes.
+The whole invocation takes about 35 minutes.
 """
 
 from __future__ import annotations
@@ -68,6 +71,10 @@ from _harness import (
 from model_capacity import ALIAS, KEY, READY, Watch, control, post, stack_settings, text
 
 from local_processes import Child
+from shared.adapters.servicebus import servicebus_client
+from shared.adapters.servicebus_producer import ServiceBusBatchSenders
+from shared.producer import Producer, parse_lines
+from shared.settings import Settings
 
 FLUSH_SECONDS = 5  # Usage__flushSeconds, the app's default
 
@@ -88,6 +95,7 @@ class Run:
     tokens: int = 0
     dead_letters: int = 0
     usage: dict[str, Any] | None = None  # the budgeted tenant's GET /api/v1/usage at the end
+    values: dict[str, str] = field(default_factory=dict)  # the stack's app settings
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def tenants(self) -> list[str]:
@@ -194,12 +202,34 @@ def backlog(port: int, key: str, run: Run, tenants: list[str], count: int, args:
     run_threads(caller, 16)
 
 
+def produce(run: Run, tenants: list[str], count: int, args: Any) -> None:
+    """``count`` requests sent straight to the queue by the producer library, the
+    ``tenants`` taking turns."""
+    settings = Settings.model_validate(run.values)
+    lines = [
+        json.dumps({"request_id": f"{run.name}-{index}", "tenant_id": tenants[index % len(tenants)],
+                    "model": ALIAS, "input": {"text": text(index, args.text_chars)}})
+        for index in range(count)
+    ]  # fmt: skip
+    senders = ServiceBusBatchSenders(servicebus_client(settings))
+    try:
+        sent = time.perf_counter()
+        report = Producer.from_settings(settings, senders).send(parse_lines(lines))
+    finally:
+        senders.close()
+    assert report.sent == count, report.summary_text()
+    with run.lock:
+        for index in range(count):
+            run.submitted[f"{run.name}-{index}"] = (sent, tenants[index % len(tenants)])
+
+
 def run_once(work: Path, run: Run, args: Any) -> Run:
     capacity = {"tokens_per_minute": args.tpm, "requests_per_minute": args.rpm}
     tenants: dict[str, Any] = {name: {"weight": w} for name, w in WEIGHTS.items()}
     tenants[BUDGETED] = {"budget": {"tokens_per_day": args.trial_budget}}
     (work / "tenants.json").write_text(json.dumps({"tenants": tenants}))
-    extra = {"TenantCatalog": str(work / "tenants.json")}
+    # The producers' run names its tenants straight on the queue.
+    extra = {"TenantCatalog": str(work / "tenants.json"), "ProducerTenants": ",".join(WEIGHTS)}
     if run.fair_share_seconds is not None:
         extra["ModelCapacity__fairShareSeconds"] = str(run.fair_share_seconds)
     settings_path, values = stack_settings(work, capacity, extra)
@@ -215,6 +245,7 @@ def run_once(work: Path, run: Run, args: Any) -> Run:
         control(openai, "PUT", f"/_emulator/deployments/{ALIAS}",
                 {"tokens_per_minute": args.tpm, "requests_per_minute": args.rpm,
                  "latency_ms": args.latency_ms, "limiter": "window"})  # fmt: skip
+        run.values = values
         watch = Watch.start(values, run.outcomes)
         port = int(json.loads(settings_path.read_text())["Host"]["LocalHttpPort"])
         run.began = time.perf_counter()
@@ -237,6 +268,9 @@ def drive(port: int, key: str, run: Run, args: Any) -> None:
         return
     if run.name == "weights":
         backlog(port, key, run, ["gold", "bronze"], args.backlog, args)
+        return
+    if run.name == "weights-producer":
+        produce(run, ["gold", "bronze"], args.backlog, args)
         return
     if run.name == "weights-late":
         backlog(port, key, run, ["bronze"], args.backlog // 2, args)
@@ -306,7 +340,9 @@ def budget_line(run: Run, args: Any) -> str:
 
 def main() -> int:
     parser = argument_parser(__doc__)
-    parser.add_argument("--runs", default="solo,noisy-on,noisy-off,weights,weights-late")
+    parser.add_argument(
+        "--runs", default="solo,noisy-on,noisy-off,weights,weights-late,weights-producer"
+    )
     parser.add_argument("--instances", type=int, default=2)
     parser.add_argument("--tpm", type=int, default=30_000)
     parser.add_argument("--rpm", type=int, default=300)

@@ -115,7 +115,7 @@ class Admission:
             running = self._jobs.advance(
                 ready,
                 lambda job: transition(
-                    job, JobStatus.RUNNING, attempts=job.attempts + 1, settlement=None
+                    job, JobStatus.RUNNING, self._clock, attempts=job.attempts + 1, settlement=None
                 ),
             )
             content, media_type = self._read_input(request)
@@ -182,7 +182,8 @@ class Admission:
     ) -> Outcome:
         try:
             self._jobs.advance(
-                current, lambda job: transition(job, JobStatus.EXPIRED, settlement="completed")
+                current,
+                lambda job: transition(job, JobStatus.EXPIRED, self._clock, settlement="completed"),
             )
             self._outcomes.announce_end(
                 request, "expired", "deadline_exceeded", message.application_properties

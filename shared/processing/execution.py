@@ -102,7 +102,7 @@ class Execution:
             completed = self._jobs.advance(
                 admitted.running,
                 lambda job: transition(
-                    job, JobStatus.COMPLETED, result=document, settlement="completed"
+                    job, JobStatus.COMPLETED, self._clock, result=document, settlement="completed"
                 ),
             )
         if self._spending is not None:  # the answer kept: its tenant's usage, once

@@ -280,6 +280,7 @@ class Retries:
                 lambda current: transition(
                     current,
                     JobStatus.ACCEPTED,
+                    self._clock,
                     last_error=JobError(code=error.code, message=str(error)),
                     settlement=settlement,
                 ),

@@ -698,13 +698,13 @@ class ServedPace:
         by the deployment's gate (``DeploymentGate.respace_releases``); a release of an
         alias whose deployment counts no tokens keeps its delay."""
         delays = [release.delay for release in releases]
-        gates: dict[int, tuple[DeploymentGate, dict[str, list[tuple[int, int]]]]] = {}
+        gates: dict[str, tuple[DeploymentGate, dict[str, list[tuple[int, int]]]]] = {}
         for index in sorted(range(len(releases)), key=lambda i: releases[i].delay):
             release = releases[index]
             client = budgeted(self._models, release.model)
             if client is None or self._release_horizon <= 0:
                 continue
-            _, tenants = gates.setdefault(id(client.gate), (client.gate, {}))
+            _, tenants = gates.setdefault(client.gate.key, (client.gate, {}))
             tokens = client.typical(release.text_chars, release.parameters)
             tenants.setdefault(release.tenant, []).append((index, tokens))
         for gate, tenants in gates.values():

@@ -36,6 +36,7 @@ queue is first in, first out, so fairness needs three parts, all here, all per g
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -263,12 +264,9 @@ class TenantShares:
         weights = sum(self.weight(tenant) for tenant in scheduled)
         for tenant, works in scheduled.items():
             step = max(rate * self.weight(tenant) / weights, 1e-9)
-            line = now + horizon
-            delays[tenant] = []
-            for tokens in works:
-                delays[tenant].append(line - now - horizon)
-                line += tokens / step
-            self._tenant(tenant).released_until = line
+            offsets = list(itertools.accumulate((tokens / step for tokens in works), initial=0.0))
+            delays[tenant] = offsets[:-1]
+            self._tenant(tenant).released_until = now + horizon + offsets[-1]
         for tenant, state in self._tenants.items():
             if tenant not in scheduled:
                 state.released_until = min(state.released_until, now + horizon)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from azure.servicebus import ServiceBusClient
 
 from shared.adapters.servicebus import LazyServiceBusSender
 from shared.adapters.servicebus_inbound import from_sdk
@@ -90,7 +91,13 @@ def test_a_cancel_of_a_message_no_longer_scheduled_is_refused_and_the_link_kept(
 ) -> None:
     with connect(servicebus_emulator) as bus:
         drain(bus, QUEUE)
-        sender = LazyServiceBusSender(lambda: bus, QUEUE)
+        opened: list[ServiceBusClient] = []  # each link the sender opens asks for the client
+
+        def client() -> ServiceBusClient:
+            opened.append(bus)
+            return bus
+
+        sender = LazyServiceBusSender(client, QUEUE)
         later = datetime.now(UTC) + timedelta(hours=1)
         first = sender.schedule(request("r-1", "bronze", later))
         second = sender.schedule(request("r-2", "bronze", later))
@@ -98,6 +105,7 @@ def test_a_cancel_of_a_message_no_longer_scheduled_is_refused_and_the_link_kept(
         with pytest.raises(TransientError, match="cancelling scheduled messages"):
             sender.cancel([first, second])  # all or none, as Service Bus does
         assert servicebus_emulator.runtime_properties(QUEUE)["scheduled_message_count"] == 1
-        sender.cancel([second])  # the same link, still sound
+        sender.cancel([second])
+        assert len(opened) == 1, "the refusal left the link open and sound"
         sender.close()
         assert servicebus_emulator.runtime_properties(QUEUE)["scheduled_message_count"] == 0

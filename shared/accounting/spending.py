@@ -54,15 +54,19 @@ from shared.periodic import run_every
 
 log = logging.getLogger(__name__)
 
-# Writes lost to another instance in a row before a change gives up (it is then retried
-# at the next flush, or the door answers 503): each loss means the other one progressed.
-# After a loss the writer waits a random part of a doubling step (``RACE_STEP_SECONDS``,
-# at most ``RACE_STEP_CEILING``) before it reads again, so that instances writing one
-# tenant's month at once spread out instead of colliding again in step (measured against
-# Azurite: 4 instances reserving at once lost 8 races in a row without it).
-MAX_RACES: Final = 12
+# Writes lost to another instance: each loss means another one progressed, so a writer
+# keeps racing until it has waited ``RACE_PATIENCE_SECONDS`` in all between its tries, then
+# gives up (the change is retried at the next flush, or the door answers 503). After a
+# loss it waits a random part of a doubling step (``RACE_STEP_SECONDS``, at most
+# ``RACE_STEP_CEILING``) before it reads again, so that instances writing one tenant's
+# month at once spread out instead of colliding again in step (measured against Azurite:
+# 4 instances reserving at once lost 8 races in a row without it). Patience is counted in
+# waited seconds, not in tries: a fixed count of 12 was used up by one unlucky writer
+# among four on a slow machine while the others kept winning.
 RACE_STEP_SECONDS: Final = 0.005
 RACE_STEP_CEILING: Final = 0.2
+RACE_PATIENCE_SECONDS: Final = 5.0
+MAX_RACES: Final = 100  # a bound even when the waits drawn are all near zero
 
 # How long a request without a deadline (a Global Batch request) holds its reservation:
 # the service's 24-hour window, with a day's margin for staging and copying out.
@@ -223,10 +227,16 @@ class TenantSpending:
         ``change`` raises writes nothing and keeps the gathered changes; a refusal read
         from the cache is checked again on a fresh read first."""
         with self._lock(key):
+            waited, tries = 0.0, 0
             for race in range(MAX_RACES):
                 if race:
-                    step = min(RACE_STEP_SECONDS * 2**race, RACE_STEP_CEILING)
-                    self._sleep(self._uniform(0, step))
+                    if waited >= RACE_PATIENCE_SECONDS:
+                        break
+                    step = min(RACE_STEP_SECONDS * 2 ** min(race, 10), RACE_STEP_CEILING)
+                    pause = self._uniform(0, step)
+                    self._sleep(pause)
+                    waited += pause
+                tries = race + 1
                 fresh = key not in self._cache
                 cached = self._cache.get(key) or self._load(key)
                 with self._guard:
@@ -263,7 +273,9 @@ class TenantSpending:
                 with self._guard:
                     del self._pending.get(key, [])[: len(gathered)]
                 return ledger
-            raise ConcurrencyConflict(f"{key.name}: lost {MAX_RACES} writes in a row")
+            raise ConcurrencyConflict(
+                f"{key.name}: lost {tries} writes in a row, waiting {waited:.1f} s between"
+            )
 
     def _load(self, key: _Key) -> tuple[MonthLedger, str] | None:
         loaded = self._documents.load(self._container, key.name)

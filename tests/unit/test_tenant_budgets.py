@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from shared.accounting.ledger import Spend
-from shared.accounting.spending import TenantSpending
+from shared.accounting.spending import RACE_PATIENCE_SECONDS, RACE_STEP_CEILING, TenantSpending
 from shared.accounting.tenants import Budget, TenantCatalog, TenantPolicy
 from shared.adapters.in_memory import (
     InMemoryDocuments,
@@ -23,6 +23,8 @@ from shared.adapters.in_memory import (
     RecordingSettler,
 )
 from shared.contracts import InlineText, JobStatus, RequestMessage
+from shared.documents import Document, Tags
+from shared.errors import ConcurrencyConflict
 from shared.events.announcements import Announcer
 from shared.events.incoming import event_from_cloudevent
 from shared.jobs import DocumentJobStore, JobRepository
@@ -249,3 +251,57 @@ def test_a_job_ended_without_an_answer_gives_back_what_it_held(status: JobStatus
     stored = documents.load("usage", "trial/2026-12.json")
     assert stored is not None
     assert stored[0]["reserved"] == {}, "held only until its deadline otherwise"
+
+
+class LosingWrites(InMemoryDocuments):
+    """The in-memory documents, where another instance wins the next ``losses`` writes."""
+
+    def __init__(self, losses: int) -> None:
+        super().__init__()
+        self.losses = losses
+
+    def replace(
+        self, container: str, name: str, document: Document, etag: str, tags: Tags | None = None
+    ) -> str:
+        if self.losses:
+            self.losses -= 1
+            raise ConcurrencyConflict(f"{container}/{name} changed since it was read")
+        return super().replace(container, name, document, etag, tags)
+
+
+def racing_spending(documents: LosingWrites, waits: list[float]) -> TenantSpending:
+    catalog = TenantCatalog(tenants={"trial": TenantPolicy(budget=Budget(tokens_per_day=10_000))})
+    return TenantSpending(
+        documents, "usage", catalog, ManualClock(NOW), sleep=waits.append, uniform=max
+    )
+
+
+def test_a_writer_that_keeps_losing_races_keeps_trying_while_its_patience_lasts() -> None:
+    documents = LosingWrites(0)
+    waits: list[float] = []
+    spending = racing_spending(documents, waits)
+    spending.reserve("trial", "first", Spend(700), NOW.replace(hour=23))
+    documents.losses = 20  # more than a fixed count of twelve tries allowed
+
+    spending.reserve("trial", "second", Spend(700), NOW.replace(hour=23))
+
+    assert documents.losses == 0
+    assert len(waits) == 20
+    assert sum(waits) < RACE_PATIENCE_SECONDS
+    stored = documents.load("usage", "trial/2026-12.json")
+    assert stored is not None
+    assert set(stored[0]["reserved"]) == {"first", "second"}
+
+
+def test_a_writer_gives_up_once_it_has_waited_its_patience_and_says_how_long() -> None:
+    documents = LosingWrites(0)
+    waits: list[float] = []
+    spending = racing_spending(documents, waits)
+    spending.reserve("trial", "first", Spend(700), NOW.replace(hour=23))
+    documents.losses = 1_000
+
+    with pytest.raises(ConcurrencyConflict, match=r"trial/2026-12\.json: lost \d+ writes"):
+        spending.reserve("trial", "second", Spend(700), NOW.replace(hour=23))
+
+    assert RACE_PATIENCE_SECONDS <= sum(waits) < RACE_PATIENCE_SECONDS + RACE_STEP_CEILING
+    assert max(waits) == RACE_STEP_CEILING, "each wait drawn within the doubling step"

@@ -25,7 +25,10 @@ queue is first in, first out, so fairness needs three parts, all here, all per g
   more than its share, a message of a tenant that already holds more than ``horizon``
   seconds of work at its rate goes back to the broker, scheduled for the end of its
   tenant's line, before anything is read for it: what intake did not pace (producers
-  sending straight to the queue) and what came due before its turn. Each tenant's rate
+  sending straight to the queue) and what came due before its turn. A tenant that
+  stands ahead of another holding work here, for their weights, and whose messages come
+  here more often, sends its message back whatever it holds, so that two producers'
+  bursts, read in equal parts, are served in their weights' parts. Each tenant's rate
   is its weight's part of the instance's, or, while the others want no more than they
   get, what they leave (``served_rate``): a trickle does not slow a backlog down. The
   returns of one tenant are spaced at the deployment's rate, so that a backlog comes back
@@ -47,6 +50,10 @@ from shared.inference.fading import FadingTotal
 # Over about how long a tenant's served tokens make its rate (``served_rate``), and how
 # lately another tenant must have been seen for a gate to send a message back (``book``).
 SERVED_RATE_SECONDS: Final = 10.0
+# Over about how long the messages read here count how often a tenant comes here
+# (``_owes_a_turn``): longer than a rate's, since a few batches' reads are few, and one
+# wrong answer sends the heavier tenant's message behind the whole queue.
+READ_RATE_SECONDS: Final = 30.0
 
 
 def equal_weights(tenant: str) -> float:
@@ -64,6 +71,8 @@ class _Tenant:
     paced_at: float = -math.inf  # when it last booked a message intake paced (any instance's)
     # Tokens served lately: the tenant's rate, and whether it was seen here lately.
     served: FadingTotal = field(default_factory=lambda: FadingTotal(SERVED_RATE_SECONDS))
+    # Tokens of its messages read lately (booked or sent back): how often it comes here.
+    read: FadingTotal = field(default_factory=lambda: FadingTotal(READ_RATE_SECONDS))
 
 
 @dataclass
@@ -146,9 +155,13 @@ class TenantShares:
         with what it holds.
 
         A tenant holding nothing here books its message, whatever its rate (one call may
-        be more than a small share's horizon), unless a tenant holding work here was
-        served less for its weight lately: that one takes the turn, so that two backlogs
-        share by weight even where each holds one call at a time.
+        be more than a small share's horizon), unless it owes a turn (``_owes_a_turn``:
+        a tenant holding work here stands behind it for their weights, and its own
+        messages come here more often than that one's): then the message goes back
+        whatever the tenant holds. Two producers' bursts sent straight to the queue
+        reach the processors in about equal parts, a batch at a time, and each batch
+        ends when its calls are served: only by sending the lighter tenant's excess back
+        does a processor read on to the heavier one's.
         """
         self._now = max(self._now, now)
         instance_rate, deployment_rate = rates
@@ -156,8 +169,10 @@ class TenantShares:
         if paced:
             state.paced_at = now
         tenant_rate = max(self.tenant_rate(tenant, instance_rate, now), 1e-9)
-        first = state.booked <= 0 and not self._owes_a_turn(tenant, now)
-        within = first or state.booked + tokens <= tenant_rate * horizon
+        state.read.add(tokens, now)
+        owes = self._owes_a_turn(tenant, now)
+        first = state.booked <= 0 and not owes
+        within = first or (not owes and state.booked + tokens <= tenant_rate * horizon)
         if within or not self._contended(tenant, horizon, now):
             state.booked += tokens
             return 0.0
@@ -170,15 +185,32 @@ class TenantShares:
         state.returns_at = due + tokens / max(deployment_rate, 1e-9)
         return max(due - now, 1.0)
 
+    def _finish(self, tenant: str) -> float:
+        """Where ``tenant`` stands once what it holds here is served: its virtual time and
+        its booked tokens for its weight. Booking by it, as a fair queue orders by
+        finishing times, takes a batch's messages in the parts of their tenants' weights
+        at once, where what each was served over the last seconds would answer every
+        message of one batch alike."""
+        state = self._tenant(tenant)
+        return state.virtual_time + state.booked / self.weight(tenant)
+
     def _owes_a_turn(self, tenant: str, now: float) -> bool:
-        """Whether another tenant holding work here was served less than ``tenant``
-        lately, for their weights."""
-        mine = self.served_rate(tenant, now) / self.weight(tenant)
+        """Whether another tenant holding work here stands behind ``tenant``
+        (``_finish``), while ``tenant``'s messages reach this instance more often than
+        the other's, for their weights: then the other's calls are owed the next turns,
+        and sending ``tenant``'s message back lets the processor read further, to the
+        other's. A tenant read less often than its weight's part (the heavier of two
+        producers' bursts that arrive in equal parts) keeps its message: the gate serves
+        the other's calls first anyway, and a message sent back goes to the end of the
+        queue, behind all the rest."""
+        mine = self._finish(tenant)
+        read = self._tenant(tenant).read.rate(now) / self.weight(tenant)
         return any(
             other != tenant
             and state.booked > 0
-            and self.served_rate(other, now) / self.weight(other) < mine
-            for other, state in self._tenants.items()
+            and self._finish(other) < mine
+            and state.read.rate(now) / self.weight(other) < read
+            for other, state in list(self._tenants.items())
         )
 
     def _contended(self, tenant: str, horizon: float, now: float) -> bool:

@@ -406,16 +406,60 @@ def test_a_tenant_beside_another_backlog_only_is_not_sent_back() -> None:
     assert shares.book("support", 5_000, rates, horizon, now=0.0) == 0
 
 
-def test_a_tenant_holding_nothing_yields_to_a_tenant_holding_work_served_less() -> None:
-    shares = TenantShares(weight_of=lambda tenant: 3.0 if tenant == "gold" else 1.0)
-    rates, horizon = (100.0, 100.0), 5.0  # bronze's part: 25 a second, 125 in the horizon
-    shares.admitted("gold", 600, now=0.0)  # 200 a weight
-    shares.admitted("bronze", 300, now=0.0)  # 300 a weight: ahead of gold
-    assert shares.book("gold", 400, rates, horizon, now=0.0) == 0  # gold holds work here
+def gold_and_bronze() -> TenantShares:
+    return TenantShares(weight_of=lambda tenant: 3.0 if tenant == "gold" else 1.0)
+
+
+def test_a_tenant_holding_nothing_yields_to_a_tenant_holding_work_that_stands_behind() -> None:
+    shares = gold_and_bronze()
+    rates, horizon = (100.0, 100.0), 5.0
+    shares.admitted("gold", 300, now=0.0)  # 100 a weight
+    shares.admitted("bronze", 900, now=0.0)  # 900 a weight: far ahead of gold
+    assert shares.book("gold", 150, rates, horizon, now=0.0) == 0  # gold holds work here
 
     back = shares.book("bronze", 400, rates, horizon, now=0.0)
-    shares.release("gold", 400)
+    shares.release("gold", 150)
     alone = shares.book("bronze", 400, rates, horizon, now=0.0)
 
-    assert back > 0, "bronze was served more for its weight while gold holds work: gold's turn"
+    assert back > 0, "bronze stands ahead for its weight while gold holds work: gold's turn"
     assert alone == 0, "once gold holds nothing here, a tenant holding nothing books"
+
+
+def test_a_tenant_read_less_often_than_its_weights_part_keeps_its_message() -> None:
+    shares = gold_and_bronze()
+    rates, horizon = (100.0, 100.0), 5.0
+    shares.admitted("gold", 900, now=0.0)  # 300 a weight
+    shares.admitted("bronze", 100, now=0.0)  # 100 a weight: behind gold
+    assert shares.book("bronze", 100, rates, horizon, now=0.0) == 0
+    assert shares.book("bronze", 5_000, rates, horizon, now=0.0) > 0  # read, sent back
+
+    # bronze holds work and stands behind gold, but gold's messages come here less often
+    # than its weight's part: the gate serves bronze's call first, and gold's message,
+    # sent back, would go behind everything else in the queue.
+    assert shares.book("gold", 400, rates, horizon, now=0.0) == 0
+
+
+def test_two_producers_bursts_read_in_equal_parts_are_served_by_weight() -> None:
+    """Batches of eight messages, gold's and bronze's in turn (two bursts sent straight to
+    the queue, as the processors read them): the messages booked are served in the gate's
+    order, the batch ends when they are, and the ones sent back are left to the queue."""
+    shares = gold_and_bronze()
+    rates, horizon, tokens = (300.0, 600.0), 5.0, 300
+    served = {"gold": 0, "bronze": 0}
+    now = 0.0
+    for _ in range(60):
+        booked = [
+            tenant
+            for tenant in ["gold", "bronze"] * 4
+            if shares.book(tenant, tokens, rates, horizon, now=now) == 0
+        ]
+        while booked:
+            tenant = shares.next_tenant(set(booked))
+            booked.remove(tenant)
+            shares.admitted(tenant, tokens, now)
+            now += tokens / rates[0]
+            shares.release(tenant, tokens)
+            served[tenant] += tokens
+
+    share = served["gold"] / sum(served.values())
+    assert 0.7 <= share <= 0.8, f"gold's share {share:.2f}, for a weight of 3 against 1"

@@ -300,7 +300,8 @@ def test_a_writer_gives_up_once_it_has_waited_its_patience_and_says_how_long() -
     spending.reserve("trial", "first", Spend(700), NOW.replace(hour=23))
     documents.losses = 1_000
 
-    with pytest.raises(ConcurrencyConflict, match=r"trial/2026-12\.json: lost \d+ writes"):
+    said = r"trial/2026-12\.json: lost \d+ writes in a row, waiting 5\.\d s between"
+    with pytest.raises(ConcurrencyConflict, match=said):
         spending.reserve("trial", "second", Spend(700), NOW.replace(hour=23))
 
     assert RACE_PATIENCE_SECONDS <= sum(waits) < RACE_PATIENCE_SECONDS + RACE_STEP_CEILING

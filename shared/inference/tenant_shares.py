@@ -210,7 +210,7 @@ class TenantShares:
             and state.booked > 0
             and self._finish(other) < mine
             and state.read.rate(now) / self.weight(other) < read
-            for other, state in list(self._tenants.items())
+            for other, state in self._tenants.items()
         )
 
     def _contended(self, tenant: str, horizon: float, now: float) -> bool:

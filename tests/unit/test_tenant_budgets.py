@@ -22,7 +22,7 @@ from shared.adapters.in_memory import (
     RecordingSender,
     RecordingSettler,
 )
-from shared.contracts import InlineText, JobStatus, RequestMessage
+from shared.contracts import Door, InlineText, JobStatus, RequestMessage
 from shared.documents import Document, Tags
 from shared.errors import ConcurrencyConflict
 from shared.events.announcements import Announcer
@@ -42,6 +42,9 @@ TEXT = "Please summarise this report." * 4  # 116 characters: 29 tokens, 512 for
 # The local analyzer's instructions and the text at four characters a token, and the
 # default answer allowance: what one request is held at (checked below).
 TENANTS = {"tenants": {"trial": {"budget": {"tokens_per_day": 3000}}}}
+# A Global Batch deployment for the local analyzer: work in ``mode: batch`` has its lane.
+BATCH = {"GlobalBatch__deployments": "local-analyzer=gpt-4o-mini-batch",
+         "GlobalBatch__endpoint": "http://127.0.0.1:9"}  # fmt: skip
 
 
 @pytest.fixture
@@ -178,6 +181,54 @@ def test_an_event_over_budget_is_recorded_rejected_and_announced(wired: Wired) -
     assert job["error"]["code"] == "budget_exceeded"
     assert "tokens_per_day for 2026-12-05 is spent" in job["error"]["message"]
     assert len(wired.queue.sent) == sent, "nothing is run"
+    assert wired.failures_published == ["budget_exceeded"]
+
+
+@pytest.mark.parametrize(
+    ("door", "mode"),
+    [
+        (Door.EVENTGRID, None),
+        (Door.WEBHOOK, None),
+        (Door.EVENTGRID_PULL, None),
+        (Door.EVENTGRID, "batch"),
+    ],
+)
+def test_each_event_door_records_work_over_budget_rejected(
+    tmp_path: Path, door: Door, mode: str | None
+) -> None:
+    wired = wire(ManualClock(NOW), settings={**tenant_catalog(tmp_path, TENANTS), **BATCH})
+    while submit(wired, "trial")[0] == 202:
+        pass
+    sent = len(wired.queue.sent)
+    data = {"model": "local-analyzer", **({"mode": mode} if mode else {})}
+
+    outcome = wired.services.event_intake.accept_event(
+        event_from_cloudevent(requested_event("trial", "ev-1", **data)), source=door
+    )
+
+    job = wired.services.jobs.get("trial", str(outcome.request_id))
+    assert (outcome.status, job.status, job.source) == ("accepted", JobStatus.REJECTED, door)
+    assert job.mode == (mode or "queue"), "the request is recorded as it was asked"
+    assert job.error is not None
+    assert job.error.code == "budget_exceeded"
+    assert len(wired.queue.sent) == sent, "nothing is run, on no lane"
+    assert wired.failures_published == ["budget_exceeded"]
+
+
+def test_a_document_dropped_over_budget_is_recorded_rejected(wired: Wired) -> None:
+    while submit(wired, "trial")[0] == 202:
+        pass
+    sent = len(wired.queue.sent)
+    wired.blobs.upload("incoming", "trial/report.txt", TEXT.encode(), "text/plain", {})
+
+    accepted = wired.services.event_intake.accept_blob("incoming", "trial/report.txt")
+
+    assert (accepted.job.status, accepted.job.source) == (JobStatus.REJECTED, Door.BLOB)
+    assert accepted.job.error is not None
+    assert accepted.job.error.code == "budget_exceeded"
+    assert "tokens_per_day for 2026-12-05 is spent" in accepted.job.error.message
+    assert len(wired.queue.sent) == sent
+    assert wired.blobs.read("incoming", "trial/report.txt") is not None, "the document stays"
     assert wired.failures_published == ["budget_exceeded"]
 
 

@@ -4,7 +4,8 @@ Accepting work that will sit for hours past its deadline helps nobody; a 503 wit
 Retry-After lets well-behaved clients slow down. The queue depth comes from the broker's
 runtime counts, cached for a few seconds so a burst of submissions costs one lookup (and
 what this instance sent since the reading counted on top, so the cache does not hide the
-burst it saves lookups for). If
+burst it saves lookups for; the expected wait below also counts what the reading counted
+as going on to the model since, or every estimate would be as old as the reading). If
 the count cannot be read, intake stays open (the broker, not the probe, is the source of
 truth for whether a send succeeds), and the failure is cached like a reading, so an
 unreachable management endpoint costs one attempt per cache period, not one per request.
@@ -40,7 +41,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Final
 
@@ -63,8 +64,10 @@ class BacklogGate:
         retry_after: int,
         *,
         lane: str = "standard",
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._probe = probe
+        self._monotonic = monotonic
         self._lane = lane
         self._limit = limit
         self._cache_seconds = cache_seconds
@@ -97,11 +100,14 @@ class BacklogGate:
         return self._depth()
 
     def _depth(self) -> QueueDepth | None:
-        now = time.monotonic()
+        now = self._monotonic()
         with self._lock:
             if self._cached and now - self._cached[0] < self._cache_seconds:
-                read = self._cached[1]
-                return replace(read, active=read.active + self._sent) if read else None
+                read_at, read = self._cached
+                if read is None:
+                    return None
+                return replace(read, active=read.active + self._sent,
+                               age_seconds=now - read_at, sent_since=self._sent)  # fmt: skip
         assert self._probe is not None
         depth: QueueDepth | None
         try:
@@ -148,12 +154,18 @@ class LaneBacklogGates:
         *,
         cache_seconds: float,
         retry_after: int,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> LaneBacklogGates:
         """A gate per lane that has both a probe and a limit above zero."""
         return cls(
             {
                 lane: BacklogGate(
-                    probe, limits.get(lane, 0), cache_seconds, retry_after, lane=lane.value
+                    probe,
+                    limits.get(lane, 0),
+                    cache_seconds,
+                    retry_after,
+                    lane=lane.value,
+                    monotonic=monotonic,
                 )
                 for lane, probe in probes.items()
                 if probe is not None and limits.get(lane, 0) > 0
@@ -226,13 +238,20 @@ class WaitAdmission:
         pace = self._pace.pace(model, text_chars, parameters)
         if pace is None:
             return None
-        depths = [self._backlog.depth(ahead) for ahead in AHEAD[lane]]
-        known = [depth.ahead for depth in depths if depth is not None]
-        if not known or pace.tokens_per_minute <= 0:
+        depths = [
+            depth for ahead in AHEAD[lane] if (depth := self._backlog.depth(ahead)) is not None
+        ]
+        if not depths or pace.tokens_per_minute <= 0:
             return None
         overtaken = 0.0 if lane is Lane.PRIORITY else min(pace.high_share, MOST_OVERTAKEN)
-        per_minute = pace.tokens_per_minute * (1 - overtaken)
-        return (sum(known) + 1) * pace.cost * 60 / per_minute
+        per_request = pace.cost * 60 / (pace.tokens_per_minute * (1 - overtaken))
+        # The broker's counts may be a cached reading's: what they counted has gone on to
+        # the model since, a request every ``per_request`` seconds; what this instance sent
+        # since the reading waits behind all of it.
+        counted = sum(depth.ahead - depth.sent_since for depth in depths)
+        gone = min(counted, min(depth.age_seconds for depth in depths) / per_request)
+        sent_since = sum(depth.sent_since for depth in depths)
+        return (counted - gone + sent_since + 1) * per_request
 
     def check(
         self,

@@ -38,6 +38,10 @@ class QueueDepth:
 
     active: int  # deliverable, or locked by a receiver: what the depth ceilings count
     scheduled: int = 0  # retries and capacity give-backs that come back later
+    # A cached reading: how long ago the broker counted, and how many of ``active`` this
+    # instance sent since (they are behind everything the broker counted).
+    age_seconds: float = 0.0
+    sent_since: int = 0
 
     @property
     def ahead(self) -> int:

@@ -196,30 +196,20 @@ def test_high_priority_arriving_meanwhile_lengthens_the_other_lanes_waits() -> N
     assert endless.expected_wait(Lane.STANDARD, "m") == pytest.approx(600.0), "at most 90%"
 
 
-class Monotonic:
-    """A monotonic clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_cached_reading_counts_what_has_gone_to_the_model_since() -> None:
-    clock = Monotonic()
+    seconds = [0.0]
     gates = LaneBacklogGates.of(
         {Lane.STANDARD: FixedBacklog(9), Lane.PRIORITY: FixedBacklog(0)},
         {Lane.STANDARD: 5_000, Lane.PRIORITY: 1_000},
         cache_seconds=60,
         retry_after=5,
-        monotonic=clock,
+        monotonic=lambda: seconds[0],
     )
     admission = WaitAdmission(gates, SteadyPace(0.0))  # a request every 6 s
     assert admission.expected_wait(Lane.STANDARD, "m") == pytest.approx(60.0)
     gates.sent(Lane.STANDARD)
     assert admission.expected_wait(Lane.STANDARD, "m") == pytest.approx(66.0), "one more ahead"
-    clock.now = 12.0  # two of the nine counted have gone on since; the one sent has not
+    seconds[0] = 12.0  # two of the nine counted have gone on since; the one sent has not
     assert admission.expected_wait(Lane.STANDARD, "m") == pytest.approx(54.0)
-    clock.now = 59.0  # no more can have gone than the reading counted
+    seconds[0] = 59.0  # no more can have gone than the reading counted
     assert admission.expected_wait(Lane.STANDARD, "m") == pytest.approx(12.0)

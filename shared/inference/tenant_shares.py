@@ -170,9 +170,9 @@ class TenantShares:
             state.paced_at = now
         tenant_rate = max(self.tenant_rate(tenant, instance_rate, now), 1e-9)
         state.read.add(tokens, now)
-        owes = self._owes_a_turn(tenant, now)
-        first = state.booked <= 0 and not owes
-        within = first or (not owes and state.booked + tokens <= tenant_rate * horizon)
+        within = not self._owes_a_turn(tenant, now) and (
+            state.booked <= 0 or state.booked + tokens <= tenant_rate * horizon
+        )
         if within or not self._contended(tenant, horizon, now):
             state.booked += tokens
             return 0.0
